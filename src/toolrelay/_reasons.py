@@ -1,0 +1,58 @@
+"""Why a turn ended: the terminal reason every run lifecycle carries at its end.
+
+This module has no dependencies so that every layer (errors, machines, core,
+runtime) can name a reason without importing another layer.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import msgspec
+
+__all__ = ("ReasonKind", "TerminalReason")
+
+
+class ReasonKind(enum.StrEnum):
+    """The kind of ending a turn reached; the run lifecycle's final state follows from it."""
+
+    #: The agent answered: the last run finished with no tool call pending.
+    COMPLETED = "completed"
+    #: The agent reported an error (AG-UI ``RUN_ERROR``, a provider error).
+    AGENT_ERROR = "agent_error"
+    #: The wire misbehaved: malformed SSE or JSON, a bad event, a limit exceeded,
+    #: the stream ending without ``RUN_FINISHED``.
+    PROTOCOL_ERROR = "protocol_error"
+    #: The transport failed: connection refused or dropped, timeout, HTTP error status.
+    TRANSPORT_ERROR = "transport_error"
+    #: The backend could not allocate or start a run.
+    BACKEND_ERROR = "backend_error"
+    #: The continuation depth bound was reached (the circuit breaker, promise 3).
+    MAX_DEPTH = "max_depth"
+    #: The embedding code cancelled the turn (promise 4).
+    CANCELLED = "cancelled"
+    #: A newer turn on the same thread took it over (promise 5).
+    SUPERSEDED = "superseded"
+    #: The engine was closed while the turn was in flight.
+    CLOSED = "closed"
+    #: An unexpected error inside toolrelay or the embedding code (the catch-all).
+    INTERNAL_ERROR = "internal_error"
+
+
+class TerminalReason(msgspec.Struct, frozen=True, kw_only=True):
+    """Why a turn ended, in words a person can act on.
+
+    Attributes:
+        kind: The kind of ending.
+        message: A one-line explanation.
+        code: A machine-readable code when the agent or transport gave one
+            (``RUN_ERROR.code``, an HTTP status, a provider error type).
+    """
+
+    kind: ReasonKind
+    message: str
+    code: str | None = None
+
+    def __str__(self) -> str:
+        suffix = f" [{self.code}]" if self.code else ""
+        return f"{self.kind.value}: {self.message}{suffix}"

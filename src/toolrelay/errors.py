@@ -1,0 +1,207 @@
+"""Every exception toolrelay raises, in one module.
+
+The hierarchy, split by culprit (as h11 and wsproto do)::
+
+    ToolrelayError                      (root; never raised itself)
+    ├── LocalProtocolError              the embedding code misused the API
+    │   ├── IllegalTransition           a machine was sent an event its state does not allow
+    │   ├── ClosedError                 a closed registry or engine was used
+    │   ├── ToolDefinitionError         a tool cannot be declared (bad signature, duplicate)
+    │   └── ConversationError           a turn cannot be built from the given conversation
+    └── RemoteProtocolError             the agent or the wire misbehaved (carries a `reason`)
+        ├── MalformedEventError         an event payload that is not JSON
+        ├── InvalidEventError           a known event type with a bad body
+        ├── LimitExceededError          a payload, argument or event-count limit was passed
+        ├── StreamEndedEarlyError       the stream closed before RUN_FINISHED / RUN_ERROR
+        ├── AgentRunError               the agent reported RUN_ERROR (or a provider error)
+        ├── RunAllocationError          the backend could not allocate or start a run
+        └── TransportError              the connection failed
+            ├── ConnectError            the server could not be reached
+            ├── ReadTimeoutError        no bytes arrived within the read timeout
+            ├── StreamDroppedError      the connection broke mid-stream
+            ├── HTTPStatusError         a non-2xx response (with an excerpt of its body)
+            └── ContentTypeError        a response that is not ``text/event-stream``
+
+Remote errors carry a hint, as h11's ``error_status_hint`` does: :attr:`reason`, the
+:class:`~toolrelay.TerminalReason` the turn ends with when the error reaches the engine.
+Third-party exceptions (httpx, httpx-sse, msgspec) are translated at the boundary
+where they occur and chained with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from toolrelay._reasons import ReasonKind, TerminalReason
+
+__all__ = (
+    "AgentRunError",
+    "ClosedError",
+    "ConnectError",
+    "ContentTypeError",
+    "ConversationError",
+    "HTTPStatusError",
+    "IllegalTransition",
+    "InvalidEventError",
+    "LimitExceededError",
+    "LocalProtocolError",
+    "MalformedEventError",
+    "ReadTimeoutError",
+    "RemoteProtocolError",
+    "RunAllocationError",
+    "StreamDroppedError",
+    "StreamEndedEarlyError",
+    "ToolDefinitionError",
+    "ToolrelayError",
+    "TransportError",
+)
+
+
+class ToolrelayError(Exception):
+    """Root of every toolrelay exception. Catch it; never raise it directly."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> ToolrelayError:
+        if cls is ToolrelayError or cls is LocalProtocolError or cls is RemoteProtocolError:
+            raise TypeError(f"{cls.__name__} is abstract: raise one of its subclasses")
+        return super().__new__(cls, *args)
+
+
+class LocalProtocolError(ToolrelayError):
+    """The embedding code used toolrelay in a way it does not allow."""
+
+
+class IllegalTransition(LocalProtocolError):
+    """A declared machine was sent an event that its current state does not accept.
+
+    Attributes:
+        machine: The machine's name (``"RunLifecycle"``, ``"ToolCallLifecycle"``).
+        state: The state the machine was in.
+        event: The event that was refused.
+    """
+
+    def __init__(self, machine: str, state: str, event: str) -> None:
+        self.machine = machine
+        self.state = state
+        self.event = event
+        super().__init__(f"{machine} cannot handle event {event!r} in state {state!r}")
+
+
+class ClosedError(LocalProtocolError):
+    """A run registry or engine was used after it was closed."""
+
+
+class ToolDefinitionError(LocalProtocolError):
+    """A tool cannot be declared: its signature has no JSON Schema, or its name is taken."""
+
+
+class ConversationError(LocalProtocolError):
+    """A request cannot be built from the conversation (for example a provider's
+    alternation rule is broken, or the provider cannot serve what is asked)."""
+
+
+class RemoteProtocolError(ToolrelayError):
+    """The agent or the wire misbehaved.
+
+    Attributes:
+        reason: The terminal reason a turn ends with when this error reaches the engine.
+    """
+
+    reason_kind: ClassVar[ReasonKind] = ReasonKind.PROTOCOL_ERROR
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+    @property
+    def reason(self) -> TerminalReason:
+        return TerminalReason(kind=self.reason_kind, message=self.message, code=self.code)
+
+
+class MalformedEventError(RemoteProtocolError):
+    """An event payload that is not a JSON object with a string ``type``."""
+
+
+class InvalidEventError(RemoteProtocolError):
+    """A known event type whose body does not match the protocol.
+
+    Attributes:
+        event_type: The event's ``type`` (``"TOOL_CALL_ARGS"``).
+        field: The JSON path of the offending field (``"$.delta"``), or ``None``.
+        detail: What is wrong with it.
+    """
+
+    def __init__(self, event_type: str, field: str | None, detail: str) -> None:
+        self.event_type = event_type
+        self.field = field
+        self.detail = detail
+        where = f" at {field}" if field else ""
+        super().__init__(f"invalid {event_type} event{where}: {detail}")
+
+
+class LimitExceededError(RemoteProtocolError):
+    """A configured limit was passed (bytes per event, argument bytes, events per run).
+
+    Attributes:
+        limit: The limit's name (``"max_event_bytes"``).
+        bound: The configured bound.
+    """
+
+    def __init__(self, limit: str, bound: int, detail: str = "") -> None:
+        self.limit = limit
+        self.bound = bound
+        extra = f": {detail}" if detail else ""
+        super().__init__(f"limit {limit}={bound} exceeded{extra}", code=limit)
+
+
+class StreamEndedEarlyError(RemoteProtocolError):
+    """The event stream closed before the run finished (no RUN_FINISHED or RUN_ERROR)."""
+
+
+class AgentRunError(RemoteProtocolError):
+    """The agent reported that the run failed (AG-UI ``RUN_ERROR``, a provider error)."""
+
+    reason_kind = ReasonKind.AGENT_ERROR
+
+
+class RunAllocationError(RemoteProtocolError):
+    """The backend could not allocate or start a run."""
+
+    reason_kind = ReasonKind.BACKEND_ERROR
+
+
+class TransportError(RemoteProtocolError):
+    """The connection to the agent failed."""
+
+    reason_kind = ReasonKind.TRANSPORT_ERROR
+
+
+class ConnectError(TransportError):
+    """The agent's server could not be reached."""
+
+
+class ReadTimeoutError(TransportError):
+    """No bytes arrived within the read timeout."""
+
+
+class StreamDroppedError(TransportError):
+    """The connection broke in the middle of the event stream."""
+
+
+class HTTPStatusError(TransportError):
+    """The server answered with a non-2xx status.
+
+    Attributes:
+        status_code: The HTTP status.
+        body_excerpt: The start of the response body, decoded leniently.
+    """
+
+    def __init__(self, status_code: int, body_excerpt: str) -> None:
+        self.status_code = status_code
+        self.body_excerpt = body_excerpt
+        excerpt = f": {body_excerpt}" if body_excerpt else ""
+        super().__init__(f"HTTP {status_code}{excerpt}", code=str(status_code))
+
+
+class ContentTypeError(TransportError):
+    """The response is not an event stream (``Content-Type`` is not ``text/event-stream``)."""
