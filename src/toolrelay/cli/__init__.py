@@ -1,0 +1,98 @@
+"""The ``toolrelay`` command: ``demo | run | replay | diagrams | verify``.
+
+:func:`main` takes its I/O as arguments (``argv``, ``stdout``, ``stderr``), so the
+tests drive it in-process, as Automat's ``tool(_argv=..., _print=...)`` does.
+
+Exit codes (:class:`ExitCode`): 0 the turn completed (or the command succeeded); the
+others say what went wrong, so scripts can tell them apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import logging
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from toolrelay import __version__
+from toolrelay.cli import _diagrams, _verify
+
+__all__ = ("ExitCode", "main")
+
+
+class ExitCode(enum.IntEnum):
+    """What the ``toolrelay`` command's exit status means."""
+
+    #: The turn completed / the command succeeded.
+    OK = 0
+    #: The turn failed (agent error, protocol error, depth bound, tool trouble).
+    FAILED = 1
+    #: Wrong usage: a bad flag, a missing file, a tool module that does not import.
+    USAGE = 2
+    #: The turn was cancelled (Ctrl-C) or superseded.
+    CANCELLED = 3
+    #: The agent's server could not be reached.
+    UNREACHABLE = 4
+    #: A check failed (``diagrams --check`` drift, ``verify`` found a counterexample).
+    CHECK_FAILED = 5
+
+
+_COMMANDS = (_diagrams, _verify)
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: object, stderr: TextIO, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._stderr = stderr
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(self._stderr)
+        self._stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(ExitCode.USAGE)
+
+
+def build_parser(stderr: TextIO) -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="toolrelay",
+        description="Run, replay, draw and verify LLM tool-calling lifecycles.",
+        stderr=stderr,
+    )
+    parser.add_argument("--version", action="version", version=f"toolrelay {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=argparse.ArgumentParser)
+    for command in _COMMANDS:
+        command.register(sub)
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run the ``toolrelay`` command; returns its exit code (see :class:`ExitCode`)."""
+    out = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
+    parser = build_parser(err)
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:
+        return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING,
+        stream=err,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args, out, err))
+    except KeyboardInterrupt:
+        err.write("toolrelay: interrupted\n")
+        return ExitCode.CANCELLED
+    except Exception as exc:
+        if args.debug:
+            raise
+        err.write(f"toolrelay: error: {type(exc).__name__}: {exc}\n")
+        return ExitCode.FAILED

@@ -1,0 +1,72 @@
+"""The sans-IO core: conversation model, event processor, message mapper, tool registry.
+
+Nothing here performs I/O, imports anyio or httpx, or reads the clock.
+"""
+
+from __future__ import annotations
+
+from toolrelay.core._arguments import TextAccumulator as TextAccumulator
+from toolrelay.core._conversation import (
+    ChatMessage as ChatMessage,
+    Conversation as Conversation,
+    ReasoningRecord as ReasoningRecord,
+    TextMessage as TextMessage,
+    ToolCallInfo as ToolCallInfo,
+    ToolCallMessage as ToolCallMessage,
+)
+from toolrelay.core._effects import (
+    NO_EFFECTS as NO_EFFECTS,
+    Activity as Activity,
+    ActivityChanged as ActivityChanged,
+    ActivityKind as ActivityKind,
+    Effect as Effect,
+    ProtocolViolation as ProtocolViolation,
+    TurnCompleted as TurnCompleted,
+    TurnEnded as TurnEnded,
+    ToolsReady as ToolsReady,
+    ViolationRaised as ViolationRaised,
+)
+from toolrelay.core._mapper import (
+    to_agui_messages as to_agui_messages,
+    tool_call_to_agui as tool_call_to_agui,
+)
+from toolrelay.core._patch import JsonPatchError as JsonPatchError, apply_patch as apply_patch
+from toolrelay.core._processor import EventProcessor as EventProcessor, Limits as Limits
+from toolrelay.core._tools import (
+    ToolError as ToolError,
+    ToolRegistry as ToolRegistry,
+    ToolResult as ToolResult,
+    ToolSpec as ToolSpec,
+    tool as tool,
+)
+
+__all__ = (
+    "Activity",
+    "ActivityChanged",
+    "ActivityKind",
+    "ChatMessage",
+    "Conversation",
+    "Effect",
+    "EventProcessor",
+    "JsonPatchError",
+    "Limits",
+    "NO_EFFECTS",
+    "ProtocolViolation",
+    "ReasoningRecord",
+    "TextAccumulator",
+    "TextMessage",
+    "ToolCallInfo",
+    "ToolCallMessage",
+    "ToolError",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolSpec",
+    "ToolsReady",
+    "TurnCompleted",
+    "TurnEnded",
+    "ViolationRaised",
+    "apply_patch",
+    "to_agui_messages",
+    "tool",
+    "tool_call_to_agui",
+)

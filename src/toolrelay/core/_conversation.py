@@ -1,0 +1,228 @@
+"""The conversation model of one thread: its messages and the tool calls of a turn.
+
+A :class:`Conversation` is the thread's history. It holds AG-UI messages the embedding
+code supplied (``UserMessage``, ``SystemMessage``, earlier ``AssistantMessage`` and
+``ToolMessage`` records) beside the records toolrelay builds while it streams:
+
+- :class:`TextMessage`: text streamed by the agent (TEXT_MESSAGE_* or *_CHUNK).
+- :class:`ReasoningRecord`: reasoning / thinking text (REASONING_*, legacy THINKING_*).
+- :class:`ToolCallMessage`: a batch of tool calls of one run, every call final
+  (completed or failed) with its result; the mapper turns it into the assistant
+  message with ``toolCalls`` and one ``tool`` message per call.
+
+Records that are still streaming are mutable and already in the list, so a UI sees
+text appear; nothing is copied per event (promise 8). Once a record is final it is
+not changed again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from dataclasses import dataclass
+
+from toolrelay.core._arguments import TextAccumulator
+from toolrelay.core._tools import ToolResult
+from toolrelay.machines import TOOL_CALL_MACHINE, ToolCallEvent, ToolCallStatus
+from toolrelay.protocol import Message
+
+__all__ = (
+    "ChatMessage",
+    "Conversation",
+    "ReasoningRecord",
+    "TextMessage",
+    "ToolCallInfo",
+    "ToolCallMessage",
+)
+
+
+class ToolCallInfo:
+    """One tool call of a run, from TOOL_CALL_START to its result.
+
+    Its status is driven by the declared ``ToolCallLifecycle`` (through its compiled
+    table); argument deltas are appended without a transition.
+
+    Attributes:
+        id: The ``toolCallId``.
+        name: The ``toolCallName``.
+        parent_message_id: The assistant message the call belongs to, when the agent said.
+        result: The outcome once the call is final (``None`` before).
+        run_id: The run that asked for the call.
+    """
+
+    __slots__ = ("_args", "_cursor", "id", "name", "parent_message_id", "result", "run_id")
+
+    def __init__(
+        self,
+        id: str,
+        name: str,
+        *,
+        parent_message_id: str | None = None,
+        run_id: str | None = None,
+        arguments: str = "",
+    ) -> None:
+        self.id = id
+        self.name = name
+        self.parent_message_id = parent_message_id
+        self.run_id = run_id
+        self.result: ToolResult | None = None
+        self._args = TextAccumulator(arguments)
+        self._cursor = TOOL_CALL_MACHINE.cursor()
+
+    @property
+    def status(self) -> ToolCallStatus:
+        """The call's state in the tool-call machine."""
+        return self._cursor.state
+
+    @property
+    def arguments(self) -> str:
+        """The raw argument JSON received so far (``""`` when none arrived)."""
+        return self._args.text
+
+    @property
+    def argument_bytes(self) -> int:
+        """UTF-8 size of the arguments received so far."""
+        return self._args.byte_count
+
+    def append_arguments(self, delta: str) -> int:
+        """Append an argument delta (no transition); returns the new byte count."""
+        return self._args.append(delta)
+
+    def send(self, event: ToolCallEvent) -> ToolCallStatus:
+        """Move the call through its machine; raises ``IllegalTransition`` if refused."""
+        return self._cursor.send(event)
+
+    def __repr__(self) -> str:
+        return (
+            f"ToolCallInfo(id={self.id!r}, name={self.name!r}, status={self.status.value!r}, "
+            f"arguments={self.arguments!r})"
+        )
+
+
+class TextMessage:
+    """Text the agent streamed; mutable while ``complete`` is False.
+
+    Attributes:
+        id: The ``messageId``.
+        role: The role the agent gave (``assistant`` unless it said otherwise).
+        complete: True once TEXT_MESSAGE_END (or the end of the run) closed it.
+        interrupted: True when the run ended before the message was closed: the text is
+            what arrived, kept (promise 7), but may be cut short.
+    """
+
+    __slots__ = ("_text", "complete", "id", "interrupted", "role")
+
+    def __init__(self, id: str, role: str = "assistant", text: str = "") -> None:
+        self.id = id
+        self.role = role
+        self._text = TextAccumulator(text)
+        self.complete = False
+        self.interrupted = False
+
+    @property
+    def text(self) -> str:
+        return self._text.text
+
+    def append(self, delta: str) -> int:
+        return self._text.append(delta)
+
+    def __repr__(self) -> str:
+        return f"TextMessage(id={self.id!r}, role={self.role!r}, text={self.text!r})"
+
+
+class ReasoningRecord:
+    """Reasoning or thinking text the agent streamed (not sent back by default)."""
+
+    __slots__ = ("_text", "complete", "id")
+
+    def __init__(self, id: str) -> None:
+        self.id = id
+        self._text = TextAccumulator()
+        self.complete = False
+
+    @property
+    def text(self) -> str:
+        return self._text.text
+
+    def append(self, delta: str) -> int:
+        return self._text.append(delta)
+
+    def __repr__(self) -> str:
+        return f"ReasoningRecord(id={self.id!r}, text={self.text!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallMessage:
+    """The tool calls of one run, every one final, with their results.
+
+    Attributes:
+        id: A message id for the batch.
+        calls: The calls in the order the agent streamed them.
+        result_message_ids: For each call, the ``tool`` message id to use (the agent's
+            ``messageId`` when it sent TOOL_CALL_RESULT itself, otherwise generated).
+    """
+
+    id: str
+    calls: tuple[ToolCallInfo, ...]
+    result_message_ids: tuple[str, ...]
+
+
+ChatMessage = Message | TextMessage | ReasoningRecord | ToolCallMessage
+"""Anything a conversation holds."""
+
+
+class Conversation:
+    """The history of one thread: an append-only list of messages plus thread state.
+
+    Attributes:
+        thread_id: The AG-UI ``threadId``.
+        messages: Everything said so far, in order.
+        state: The agent state to send with the next run (updated by STATE_SNAPSHOT
+            and STATE_DELTA events).
+        last_snapshot: The last MESSAGES_SNAPSHOT the agent sent, kept for the
+            embedding code; toolrelay does not rewrite its history from it.
+    """
+
+    __slots__ = ("last_snapshot", "messages", "state", "thread_id")
+
+    def __init__(
+        self,
+        thread_id: str,
+        messages: Sequence[ChatMessage] = (),
+        *,
+        state: object = None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.messages: list[ChatMessage] = list(messages)
+        self.state: object = {} if state is None else state
+        self.last_snapshot: tuple[Message, ...] | None = None
+
+    def append(self, message: ChatMessage) -> None:
+        self.messages.append(message)
+
+    def __iter__(self) -> Iterator[ChatMessage]:
+        return iter(self.messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def tool_calls(self) -> Iterator[ToolCallInfo]:
+        """Every committed tool call of the thread, oldest first."""
+        for message in self.messages:
+            if isinstance(message, ToolCallMessage):
+                yield from message.calls
+
+    def texts(self) -> Iterator[TextMessage]:
+        """Every streamed text message, oldest first."""
+        for message in self.messages:
+            if isinstance(message, TextMessage):
+                yield message
+
+    def __repr__(self) -> str:
+        return f"Conversation(thread_id={self.thread_id!r}, messages={len(self.messages)})"
+
+
+def is_final_call(call: ToolCallInfo) -> bool:
+    """True when ``call`` is completed or failed."""
+    return call.status in (ToolCallStatus.completed, ToolCallStatus.failed)
+

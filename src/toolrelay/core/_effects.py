@@ -1,0 +1,136 @@
+"""What the event processor answers with: effects the runtime must act on.
+
+The processor never performs I/O. Fed an event, it updates the conversation and
+returns a (usually empty) tuple of effects, the way h11's ``next_event`` returns
+events. Most events (text and argument deltas) return the shared empty tuple
+:data:`NO_EFFECTS`, so the hot path allocates nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import msgspec
+
+from toolrelay._reasons import TerminalReason
+from toolrelay.core._conversation import ToolCallInfo
+
+__all__ = (
+    "NO_EFFECTS",
+    "Activity",
+    "ActivityChanged",
+    "ActivityKind",
+    "Effect",
+    "ProtocolViolation",
+    "TurnCompleted",
+    "TurnEnded",
+    "ToolsReady",
+    "ViolationRaised",
+)
+
+
+class ActivityKind(enum.StrEnum):
+    """What a UI shows for a turn right now."""
+
+    #: Not started yet.
+    IDLE = "idle"
+    #: A run is open and nothing has streamed yet.
+    AWAITING = "awaiting"
+    #: Assistant text is streaming.
+    STREAMING_TEXT = "streaming_text"
+    #: The agent is thinking (reasoning events).
+    REASONING = "reasoning"
+    #: Tool calls are streaming ("Calling: a, b").
+    CALLING_TOOLS = "calling_tools"
+    #: The client is running tools between two runs ("Executing: a, b").
+    EXECUTING_TOOLS = "executing_tools"
+    #: The turn is over.
+    DONE = "done"
+
+
+class Activity(msgspec.Struct, frozen=True):
+    """What is happening in a turn, as a UI would say it.
+
+    Attributes:
+        kind: The kind of activity.
+        tool_names: The tools being called or executed, in order.
+    """
+
+    kind: ActivityKind
+    tool_names: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        match self.kind:
+            case ActivityKind.CALLING_TOOLS:
+                return "Calling: " + ", ".join(self.tool_names)
+            case ActivityKind.EXECUTING_TOOLS:
+                return "Executing: " + ", ".join(self.tool_names)
+            case ActivityKind.AWAITING:
+                return "Thinking..."
+            case ActivityKind.STREAMING_TEXT:
+                return "Responding..."
+            case ActivityKind.REASONING:
+                return "Reasoning..."
+            case _:
+                return ""
+
+
+class ProtocolViolation(msgspec.Struct, frozen=True):
+    """An event the processor tolerated but the protocol does not allow.
+
+    Attributes:
+        code: A stable identifier (``"args_for_unknown_call"``).
+        event_type: The AG-UI ``type`` of the offending event.
+        message: What was wrong and what toolrelay did about it.
+    """
+
+    code: str
+    event_type: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityChanged:
+    """The turn's activity changed (for observers)."""
+
+    activity: Activity
+
+
+@dataclass(frozen=True, slots=True)
+class ViolationRaised:
+    """A protocol violation was tolerated (logged as a warning, event dropped or repaired)."""
+
+    violation: ProtocolViolation
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsReady:
+    """The run's stream ended with tool calls pending: execute them, then continue.
+
+    The calls are already ``executing`` and the run lifecycle is ``executing_tools``.
+    """
+
+    calls: tuple[ToolCallInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCompleted:
+    """The run finished and no tool call is pending: the turn is ``completed``."""
+
+    reason: TerminalReason
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded:
+    """The turn ended otherwise (``failed``, ``cancelled`` or ``superseded``); it is in
+    that final state already, and ``reason`` says why."""
+
+    reason: TerminalReason
+
+
+Effect = ActivityChanged | ViolationRaised | ToolsReady | TurnCompleted | TurnEnded
+"""Everything the processor can answer with."""
+
+NO_EFFECTS: tuple[Effect, ...] = ()
+"""The shared empty answer of most events."""

@@ -1,0 +1,887 @@
+"""The sans-IO event processor: one user turn, every run of it, no I/O.
+
+Theory of operation
+-------------------
+An :class:`EventProcessor` owns one turn on one thread: the user's message, the run
+it starts, and every continuation run until the agent answers. The runtime is a thin
+loop around it, shaped like an h11 connection::
+
+    run_input = processor.start_run(run_id)          # idle -> running
+    for event in stream:                             # decoded AG-UI events
+        for effect in processor.receive(event):      # updates the conversation
+            ...                                      # ToolsReady / TurnCompleted / TurnEnded
+    processor.end_stream()                           # the stream closed
+    processor.record_result(call, result)            # for each executed tool
+    run_input = processor.start_run(next_run_id)     # executing_tools -> running, depth + 1
+
+Every transition of the turn goes through the declared ``RunLifecycle`` and every
+transition of a call through ``ToolCallLifecycle`` (their compiled tables); argument
+and text deltas are appended to buffers without a transition (promise 8).
+
+The trigger for running tools is the end of the run (RUN_FINISHED), never
+TOOL_CALL_END: a run may stream several calls in sequence. Once the run has ended
+(RUN_FINISHED or RUN_ERROR), later events of that stream are dropped with a
+warning ("late events").
+
+Tolerance (the AG-UI client SDKs' behaviour, written down): the official JS
+client's verifier rejects out-of-order events by throwing; a library embedded in a
+UI must not crash on a server bug, so toolrelay repairs or drops the event, logs a
+warning and records a :class:`ProtocolViolation` instead, and keeps every message
+already received (promise 7):
+
+=====================================  ==============================================
+event                                   what toolrelay does
+=====================================  ==============================================
+TOOL_CALL_ARGS / END, unknown id        dropped (``args_for_unknown_call``,
+                                        ``end_for_unknown_call``)
+TOOL_CALL_ARGS after END                dropped (``args_after_end``)
+TOOL_CALL_START, id already seen        dropped (``duplicate_tool_call_start``)
+TOOL_CALL_END twice                     dropped (``duplicate_tool_call_end``)
+TOOL_CALL_RESULT, unknown id            dropped (``result_for_unknown_call``), unless the
+                                        id is a call the conversation already holds
+                                        (servers echo results back; ignored silently)
+TEXT_MESSAGE_CONTENT without START      the message is started implicitly
+                                        (``content_without_start``)
+TEXT_MESSAGE_START, id open             dropped (``duplicate_text_message_start``)
+TEXT_MESSAGE_END, id not open           dropped (``end_for_unknown_message``)
+any event after RUN_FINISHED/RUN_ERROR  dropped (``event_after_run_end``)
+RUN_FINISHED with a text message open   the message is closed (``text_message_not_ended``)
+RUN_FINISHED with a call streaming      the call is abandoned, never executed on
+                                        arguments that may be incomplete
+                                        (``tool_call_not_ended``)
+RUN_STARTED twice                       dropped (``duplicate_run_started``)
+STATE_DELTA that does not apply         dropped, state unchanged (``state_delta_failed``)
+an event type toolrelay does not know   ignored (the protocol grows); logged at debug
+=====================================  ==============================================
+
+Errors: a limit passed, or RUN_ERROR, ends the turn failed and returns
+:class:`TurnEnded`. Any other exception while processing first moves the turn to
+``failed`` (``internal_error``) and abandons its calls, then propagates: after an
+error, the state says so (h11's rule).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from toolrelay._reasons import ReasonKind, TerminalReason
+from toolrelay.core._conversation import (
+    Conversation,
+    ReasoningRecord,
+    TextMessage,
+    ToolCallInfo,
+    ToolCallMessage,
+)
+from toolrelay.core._effects import (
+    NO_EFFECTS,
+    Activity,
+    ActivityChanged,
+    ActivityKind,
+    Effect,
+    ProtocolViolation,
+    TurnCompleted,
+    TurnEnded,
+    ToolsReady,
+    ViolationRaised,
+)
+from toolrelay.core._mapper import to_agui_messages
+from toolrelay.core._patch import JsonPatchError, apply_patch
+from toolrelay.core._tools import ToolResult
+from toolrelay.errors import IllegalTransition, LimitExceededError, RemoteProtocolError
+from toolrelay.machines import (
+    RUN_MACHINE,
+    RunEvent,
+    RunStatus,
+    ToolCallEvent,
+    ToolCallStatus,
+)
+from toolrelay.protocol import (
+    Context,
+    Event,
+    MessagesSnapshotEvent,
+    ReasoningEndEvent,
+    ReasoningMessageChunkEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    TextMessageChunkEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ThinkingTextMessageContentEvent,
+    ThinkingTextMessageEndEvent,
+    ThinkingTextMessageStartEvent,
+    Tool,
+    ToolCallArgsEvent,
+    ToolCallChunkEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    UnknownEvent,
+)
+
+__all__ = ("EventProcessor", "Limits")
+
+logger = logging.getLogger("toolrelay.core")
+
+_COMPLETED = TerminalReason(kind=ReasonKind.COMPLETED, message="the agent answered")
+_OPEN_CALL = (ToolCallStatus.streaming, ToolCallStatus.pending, ToolCallStatus.executing)
+
+
+class Limits(msgspec.Struct, frozen=True, kw_only=True):
+    """Bounds on what one agent may send; passing one is a typed error, not memory growth.
+
+    Attributes:
+        max_event_bytes: Size of one encoded event (checked by the transports).
+        max_argument_bytes: UTF-8 size of one tool call's arguments.
+        max_events_per_run: Events in one run's stream.
+    """
+
+    max_event_bytes: int = 8 * 1024 * 1024
+    max_argument_bytes: int = 4 * 1024 * 1024
+    max_events_per_run: int = 1_000_000
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class EventProcessor:
+    """One user turn on one thread, fed decoded AG-UI events; answers with effects.
+
+    Args:
+        conversation: The thread's conversation. The caller appends the user's message
+            before the first :meth:`start_run`. The processor appends what the agent
+            streams and the executed tool calls.
+        tools: The tool definitions sent with every run (``RunAgentInput.tools``).
+        max_depth: The continuation bound (promise 3): a run that ends with tool calls
+            pending after ``max_depth`` continuations ends the turn ``failed``
+            (``max_depth``) instead of running them.
+        limits: Size and count bounds.
+        context: ``RunAgentInput.context`` for every run.
+        forwarded_props: ``RunAgentInput.forwardedProps`` for every run.
+        id_factory: Makes message ids (a seeded one gives reproducible tests).
+        include_reasoning: Send reasoning back to the agent as ``reasoning`` messages.
+    """
+
+    __slots__ = (
+        "_activity",
+        "_calls",
+        "_chunk_call",
+        "_chunk_text",
+        "_context",
+        "_ended",
+        "_events_in_run",
+        "_forwarded_props",
+        "_id_factory",
+        "_include_reasoning",
+        "_limits",
+        "_open_reasoning",
+        "_open_texts",
+        "_result_ids",
+        "_run",
+        "_run_started_seen",
+        "_thinking",
+        "_tool_names",
+        "_tools",
+        "abandoned",
+        "conversation",
+        "max_depth",
+        "reason",
+        "run_count",
+        "run_id",
+        "server_run_id",
+        "violations",
+    )
+
+    def __init__(
+        self,
+        conversation: Conversation,
+        *,
+        tools: Sequence[Tool] = (),
+        max_depth: int = 10,
+        limits: Limits | None = None,
+        context: Sequence[Context] = (),
+        forwarded_props: Any = None,
+        id_factory: Callable[[], str] = _new_id,
+        include_reasoning: bool = False,
+    ) -> None:
+        if max_depth < 0:
+            raise ValueError("max_depth must be >= 0")
+        self.conversation = conversation
+        self.max_depth = max_depth
+        self._tools = list(tools)
+        self._limits = limits if limits is not None else Limits()
+        self._context = list(context)
+        self._forwarded_props: Any = {} if forwarded_props is None else forwarded_props
+        self._id_factory = id_factory
+        self._include_reasoning = include_reasoning
+        self._run = RUN_MACHINE.cursor()
+        #: Why the turn ended (``None`` while it runs).
+        self.reason: TerminalReason | None = None
+        #: The run id the client chose for the current run.
+        self.run_id: str | None = None
+        #: The run id the server reported in RUN_STARTED (some servers choose their own).
+        self.server_run_id: str | None = None
+        #: How many runs were started (1 + continuations).
+        self.run_count = 0
+        #: Every protocol violation tolerated during the turn, in order.
+        self.violations: list[ProtocolViolation] = []
+        #: Tool calls that were open when the turn was aborted (cleared from the run).
+        self.abandoned: list[ToolCallInfo] = []
+        self._activity = Activity(ActivityKind.IDLE)
+        self._reset_run()
+
+    # -- what observers read ---------------------------------------------------
+
+    @property
+    def status(self) -> RunStatus:
+        """The turn's state in the run lifecycle."""
+        return self._run.state
+
+    @property
+    def depth(self) -> int:
+        """Continuations started so far."""
+        return self._run.depth
+
+    @property
+    def activity(self) -> Activity:
+        """What a UI shows for the turn now."""
+        return self._activity
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallInfo, ...]:
+        """The tool calls of the run in flight (cleared once committed or aborted)."""
+        return tuple(self._calls.values())
+
+    @property
+    def run_ended(self) -> bool:
+        """True once the current run's stream said RUN_FINISHED or RUN_ERROR, or the
+        turn is over: nothing more from that stream is processed."""
+        return self._ended
+
+    # -- the turn's lifecycle ------------------------------------------------------
+
+    def start_run(self, run_id: str) -> RunAgentInput:
+        """Open a run: the first one (``idle -> running``) or a continuation
+        (``executing_tools -> running``, depth + 1, tool results committed first).
+
+        Returns:
+            The ``RunAgentInput`` to send: every message including tool results, the
+            tool definitions, state, context and forwarded props.
+
+        Raises:
+            IllegalTransition: The turn is not idle or executing tools (for a
+                continuation, every call of the batch must have a result first).
+        """
+        state = self._run.state
+        if state is RunStatus.executing_tools:
+            self.commit_tool_results()
+            event = RunEvent.continue_run
+        else:
+            event = RunEvent.start
+        parent = self.server_run_id or self.run_id
+        self._run.send(event)
+        self._reset_run()
+        self.run_id = run_id
+        self.server_run_id = None
+        self.run_count += 1
+        self._set_activity(Activity(ActivityKind.AWAITING))
+        return self.build_run_input(run_id, parent_run_id=parent if self.run_count > 1 else None)
+
+    def build_run_input(self, run_id: str, *, parent_run_id: str | None = None) -> RunAgentInput:
+        """The ``RunAgentInput`` for a run with ``run_id`` from the conversation as it is."""
+        return RunAgentInput(
+            thread_id=self.conversation.thread_id,
+            run_id=run_id,
+            parent_run_id=parent_run_id,
+            messages=to_agui_messages(
+                self.conversation.messages, include_reasoning=self._include_reasoning
+            ),
+            tools=self._tools,
+            context=self._context,
+            state=self.conversation.state,
+            forwarded_props=self._forwarded_props,
+        )
+
+    def receive(self, event: Event | UnknownEvent) -> Sequence[Effect]:
+        """Process one decoded event of the current run's stream.
+
+        Returns:
+            The effects for the runtime; the shared empty tuple for most events.
+            :class:`ToolsReady`, :class:`TurnCompleted` or :class:`TurnEnded` end the run.
+
+        Raises:
+            Exception: Only for a bug: the turn is moved to ``failed`` first.
+        """
+        if self._ended:
+            if self._run.state.is_final:
+                return NO_EFFECTS
+            return self._violation(
+                "event_after_run_end",
+                _type_of(event),
+                "event after RUN_FINISHED/RUN_ERROR dropped",
+            )
+        self._events_in_run += 1
+        try:
+            if self._events_in_run > self._limits.max_events_per_run:
+                raise LimitExceededError("max_events_per_run", self._limits.max_events_per_run)
+            if self._chunk_call is not None or self._chunk_text is not None:
+                cls = type(event)
+                if cls is not ToolCallChunkEvent:
+                    self._close_tool_chunk()
+                if cls is not TextMessageChunkEvent:
+                    self._close_text_chunk()
+            handler = _HANDLERS.get(type(event))
+            if handler is None:
+                if isinstance(event, UnknownEvent):
+                    logger.debug("ignoring unknown AG-UI event type %r", event.type)
+                return NO_EFFECTS
+            return handler(self, event)
+        except RemoteProtocolError as exc:
+            return self.fail(exc.reason)
+        except Exception as exc:
+            self.fail(
+                TerminalReason(
+                    kind=ReasonKind.INTERNAL_ERROR,
+                    message=f"error while processing {_type_of(event)}: {exc!r}",
+                )
+            )
+            raise
+
+    def end_stream(self) -> Sequence[Effect]:
+        """The run's stream closed. Without RUN_FINISHED or RUN_ERROR first, the turn
+        fails (``protocol_error``): a stream that ends early is a broken run, and its
+        pending calls are abandoned, not executed."""
+        if self._ended:
+            return NO_EFFECTS
+        return self.fail(
+            TerminalReason(
+                kind=ReasonKind.PROTOCOL_ERROR,
+                message="the event stream ended before RUN_FINISHED",
+            )
+        )
+
+    def record_result(self, call: ToolCallInfo, result: ToolResult) -> None:
+        """Store the outcome of an executed call (``executing -> completed | failed``)."""
+        call.result = result
+        call.send(ToolCallEvent.succeed if result.error is None else ToolCallEvent.fail)
+
+    def commit_tool_results(self) -> ToolCallMessage | None:
+        """Append the run's calls, each final, to the conversation as one
+        :class:`ToolCallMessage` and clear the in-flight calls.
+
+        Called by :meth:`start_run` for a continuation; the runtime calls it as soon as
+        the batch finished so that a continuation that then fails keeps the results in
+        the conversation (a retry sends them again). Idempotent.
+
+        Raises:
+            IllegalTransition: A call of the batch has no result yet.
+        """
+        if not self._calls:
+            return None
+        for call in self._calls.values():
+            if call.status in _OPEN_CALL:
+                raise IllegalTransition(
+                    "ToolCallLifecycle", call.status.value, f"commit (call {call.id!r})"
+                )
+        calls = tuple(call for call in self._calls.values() if call.result is not None)
+        self._calls = {}
+        if not calls:
+            return None
+        ids = tuple(self._result_ids.get(call.id) or self._id_factory() for call in calls)
+        message = ToolCallMessage(id=self._id_factory(), calls=calls, result_message_ids=ids)
+        self.conversation.append(message)
+        return message
+
+    def fail(self, reason: TerminalReason) -> Sequence[Effect]:
+        """End the turn ``failed`` with ``reason``; a no-op on a finished turn."""
+        return self._terminate(RunEvent.fail, reason)
+
+    def cancel(
+        self, message: str = "cancelled", *, kind: ReasonKind = ReasonKind.CANCELLED
+    ) -> Sequence[Effect]:
+        """End the turn ``cancelled`` (promise 4); a no-op on a finished turn.
+
+        Args:
+            message: Why, for a person.
+            kind: ``cancelled``, or ``closed`` when the engine itself was closed.
+        """
+        return self._terminate(RunEvent.cancel, TerminalReason(kind=kind, message=message))
+
+    def supersede(self, message: str = "a newer turn took over the thread") -> Sequence[Effect]:
+        """End the turn ``superseded`` (promise 5); a no-op on a finished turn."""
+        return self._terminate(
+            RunEvent.supersede, TerminalReason(kind=ReasonKind.SUPERSEDED, message=message)
+        )
+
+    # -- internals -------------------------------------------------------------
+
+    def _reset_run(self) -> None:
+        self._calls: dict[str, ToolCallInfo] = {}
+        self._open_texts: dict[str, TextMessage] = {}
+        self._open_reasoning: dict[str, ReasoningRecord] = {}
+        self._result_ids: dict[str, str] = {}
+        self._chunk_call: ToolCallInfo | None = None
+        self._chunk_text: TextMessage | None = None
+        self._thinking: ReasoningRecord | None = None
+        self._tool_names: tuple[str, ...] = ()
+        self._events_in_run = 0
+        self._ended = False
+        self._run_started_seen = False
+
+    def _set_activity(self, activity: Activity) -> Sequence[Effect]:
+        if activity == self._activity:
+            return NO_EFFECTS
+        self._activity = activity
+        return (ActivityChanged(activity),)
+
+    def _violation(self, code: str, event_type: str, message: str) -> Sequence[Effect]:
+        violation = ProtocolViolation(code=code, event_type=event_type, message=message)
+        self.violations.append(violation)
+        logger.warning("AG-UI protocol violation (%s) in %s: %s", code, event_type, message)
+        return (ViolationRaised(violation),)
+
+    def _terminate(self, event: RunEvent, reason: TerminalReason) -> Sequence[Effect]:
+        if self._run.state.is_final:
+            return NO_EFFECTS
+        self._close_open_messages(interrupted=True)
+        for call in self._calls.values():
+            if call.status in _OPEN_CALL:
+                call.send(ToolCallEvent.abandon)
+                if call.result is None:
+                    call.result = ToolResult.failure(f"abandoned: {reason.message}")
+                self.abandoned.append(call)
+        self._calls = {}
+        self._run.send(event)
+        self.reason = reason
+        self._ended = True
+        effects = self._set_activity(Activity(ActivityKind.DONE))
+        return (*effects, TurnEnded(reason))
+
+    def _close_open_messages(self, *, interrupted: bool) -> None:
+        for text in self._open_texts.values():
+            text.complete = True
+            text.interrupted = interrupted
+        self._open_texts.clear()
+        self._chunk_text = None
+        for record in self._open_reasoning.values():
+            record.complete = True
+        self._open_reasoning.clear()
+        if self._thinking is not None:
+            self._thinking.complete = True
+            self._thinking = None
+
+    def _close_tool_chunk(self) -> None:
+        call = self._chunk_call
+        if call is not None:
+            self._chunk_call = None
+            if call.status is ToolCallStatus.streaming:
+                call.send(ToolCallEvent.finish_args)
+
+    def _close_text_chunk(self) -> None:
+        text = self._chunk_text
+        if text is not None:
+            self._chunk_text = None
+            self._open_texts.pop(text.id, None)
+            text.complete = True
+
+    def _calling_activity(self) -> Sequence[Effect]:
+        names = tuple(
+            call.name
+            for call in self._calls.values()
+            if call.status in (ToolCallStatus.streaming, ToolCallStatus.pending)
+        )
+        if not names:
+            return self._set_activity(Activity(ActivityKind.AWAITING))
+        return self._set_activity(Activity(ActivityKind.CALLING_TOOLS, names))
+
+    # -- run events -----------------------------------------------------------
+
+    def _on_run_started(self, event: RunStartedEvent) -> Sequence[Effect]:
+        if self._run_started_seen:
+            return self._violation(
+                "duplicate_run_started", "RUN_STARTED", "second RUN_STARTED in one run dropped"
+            )
+        self._run_started_seen = True
+        self.server_run_id = event.run_id
+        if event.thread_id != self.conversation.thread_id:
+            return self._violation(
+                "thread_id_mismatch",
+                "RUN_STARTED",
+                f"server reported threadId {event.thread_id!r}, "
+                f"client sent {self.conversation.thread_id!r}",
+            )
+        return NO_EFFECTS
+
+    def _on_run_finished(self, event: RunFinishedEvent) -> Sequence[Effect]:
+        self._ended = True
+        effects: list[Effect] = []
+        for text in self._open_texts.values():
+            if text is not self._chunk_text:
+                effects.extend(
+                    self._violation(
+                        "text_message_not_ended",
+                        "RUN_FINISHED",
+                        f"text message {text.id!r} closed by RUN_FINISHED",
+                    )
+                )
+        self._close_open_messages(interrupted=False)
+        for call in self._calls.values():
+            if call.status is ToolCallStatus.streaming:
+                call.send(ToolCallEvent.abandon)
+                call.result = ToolResult.failure("abandoned: the run ended before TOOL_CALL_END")
+                self.abandoned.append(call)
+                effects.extend(
+                    self._violation(
+                        "tool_call_not_ended",
+                        "RUN_FINISHED",
+                        f"tool call {call.id!r} ({call.name}) had no TOOL_CALL_END; "
+                        "it is abandoned, not executed",
+                    )
+                )
+        # What is left: pending calls and calls the agent resolved itself
+        # (TOOL_CALL_RESULT); the abandoned ones (now failed) are dropped from the run.
+        self._calls = {
+            k: c for k, c in self._calls.items() if c.status is not ToolCallStatus.failed
+        }
+        pending = tuple(c for c in self._calls.values() if c.status is ToolCallStatus.pending)
+        if pending:
+            if self._run.depth >= self.max_depth:
+                effects.extend(
+                    self.fail(
+                        TerminalReason(
+                            kind=ReasonKind.MAX_DEPTH,
+                            message=(
+                                f"max tool continuation depth exceeded ({self.max_depth}): "
+                                "the agent kept asking for tools"
+                            ),
+                        )
+                    )
+                )
+                return tuple(effects)
+            self._run.send(RunEvent.execute_tools)
+            for call in pending:
+                call.send(ToolCallEvent.execute)
+            effects.extend(
+                self._set_activity(
+                    Activity(ActivityKind.EXECUTING_TOOLS, tuple(c.name for c in pending))
+                )
+            )
+            effects.append(ToolsReady(pending))
+            return tuple(effects)
+        self.commit_tool_results()
+        self._run.send(RunEvent.complete)
+        self.reason = _COMPLETED
+        effects.extend(self._set_activity(Activity(ActivityKind.DONE)))
+        effects.append(TurnCompleted(_COMPLETED))
+        return tuple(effects)
+
+    def _on_run_error(self, event: RunErrorEvent) -> Sequence[Effect]:
+        return self.fail(
+            TerminalReason(kind=ReasonKind.AGENT_ERROR, message=event.message, code=event.code)
+        )
+
+    # -- text -------------------------------------------------------------------
+
+    def _start_text(self, message_id: str, role: str | None) -> TextMessage:
+        text = TextMessage(message_id, role or "assistant")
+        self._open_texts[message_id] = text
+        self.conversation.append(text)
+        return text
+
+    def _on_text_start(self, event: TextMessageStartEvent) -> Sequence[Effect]:
+        if event.message_id in self._open_texts:
+            return self._violation(
+                "duplicate_text_message_start",
+                "TEXT_MESSAGE_START",
+                f"text message {event.message_id!r} is already open",
+            )
+        self._start_text(event.message_id, event.role)
+        return self._set_activity(Activity(ActivityKind.STREAMING_TEXT))
+
+    def _on_text_content(self, event: TextMessageContentEvent) -> Sequence[Effect]:
+        text = self._open_texts.get(event.message_id)
+        if text is None:
+            effects = self._violation(
+                "content_without_start",
+                "TEXT_MESSAGE_CONTENT",
+                f"text message {event.message_id!r} was not started; started implicitly",
+            )
+            self._start_text(event.message_id, None).append(event.delta)
+            return (*effects, *self._set_activity(Activity(ActivityKind.STREAMING_TEXT)))
+        text.append(event.delta)
+        return NO_EFFECTS
+
+    def _on_text_end(self, event: TextMessageEndEvent) -> Sequence[Effect]:
+        text = self._open_texts.pop(event.message_id, None)
+        if text is None:
+            return self._violation(
+                "end_for_unknown_message",
+                "TEXT_MESSAGE_END",
+                f"text message {event.message_id!r} is not open",
+            )
+        text.complete = True
+        return self._calling_activity() if self._calls else NO_EFFECTS
+
+    def _on_text_chunk(self, event: TextMessageChunkEvent) -> Sequence[Effect]:
+        current = self._chunk_text
+        message_id = event.message_id
+        effects: Sequence[Effect] = NO_EFFECTS
+        if current is None or (message_id is not None and message_id != current.id):
+            self._close_text_chunk()
+            if message_id is None:
+                return self._violation(
+                    "chunk_without_message_id",
+                    "TEXT_MESSAGE_CHUNK",
+                    "first TEXT_MESSAGE_CHUNK of a message has no messageId; dropped",
+                )
+            current = self._open_texts.get(message_id) or self._start_text(
+                message_id, event.role
+            )
+            self._chunk_text = current
+            effects = self._set_activity(Activity(ActivityKind.STREAMING_TEXT))
+        if event.delta:
+            current.append(event.delta)
+        return effects
+
+    # -- tool calls -------------------------------------------------------------------
+
+    def _start_call(
+        self, call_id: str, name: str, parent_message_id: str | None
+    ) -> Sequence[Effect]:
+        self._calls[call_id] = ToolCallInfo(
+            call_id, name, parent_message_id=parent_message_id, run_id=self.run_id
+        )
+        return self._calling_activity()
+
+    def _on_tool_start(self, event: ToolCallStartEvent) -> Sequence[Effect]:
+        if event.tool_call_id in self._calls:
+            return self._violation(
+                "duplicate_tool_call_start",
+                "TOOL_CALL_START",
+                f"tool call {event.tool_call_id!r} already started; dropped",
+            )
+        return self._start_call(event.tool_call_id, event.tool_call_name, event.parent_message_id)
+
+    def _append_args(self, call: ToolCallInfo, delta: str) -> None:
+        if call.append_arguments(delta) > self._limits.max_argument_bytes:
+            raise LimitExceededError(
+                "max_argument_bytes",
+                self._limits.max_argument_bytes,
+                f"arguments of tool call {call.id!r} ({call.name})",
+            )
+
+    def _on_tool_args(self, event: ToolCallArgsEvent) -> Sequence[Effect]:
+        call = self._calls.get(event.tool_call_id)
+        if call is None:
+            return self._violation(
+                "args_for_unknown_call",
+                "TOOL_CALL_ARGS",
+                f"no tool call {event.tool_call_id!r} in this run; dropped",
+            )
+        if call.status is not ToolCallStatus.streaming:
+            return self._violation(
+                "args_after_end",
+                "TOOL_CALL_ARGS",
+                f"tool call {event.tool_call_id!r} already ended; dropped",
+            )
+        self._append_args(call, event.delta)
+        return NO_EFFECTS
+
+    def _on_tool_end(self, event: ToolCallEndEvent) -> Sequence[Effect]:
+        call = self._calls.get(event.tool_call_id)
+        if call is None:
+            return self._violation(
+                "end_for_unknown_call",
+                "TOOL_CALL_END",
+                f"no tool call {event.tool_call_id!r} in this run; dropped",
+            )
+        if call.status is not ToolCallStatus.streaming:
+            return self._violation(
+                "duplicate_tool_call_end",
+                "TOOL_CALL_END",
+                f"tool call {event.tool_call_id!r} already ended; dropped",
+            )
+        call.send(ToolCallEvent.finish_args)
+        return NO_EFFECTS
+
+    def _on_tool_chunk(self, event: ToolCallChunkEvent) -> Sequence[Effect]:
+        current = self._chunk_call
+        call_id = event.tool_call_id
+        effects: Sequence[Effect] = NO_EFFECTS
+        if current is None or (call_id is not None and call_id != current.id):
+            self._close_tool_chunk()
+            if call_id is None or event.tool_call_name is None:
+                return self._violation(
+                    "chunk_without_call_id",
+                    "TOOL_CALL_CHUNK",
+                    "first TOOL_CALL_CHUNK of a call needs toolCallId and toolCallName; dropped",
+                )
+            if call_id in self._calls:
+                return self._violation(
+                    "duplicate_tool_call_start",
+                    "TOOL_CALL_CHUNK",
+                    f"tool call {call_id!r} already started; dropped",
+                )
+            effects = self._start_call(call_id, event.tool_call_name, event.parent_message_id)
+            current = self._calls[call_id]
+            self._chunk_call = current
+        if event.delta:
+            self._append_args(current, event.delta)
+        return effects
+
+    def _on_tool_result(self, event: ToolCallResultEvent) -> Sequence[Effect]:
+        call = self._calls.get(event.tool_call_id)
+        if call is None:
+            if any(c.id == event.tool_call_id for c in self.conversation.tool_calls()):
+                return NO_EFFECTS
+            return self._violation(
+                "result_for_unknown_call",
+                "TOOL_CALL_RESULT",
+                f"no tool call {event.tool_call_id!r} in this run; dropped",
+            )
+        if call.status not in (ToolCallStatus.streaming, ToolCallStatus.pending):
+            return self._violation(
+                "duplicate_tool_call_result",
+                "TOOL_CALL_RESULT",
+                f"tool call {event.tool_call_id!r} already has a result; dropped",
+            )
+        content = event.content
+        text = content if isinstance(content, str) else msgspec.json.encode(content).decode()
+        call.send(ToolCallEvent.receive_result)
+        call.result = ToolResult.success(text)
+        self._result_ids[call.id] = event.message_id
+        if self._chunk_call is call:
+            self._chunk_call = None
+        return self._calling_activity()
+
+    # -- reasoning ----------------------------------------------------------------------
+
+    def _reasoning(self, message_id: str) -> ReasoningRecord:
+        record = self._open_reasoning.get(message_id)
+        if record is None:
+            record = ReasoningRecord(message_id)
+            self._open_reasoning[message_id] = record
+            self.conversation.append(record)
+        return record
+
+    def _on_reasoning_start(
+        self, event: ReasoningStartEvent | ThinkingStartEvent
+    ) -> Sequence[Effect]:
+        return self._set_activity(Activity(ActivityKind.REASONING))
+
+    def _on_reasoning_end(self, event: ReasoningEndEvent | ThinkingEndEvent) -> Sequence[Effect]:
+        return self._calling_activity() if self._calls else NO_EFFECTS
+
+    def _on_reasoning_message_start(self, event: ReasoningMessageStartEvent) -> Sequence[Effect]:
+        self._reasoning(event.message_id)
+        return self._set_activity(Activity(ActivityKind.REASONING))
+
+    def _on_reasoning_content(
+        self, event: ReasoningMessageContentEvent | ReasoningMessageChunkEvent
+    ) -> Sequence[Effect]:
+        if event.message_id is None or not event.delta:
+            return NO_EFFECTS
+        self._reasoning(event.message_id).append(event.delta)
+        return NO_EFFECTS
+
+    def _on_reasoning_message_end(self, event: ReasoningMessageEndEvent) -> Sequence[Effect]:
+        record = self._open_reasoning.pop(event.message_id, None)
+        if record is not None:
+            record.complete = True
+        return NO_EFFECTS
+
+    def _on_thinking_text_start(self, event: ThinkingTextMessageStartEvent) -> Sequence[Effect]:
+        if self._thinking is None:
+            self._thinking = ReasoningRecord(self._id_factory())
+            self.conversation.append(self._thinking)
+        return self._set_activity(Activity(ActivityKind.REASONING))
+
+    def _on_thinking_text_content(
+        self, event: ThinkingTextMessageContentEvent
+    ) -> Sequence[Effect]:
+        if self._thinking is None:
+            self._on_thinking_text_start(ThinkingTextMessageStartEvent())
+        assert self._thinking is not None
+        self._thinking.append(event.delta)
+        return NO_EFFECTS
+
+    def _on_thinking_text_end(self, event: ThinkingTextMessageEndEvent) -> Sequence[Effect]:
+        if self._thinking is not None:
+            self._thinking.complete = True
+            self._thinking = None
+        return NO_EFFECTS
+
+    # -- state ----------------------------------------------------------------------
+
+    def _on_state_snapshot(self, event: StateSnapshotEvent) -> Sequence[Effect]:
+        self.conversation.state = event.snapshot
+        return NO_EFFECTS
+
+    def _on_state_delta(self, event: StateDeltaEvent) -> Sequence[Effect]:
+        operations = msgspec.to_builtins(event.delta)
+        try:
+            self.conversation.state = apply_patch(self.conversation.state, operations)
+        except JsonPatchError as exc:
+            return self._violation(
+                "state_delta_failed", "STATE_DELTA", f"patch not applied, state unchanged: {exc}"
+            )
+        return NO_EFFECTS
+
+    def _on_messages_snapshot(self, event: MessagesSnapshotEvent) -> Sequence[Effect]:
+        self.conversation.last_snapshot = tuple(event.messages)
+        return NO_EFFECTS
+
+
+def _type_of(event: Event | UnknownEvent) -> str:
+    if isinstance(event, UnknownEvent):
+        return event.type
+    tag = type(event).__struct_config__.tag
+    return str(tag)
+
+
+_Handler = Callable[[EventProcessor, Any], Sequence[Effect]]
+
+_HANDLERS: dict[type[Any], _Handler] = {
+    RunStartedEvent: EventProcessor._on_run_started,
+    RunFinishedEvent: EventProcessor._on_run_finished,
+    RunErrorEvent: EventProcessor._on_run_error,
+    TextMessageStartEvent: EventProcessor._on_text_start,
+    TextMessageContentEvent: EventProcessor._on_text_content,
+    TextMessageEndEvent: EventProcessor._on_text_end,
+    TextMessageChunkEvent: EventProcessor._on_text_chunk,
+    ToolCallStartEvent: EventProcessor._on_tool_start,
+    ToolCallArgsEvent: EventProcessor._on_tool_args,
+    ToolCallEndEvent: EventProcessor._on_tool_end,
+    ToolCallChunkEvent: EventProcessor._on_tool_chunk,
+    ToolCallResultEvent: EventProcessor._on_tool_result,
+    ReasoningStartEvent: EventProcessor._on_reasoning_start,
+    ReasoningEndEvent: EventProcessor._on_reasoning_end,
+    ReasoningMessageStartEvent: EventProcessor._on_reasoning_message_start,
+    ReasoningMessageContentEvent: EventProcessor._on_reasoning_content,
+    ReasoningMessageChunkEvent: EventProcessor._on_reasoning_content,
+    ReasoningMessageEndEvent: EventProcessor._on_reasoning_message_end,
+    ThinkingStartEvent: EventProcessor._on_reasoning_start,
+    ThinkingEndEvent: EventProcessor._on_reasoning_end,
+    ThinkingTextMessageStartEvent: EventProcessor._on_thinking_text_start,
+    ThinkingTextMessageContentEvent: EventProcessor._on_thinking_text_content,
+    ThinkingTextMessageEndEvent: EventProcessor._on_thinking_text_end,
+    StateSnapshotEvent: EventProcessor._on_state_snapshot,
+    StateDeltaEvent: EventProcessor._on_state_delta,
+    MessagesSnapshotEvent: EventProcessor._on_messages_snapshot,
+}

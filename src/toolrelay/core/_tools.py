@@ -1,0 +1,727 @@
+"""The tool registry: declaring tools, describing them to the agent, executing them.
+
+A tool is a typed Python function (sync or async). :func:`tool` turns it into a
+:class:`ToolSpec`: a name, a description, the JSON Schema of its parameters (what
+goes in ``RunAgentInput.tools``) and a msgspec Struct type built from its signature.
+A :class:`ToolRegistry` is an immutable, ordered set of specs.
+
+Strategy: the signature is the single source of truth. Each parameter becomes a
+field of a Struct type made with ``msgspec.defstruct`` (annotation, default,
+``kw_only``). The same type gives the JSON Schema
+(``msgspec.json.schema_components``, with the top-level object inlined so the wire
+sees ``{"type": "object", "properties": ..., "required": ...}``) and decodes and
+validates the model's arguments in one step (``msgspec.json.decode(args, type=...)``),
+so the schema the model is shown and the check its arguments pass cannot drift apart.
+
+Execution (:meth:`ToolRegistry.execute`) never raises for a problem on the tool's
+side: an unknown name, arguments that are not JSON or do not validate, an exception
+from the tool, a result that cannot be encoded all become a failed
+:class:`ToolResult` whose text is sent to the model (promise 2: the model sees every
+outcome). Cancellation (``BaseException`` that is not ``Exception``) always
+propagates untouched, so a cancelled turn ends promptly (promise 4).
+
+This module is sans-IO: it never imports an event loop library or reads the clock.
+``execute`` is ``async`` only to await async tools; worker threads and timeouts
+belong to the runtime, which passes ``run_sync`` and reads :attr:`ToolSpec.timeout`.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import math
+import re
+import sys
+import types
+import typing
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
+
+import msgspec
+
+from toolrelay.errors import ToolDefinitionError
+from toolrelay.protocol import Tool
+
+__all__ = (
+    "RunSync",
+    "ToolError",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolSpec",
+    "tool",
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+#: Tool names the major providers all accept (OpenAI, Anthropic, Google).
+_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+#: The schema of a tool without parameters.
+_EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+# ---------------------------------------------------------------------------
+# Results
+
+
+class ToolResult(msgspec.Struct, frozen=True):
+    """The outcome of one tool call, as the model will see it.
+
+    A failure's :attr:`content` is the JSON object ``{"error": "<message>"}`` (the
+    text sent to the model); :attr:`error` holds the bare message. Build results with
+    :meth:`success` and :meth:`failure` to keep that convention.
+
+    Attributes:
+        content: The text sent to the model in the ``tool`` message.
+        error: The error message for a failure, ``None`` for a success.
+    """
+
+    content: str
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """``True`` for a success, ``False`` for a failure."""
+        return self.error is None
+
+    @classmethod
+    def success(cls, content: str) -> ToolResult:
+        """A successful result whose text is ``content``."""
+        return cls(content)
+
+    @classmethod
+    def failure(cls, message: str) -> ToolResult:
+        """A failed result: the model receives ``{"error": message}`` as JSON text."""
+        return cls(msgspec.json.encode({"error": message}).decode(), error=message)
+
+
+class ToolError(Exception):
+    """Raised by a tool to send a clean error message to the model.
+
+    The model receives the message alone; for any other exception it receives
+    ``"<ExceptionType>: <message>"``.
+    """
+
+
+class RunSync(Protocol):
+    """How the runtime runs a blocking function off the event loop.
+
+    ``anyio.to_thread.run_sync`` and ``trio.to_thread.run_sync`` both fit.
+    """
+
+    def __call__(self, func: Callable[[], T], /) -> Awaitable[T]: ...
+
+
+# ---------------------------------------------------------------------------
+# Specs
+
+
+@dataclass(frozen=True, slots=True, eq=False, kw_only=True)
+class ToolSpec(Generic[P, R]):
+    """One declared tool. Build it with :func:`tool` or :meth:`from_schema`.
+
+    A spec is immutable and holds no per-call state: it can be shared between
+    registries, threads and concurrent executions. Calling it calls the handler
+    directly, so a decorated function stays usable (and typed) as a function.
+
+    Attributes:
+        name: The name the agent calls the tool by.
+        description: What the tool does, for the model.
+        parameters: The JSON Schema of the arguments (an ``object`` schema). Treat it
+            as read-only: it is shared with every definition built from this spec.
+        handler: The function that runs the tool.
+        is_async: Whether ``handler`` returns an awaitable that must be awaited.
+        blocking: Whether the runtime should run the (sync) handler in a worker thread.
+        timeout: Seconds this tool may run, or ``None`` for the engine's default.
+        args_type: The Struct type the arguments are decoded into (its fields are the
+            handler's keyword arguments), or ``None`` when the handler takes the
+            decoded JSON object as its only argument (:meth:`from_schema`).
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: Callable[P, R]
+    is_async: bool
+    blocking: bool
+    timeout: float | None = None
+    args_type: type[msgspec.Struct] | None = None
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.handler(*args, **kwargs)
+
+    def definition(self) -> Tool:
+        """The wire declaration of this tool, for ``RunAgentInput.tools``."""
+        return Tool(name=self.name, description=self.description, parameters=self.parameters)
+
+    @staticmethod
+    def from_schema(
+        name: str,
+        description: str,
+        parameters: Mapping[str, Any],
+        handler: Callable[[dict[str, Any]], T],
+        *,
+        timeout: float | None = None,
+        blocking: bool | None = None,
+    ) -> ToolSpec[[dict[str, Any]], T]:
+        """Declare a tool from an existing JSON Schema and a handler taking a dict.
+
+        The arguments are decoded as a JSON object and passed to ``handler`` as one
+        ``dict``. msgspec does not check JSON Schema, so the handler validates them
+        itself (raise :class:`ToolError` to tell the model what is wrong).
+
+        Args:
+            name: The tool's name (letters, digits, ``_`` and ``-``; 1 to 64 characters).
+            description: What the tool does, for the model.
+            parameters: A JSON Schema whose top level is ``{"type": "object", ...}``.
+                It is copied, so later changes to the mapping do not reach the spec.
+            handler: A sync or async function taking the decoded arguments.
+            timeout: Seconds the tool may run; ``None`` for the engine's default.
+            blocking: Run a sync handler in a worker thread (default ``True`` for sync
+                handlers; must not be ``True`` for async ones).
+
+        Returns:
+            The spec.
+
+        Raises:
+            ToolDefinitionError: The name, schema, timeout or ``blocking`` is invalid.
+        """
+        _check_name(name)
+        if not isinstance(parameters, Mapping) or parameters.get("type") != "object":
+            raise ToolDefinitionError(
+                f"tool {name!r}: parameters must be a JSON Schema with "
+                f'"type": "object" at the top level, got {parameters!r}'
+            )
+        try:
+            # A round trip through JSON copies the schema and proves it is plain JSON.
+            schema = msgspec.json.decode(msgspec.json.encode(parameters))
+        except (TypeError, ValueError, OverflowError, msgspec.DecodeError) as exc:
+            raise ToolDefinitionError(
+                f"tool {name!r}: parameters cannot be encoded as JSON: {exc}"
+            ) from exc
+        is_async = _is_async_callable(handler)
+        return ToolSpec(
+            name=name,
+            description=description,
+            parameters=schema,
+            handler=handler,
+            is_async=is_async,
+            blocking=_check_blocking(name, is_async, blocking),
+            timeout=_check_timeout(name, timeout),
+            args_type=None,
+        )
+
+    async def execute(self, arguments: str, *, run_sync: RunSync | None = None) -> ToolResult:
+        """Decode ``arguments``, call the tool and turn its outcome into a result.
+
+        See :meth:`ToolRegistry.execute`, which looks the spec up and calls this.
+
+        Args:
+            arguments: The JSON text of the arguments; empty, whitespace or ``null``
+                means no arguments (``{}``).
+            run_sync: Runs a blocking sync handler off the event loop. Without it, or
+                when :attr:`blocking` is ``False``, a sync handler is called inline.
+
+        Returns:
+            A success with the handler's return value as text, or a failure saying
+            what went wrong (bad JSON, invalid arguments, the exception raised).
+
+        Raises:
+            BaseException: Only exceptions that are not ``Exception`` (cancellation,
+                ``KeyboardInterrupt``, ``SystemExit``) propagate, untouched.
+        """
+        stripped = arguments.strip()
+        raw = stripped if stripped and stripped != "null" else "{}"
+        try:
+            if self.args_type is None:
+                decoded: Any = msgspec.json.decode(raw, type=dict[str, Any])
+            else:
+                decoded = msgspec.json.decode(raw, type=self.args_type)
+        except msgspec.ValidationError as exc:
+            return ToolResult.failure(f"Invalid arguments for tool {self.name!r}: {exc}")
+        except msgspec.DecodeError as exc:
+            return ToolResult.failure(f"Arguments for tool {self.name!r} are not valid JSON: {exc}")
+
+        handler: Callable[..., Any] = self.handler
+        call: Callable[[], Any]
+        if self.args_type is None:
+            call = functools.partial(handler, decoded)
+        else:
+            call = functools.partial(handler, **msgspec.structs.asdict(decoded))
+        try:
+            if self.is_async:
+                result = await call()
+            elif self.blocking and run_sync is not None:
+                result = await run_sync(call)
+            else:
+                result = call()
+            if inspect.isawaitable(result):
+                # A sync-looking callable that returned an awaitable (an undetected
+                # async callable): finish it rather than encode a coroutine object.
+                result = await result
+        except ToolError as exc:
+            return ToolResult.failure(str(exc) or type(exc).__name__)
+        except Exception as exc:
+            text = str(exc)
+            return ToolResult.failure(
+                f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+            )
+        return _to_result(self.name, result)
+
+
+def _to_result(name: str, value: object) -> ToolResult:
+    """Turn a handler's return value into the text the model sees."""
+    if isinstance(value, ToolResult):
+        return value
+    if isinstance(value, str):
+        return ToolResult.success(str(value))
+    if value is None:
+        return ToolResult.success("")
+    try:
+        return ToolResult.success(msgspec.json.encode(value).decode())
+    except (TypeError, ValueError, OverflowError) as exc:
+        return ToolResult.failure(f"The result of tool {name!r} cannot be encoded as JSON: {exc}")
+
+
+# ---------------------------------------------------------------------------
+# The decorator
+
+
+@overload
+def tool(
+    fn: Callable[P, R],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    blocking: bool | None = None,
+) -> ToolSpec[P, R]: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    blocking: bool | None = None,
+) -> Callable[[Callable[P, R]], ToolSpec[P, R]]: ...
+
+
+def tool(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    blocking: bool | None = None,
+) -> ToolSpec[P, R] | Callable[[Callable[P, R]], ToolSpec[P, R]]:
+    """Declare a typed function (sync or async) as a tool.
+
+    Usable bare (``@tool``), with arguments (``@tool(name="x", timeout=5)``) or as a
+    call on an existing function (``tool(fn, name="x")``).
+
+    Every parameter must be annotated with a type msgspec can describe as JSON
+    Schema; ``Annotated[int, msgspec.Meta(ge=0, description=...)]`` adds constraints
+    and a description. String annotations (``from __future__ import annotations``)
+    are resolved in the function's module, so the names they use must be defined at
+    module level. A default makes a parameter optional. The tool's description is the
+    first paragraph of the docstring, and a Google-style ``Args:`` section describes
+    the parameters (an explicit ``Meta(description=...)`` wins). Arguments the
+    schema does not declare are ignored when the tool is called, as JSON Schema
+    allows by default.
+
+    Args:
+        fn: The function to declare; omit it to get a decorator.
+        name: The tool's name (default: the function's ``__name__``); letters,
+            digits, ``_`` and ``-``, 1 to 64 characters.
+        description: What the tool does (default: the docstring's first paragraph).
+        timeout: Seconds the tool may run; ``None`` for the engine's default.
+        blocking: Run a sync function in a worker thread (default ``True`` for sync
+            functions, ``False`` for async ones, for which ``True`` is an error).
+
+    Returns:
+        The :class:`ToolSpec`, or a decorator producing it when ``fn`` is omitted.
+
+    Raises:
+        ToolDefinitionError: The function has ``*args``/``**kwargs``, positional-only
+            or unannotated parameters, an annotation that cannot be resolved or has no
+            JSON Schema, a default that is not JSON, or an invalid name, timeout or
+            ``blocking``. The message names the parameter.
+    """
+
+    def decorate(func: Callable[P, R]) -> ToolSpec[P, R]:
+        return _spec_from_function(
+            func, name=name, description=description, timeout=timeout, blocking=blocking
+        )
+
+    return decorate if fn is None else decorate(fn)
+
+
+def _spec_from_function(
+    fn: Callable[P, R],
+    *,
+    name: str | None,
+    description: str | None,
+    timeout: float | None,
+    blocking: bool | None,
+) -> ToolSpec[P, R]:
+    if isinstance(fn, ToolSpec):
+        raise ToolDefinitionError(f"{fn.name!r} is already a tool")
+    target = _unwrap(fn)
+    tool_name = name if name is not None else getattr(target, "__name__", None)
+    if not isinstance(tool_name, str):
+        raise ToolDefinitionError(f"{fn!r} has no __name__: pass name=...")
+    _check_name(tool_name)
+    if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
+        raise ToolDefinitionError(f"tool {tool_name!r}: generator functions cannot be tools")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise ToolDefinitionError(f"tool {tool_name!r}: no signature: {exc}") from exc
+
+    summary, arg_docs = _parse_docstring(inspect.getdoc(target))
+    globalns = _globals_of(target)
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    schema_defaults: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        where = f"tool {tool_name!r}, parameter {param.name!r}"
+        if param.kind is param.VAR_POSITIONAL or param.kind is param.VAR_KEYWORD:
+            raise ToolDefinitionError(f"{where}: *args and **kwargs cannot be tool parameters")
+        if param.kind is param.POSITIONAL_ONLY:
+            raise ToolDefinitionError(f"{where}: positional-only parameters cannot be passed")
+        if param.annotation is param.empty:
+            raise ToolDefinitionError(f"{where}: missing type annotation")
+        annotation = _resolve_annotation(param.name, param.annotation, globalns, where)
+        if param.default is param.empty:
+            fields.append((param.name, annotation))
+        elif isinstance(param.default, (list, dict, set, bytearray)) and param.default:
+            # msgspec refuses non-empty mutable defaults; give each call its own copy.
+            factory = functools.partial(copy.deepcopy, param.default)
+            fields.append((param.name, annotation, msgspec.field(default_factory=factory)))
+            schema_defaults[param.name] = param.default
+        else:
+            fields.append((param.name, annotation, param.default))
+
+    args_type = msgspec.defstruct(
+        f"{tool_name}_arguments",
+        fields,
+        kw_only=True,
+        module=__name__,
+    )
+    parameters = _object_schema(tool_name, args_type, fields)
+    properties: dict[str, Any] = parameters["properties"]
+    for field_name, default in schema_defaults.items():
+        try:
+            properties[field_name]["default"] = msgspec.to_builtins(default)
+        except (TypeError, ValueError) as exc:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}, parameter {field_name!r}: default is not JSON: {exc}"
+            ) from exc
+    for field_name, text in arg_docs.items():
+        if field_name in properties and text:
+            properties[field_name].setdefault("description", text)
+
+    is_async = _is_async_callable(fn)
+    return ToolSpec(
+        name=tool_name,
+        description=summary if description is None else description,
+        parameters=parameters,
+        handler=fn,
+        is_async=is_async,
+        blocking=_check_blocking(tool_name, is_async, blocking),
+        timeout=_check_timeout(tool_name, timeout),
+        args_type=args_type,
+    )
+
+
+def _object_schema(
+    tool_name: str,
+    args_type: type[msgspec.Struct],
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]],
+) -> dict[str, Any]:
+    """The JSON Schema of ``args_type`` with its top-level object inlined."""
+    try:
+        (ref,), components = msgspec.json.schema_components([args_type])
+    except (TypeError, ValueError) as exc:
+        # Find the parameter at fault to name it; each one alone is cheap to check.
+        for field in fields:
+            probe = msgspec.defstruct("probe", [field], kw_only=True)
+            try:
+                msgspec.json.schema(probe)
+            except (TypeError, ValueError) as field_exc:
+                detail = " ".join(str(field_exc).split())
+                raise ToolDefinitionError(
+                    f"tool {tool_name!r}, parameter {field[0]!r}: no JSON Schema "
+                    f"for its type or default: {detail}"
+                ) from field_exc
+        # Defensive: a type msgspec refuses is refused alone as well.
+        raise ToolDefinitionError(  # pragma: no cover
+            f"tool {tool_name!r}: no JSON Schema: {' '.join(str(exc).split())}"
+        ) from exc
+    top = components.pop(ref["$ref"].rsplit("/", 1)[-1])
+    schema: dict[str, Any] = dict(_EMPTY_OBJECT_SCHEMA)
+    schema["properties"] = top["properties"]
+    if top.get("required"):
+        schema["required"] = top["required"]
+    if components:
+        # Nested types keep their "#/$defs/<name>" references, valid from the root.
+        schema["$defs"] = components
+    return schema
+
+
+def _resolve_annotation(name: str, annotation: Any, globalns: dict[str, Any], where: str) -> Any:
+    """Resolve one (possibly string) annotation, keeping ``Annotated`` metadata."""
+    probe = types.SimpleNamespace(__annotations__={name: annotation})
+    try:
+        return typing.get_type_hints(probe, globalns=globalns, include_extras=True)[name]
+    except Exception as exc:
+        raise ToolDefinitionError(
+            f"{where}: cannot resolve annotation {annotation!r}: {exc} (string "
+            "annotations are resolved in the function's module globals)"
+        ) from exc
+
+
+def _unwrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The function behind decorators (``__wrapped__``) and ``functools.partial``."""
+    while True:
+        fn = inspect.unwrap(fn)
+        if not isinstance(fn, functools.partial):
+            return fn
+        fn = fn.func
+
+
+def _globals_of(target: Callable[..., Any]) -> dict[str, Any]:
+    """The namespace string annotations of ``target`` are resolved in."""
+    namespace = getattr(target, "__globals__", None)
+    if isinstance(namespace, dict):
+        return namespace
+    # A callable object: its class's module.
+    module = sys.modules.get(getattr(target, "__module__", None) or "")
+    return vars(module) if module is not None else {}
+
+
+def _is_async_callable(fn: Callable[..., Any]) -> bool:
+    target = _unwrap(fn)
+    if inspect.iscoroutinefunction(target):
+        return True
+    # A callable object: look at its class's __call__.
+    return not inspect.isroutine(target) and inspect.iscoroutinefunction(type(target).__call__)
+
+
+def _check_name(name: str) -> None:
+    if not _NAME_PATTERN.fullmatch(name):
+        raise ToolDefinitionError(
+            f"invalid tool name {name!r}: use letters, digits, '_' and '-' (1 to 64 characters)"
+        )
+
+
+def _check_timeout(name: str, timeout: float | None) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise ToolDefinitionError(f"tool {name!r}: timeout must be a number, got {timeout!r}")
+    if not (timeout > 0 and math.isfinite(timeout)):
+        raise ToolDefinitionError(f"tool {name!r}: timeout must be positive, got {timeout!r}")
+    return float(timeout)
+
+
+def _check_blocking(name: str, is_async: bool, blocking: bool | None) -> bool:
+    if blocking is None:
+        return not is_async
+    if blocking and is_async:
+        raise ToolDefinitionError(f"tool {name!r}: an async tool cannot be blocking")
+    return blocking
+
+
+_SECTION = re.compile(r"(?P<title>[A-Z][A-Za-z ]*):")
+_ARG_SECTIONS = frozenset({"Args", "Arguments", "Parameters", "Keyword Args", "Keyword Arguments"})
+_ARG_ENTRY = re.compile(r"\*{0,2}(?P<name>\w+)\s*(?:\([^)]*\))?\s*:(?P<text>.*)")
+
+
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """The first paragraph and the Google-style ``Args:`` descriptions of ``doc``."""
+    if not doc:
+        return "", {}
+    lines = doc.expandtabs().splitlines()
+    summary: list[str] = []
+    for line in lines:
+        if not line.strip() or _SECTION.fullmatch(line.strip()):
+            break
+        summary.append(line.strip())
+
+    args: dict[str, str] = {}
+    section_indent: int | None = None  # indentation of the current Args: header
+    entry_indent: int | None = None
+    current: str | None = None
+    for line in lines:
+        text = line.strip()
+        indent = len(line) - len(line.lstrip())
+        if section_indent is not None and text and indent <= section_indent:
+            section_indent = None  # the Args section ended
+        if section_indent is None:
+            header = _SECTION.fullmatch(text)
+            if header and header["title"] in _ARG_SECTIONS:
+                section_indent, entry_indent, current = indent, None, None
+            continue
+        if not text:
+            continue
+        if entry_indent is None:
+            entry_indent = indent
+        if indent <= entry_indent:
+            entry = _ARG_ENTRY.fullmatch(text)
+            current = entry["name"] if entry else None
+            if current is not None and entry is not None:
+                args[current] = entry["text"].strip()
+        elif current is not None:
+            args[current] = f"{args[current]} {text}".strip()
+    return " ".join(summary), args
+
+
+# ---------------------------------------------------------------------------
+# The registry
+
+
+class ToolRegistry:
+    """An immutable, ordered set of tools, keyed by name.
+
+    :meth:`register` returns a new registry and leaves this one unchanged, so a
+    registry can be built once and shared freely.
+
+    Thread safety and concurrency: a registry and its specs are never mutated after
+    construction, so any number of threads and tasks may read them at once.
+    Concurrent :meth:`execute` calls share nothing mutable: each decodes its own
+    arguments and builds its own result. The tools themselves must be safe to call
+    concurrently, with themselves and with each other: the engine runs the tool
+    calls of one batch concurrently (promise 2), and a blocking sync tool may run in
+    several worker threads at once.
+    """
+
+    __slots__ = ("_definitions", "_tools")
+
+    _tools: dict[str, ToolSpec[..., Any]]
+    _definitions: tuple[Tool, ...]
+
+    def __init__(self) -> None:
+        """An empty registry."""
+        self._tools = {}
+        self._definitions = ()
+
+    @classmethod
+    def of(cls, *tools: ToolSpec[..., Any] | Callable[..., Any]) -> ToolRegistry:
+        """A registry holding ``tools``, in that order (see :meth:`register`)."""
+        registry = cls()
+        for item in tools:
+            registry = registry.register(item)
+        return registry
+
+    def register(
+        self, tool_or_function: ToolSpec[..., Any] | Callable[..., Any], /
+    ) -> ToolRegistry:
+        """A new registry with one more tool; this registry is unchanged.
+
+        Args:
+            tool_or_function: A :class:`ToolSpec`, or a plain function, which is
+                declared with :func:`tool` (its defaults).
+
+        Returns:
+            A new registry holding this registry's tools followed by the new one.
+
+        Raises:
+            ToolDefinitionError: A tool with that name is already registered, or the
+                function cannot be declared as a tool. This registry is unchanged.
+        """
+        spec = (
+            tool_or_function if isinstance(tool_or_function, ToolSpec) else tool(tool_or_function)
+        )
+        if spec.name in self._tools:
+            raise ToolDefinitionError(f"a tool named {spec.name!r} is already registered")
+        new = ToolRegistry.__new__(ToolRegistry)
+        new._tools = {**self._tools, spec.name: spec}
+        new._definitions = (*self._definitions, spec.definition())
+        return new
+
+    def lookup(self, name: str) -> ToolSpec[..., Any]:
+        """The tool called ``name``.
+
+        Raises:
+            KeyError: No such tool; the message lists the known names.
+        """
+        spec = self._tools.get(name)
+        if spec is None:
+            raise KeyError(f"unknown tool {name!r}; known tools: {self._known()}")
+        return spec
+
+    def get(self, name: str) -> ToolSpec[..., Any] | None:
+        """The tool called ``name``, or ``None``."""
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The tool names, in registration order."""
+        return tuple(self._tools)
+
+    def definitions(self) -> tuple[Tool, ...]:
+        """The wire declarations (``RunAgentInput.tools``), in registration order.
+
+        Computed once, when the registry is built.
+        """
+        return self._definitions
+
+    async def execute(
+        self, name: str, arguments: str, *, run_sync: RunSync | None = None
+    ) -> ToolResult:
+        """Run the tool ``name`` with the JSON ``arguments``; never raises for tool problems.
+
+        Args:
+            name: The tool to call.
+            arguments: The JSON text of the arguments, as streamed by the agent; empty,
+                whitespace or ``null`` means ``{}``.
+            run_sync: How to run a blocking sync tool off the event loop (the runtime
+                passes ``anyio.to_thread.run_sync``). Without it, or for a tool with
+                ``blocking=False``, a sync tool is called inline. Async tools are
+                awaited. Timeouts are the caller's: wrap the call in a deadline,
+                using :attr:`ToolSpec.timeout` when it is set.
+
+        Returns:
+            A success holding the tool's return value as text (a ``str`` as is,
+            ``None`` as ``""``, anything else JSON-encoded by msgspec; a returned
+            :class:`ToolResult` as is), or a failure when the tool is unknown, the
+            arguments are not JSON or fail validation (msgspec's message with the
+            path, such as ``Expected `int`, got `str` - at `$.n```), the tool raised
+            (``"<ExceptionType>: <message>"``; a :class:`ToolError`'s message alone),
+            or the return value cannot be encoded.
+
+        Raises:
+            BaseException: Only exceptions that are not ``Exception`` propagate, and
+                untouched: cancellation (``asyncio.CancelledError``,
+                ``trio.Cancelled``), ``KeyboardInterrupt``, ``SystemExit``. The
+                registry is unchanged afterwards, as it always is.
+        """
+        spec = self._tools.get(name)
+        if spec is None:
+            return ToolResult.failure(f"Unknown tool {name!r}. Available tools: {self._known()}.")
+        return await spec.execute(arguments, run_sync=run_sync)
+
+    def _known(self) -> str:
+        return ", ".join(self._tools) if self._tools else "(none)"
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> Iterator[ToolSpec[..., Any]]:
+        return iter(self._tools.values())
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry({list(self._tools)!r})"

@@ -1,0 +1,59 @@
+"""The declared state machines of toolrelay, and their compiled tables.
+
+Two machines are declared with python-statemachine and nowhere else:
+:class:`RunLifecycle` (one turn on a thread) and :class:`ToolCallLifecycle` (one
+tool call). :data:`RUN_MACHINE` and :data:`TOOL_CALL_MACHINE` are the same
+machines read, at import, into immutable tables that the core drives through
+cursors; checked mode (:func:`set_checked_mode`) drives both in lockstep.
+"""
+
+from __future__ import annotations
+
+from toolrelay._reasons import ReasonKind as ReasonKind, TerminalReason as TerminalReason
+from toolrelay.machines._compiled import (
+    RUN_MACHINE as RUN_MACHINE,
+    TOOL_CALL_MACHINE as TOOL_CALL_MACHINE,
+    CompiledMachine as CompiledMachine,
+    CompiledRunMachine as CompiledRunMachine,
+    Cursor as Cursor,
+    GraphReport as GraphReport,
+    MachineDivergenceError as MachineDivergenceError,
+    RunCursor as RunCursor,
+    check_graph as check_graph,
+    checked_mode as checked_mode,
+    compile_machine as compile_machine,
+    is_checked_mode as is_checked_mode,
+    set_checked_mode as set_checked_mode,
+)
+from toolrelay.machines._run import RunLifecycle as RunLifecycle
+from toolrelay.machines._status import (
+    RunEvent as RunEvent,
+    RunStatus as RunStatus,
+    ToolCallEvent as ToolCallEvent,
+    ToolCallStatus as ToolCallStatus,
+)
+from toolrelay.machines._tool_call import ToolCallLifecycle as ToolCallLifecycle
+
+__all__ = (
+    "CompiledMachine",
+    "CompiledRunMachine",
+    "Cursor",
+    "GraphReport",
+    "MachineDivergenceError",
+    "RUN_MACHINE",
+    "ReasonKind",
+    "RunCursor",
+    "RunEvent",
+    "RunLifecycle",
+    "RunStatus",
+    "TOOL_CALL_MACHINE",
+    "TerminalReason",
+    "ToolCallEvent",
+    "ToolCallLifecycle",
+    "ToolCallStatus",
+    "check_graph",
+    "checked_mode",
+    "compile_machine",
+    "is_checked_mode",
+    "set_checked_mode",
+)

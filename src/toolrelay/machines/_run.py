@@ -1,0 +1,120 @@
+"""The lifecycle of one turn on a thread, declared as a python-statemachine ``StateChart``.
+
+Every transition of a turn lives in the table below; nothing beside this table.
+The runtime drives a compiled copy of it (``_compiled.py``, read from this class at
+import), the diagrams are drawn from it, and the tests send every event in every
+state to it. A transition added anywhere else is a bug.
+
+Theory of operation
+-------------------
+
+A turn is one user message on a thread. It starts ``idle`` and ``start`` moves it
+to ``running`` when its first run begins streaming. When the run's stream ends
+(AG-UI ``RUN_FINISHED`` or the stream is done) with tool calls pending,
+``execute_tools`` moves it to ``executing_tools``; the trigger is the end of the
+stream, never ``TOOL_CALL_END``, because a run may emit several calls in sequence.
+When the continuation run carrying the results starts, ``continue_run`` moves it
+back to ``running`` and counts one more continuation in :attr:`RunLifecycle.depth`
+(promise 3: the runtime compares it with its bound and fails the turn with
+``ReasonKind.MAX_DEPTH``). A stream that ends with no call pending ``complete``-s
+the turn.
+
+From every non-final state, three events end the turn: ``fail`` (the agent, the
+wire, the backend or toolrelay failed, or the depth bound was hit), ``cancel``
+(promise 4, at any moment) and ``supersede`` (the user re-sent on the same thread
+and the newer turn owns it, promise 5). ``executing_tools`` is a running state for
+observers (``RunStatus.is_running``): no flash of idle between Run N and Run N+1.
+
+Strictness: an event a state does not accept raises (``allow_event_without_transition
+= False``) and an error in a callback propagates (``catch_errors_as_events =
+False``); the core wraps the library's refusal in ``IllegalTransition``. The one
+action, ``count_continuation``, is declared at its transition with ``on=`` (not by
+a naming convention), is synchronous, and only records.
+
+Promises served: 1 (every path ends final), 3 (bounded depth), 4 (cancel at any
+moment), 5 (a newer turn supersedes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statemachine import StateChart
+from statemachine.exceptions import TransitionNotAllowed
+from statemachine.states import States
+
+from toolrelay.errors import IllegalTransition
+from toolrelay.machines._status import RunStatus
+
+__all__ = ("RunLifecycle",)
+
+
+class RunLifecycle(StateChart[object]):
+    """One turn: ``idle -> running -> executing_tools -> running -> ... -> final``.
+
+    The finals are ``completed``, ``failed``, ``cancelled`` and ``superseded``.
+    :attr:`depth` counts the continuation runs started so far.
+
+    The live transition table, rendered from this class:
+
+    {statechart:md}
+    """
+
+    allow_event_without_transition = False
+    catch_errors_as_events = False
+
+    depth: int
+    """How many continuation runs this turn has started (``continue_run`` transitions)."""
+
+    def __init__(self, *args: Any, depth: int = 0, **kwargs: Any) -> None:
+        self.depth = depth
+        super().__init__(*args, **kwargs)
+
+    def count_continuation(self) -> None:
+        """The action of ``continue_run``: one more continuation run (promise 3)."""
+        self.depth += 1
+
+    s = States.from_enum(
+        RunStatus,
+        initial=RunStatus.idle,
+        final=(
+            RunStatus.completed,
+            RunStatus.failed,
+            RunStatus.cancelled,
+            RunStatus.superseded,
+        ),
+        use_enum_instance=True,
+    )
+
+    #: The first run of the turn started.
+    start = s.idle.to(s.running)
+    #: The run's stream ended with tool calls pending.
+    execute_tools = s.running.to(s.executing_tools)
+    #: The continuation run started: depth + 1 (promise 3).
+    continue_run = s.executing_tools.to(s.running, on=count_continuation)
+    #: The run's stream ended with no tool call pending.
+    complete = s.running.to(s.completed)
+    #: The turn failed, from every non-final state.
+    fail = s.failed.from_.any()
+    #: The embedding code cancelled the turn, from every non-final state (promise 4).
+    cancel = s.cancelled.from_.any()
+    #: A newer turn on the same thread took over, from every non-final state (promise 5).
+    supersede = s.superseded.from_.any()
+
+    def send(self, event: str, *args: Any, **kwargs: Any) -> Any:
+        """Send ``event`` by id (``StateChart.send``), refusing in toolrelay's terms.
+
+        Use ``send`` rather than the generated event methods (``machine.start()``):
+        those raise the library's ``TransitionNotAllowed`` unwrapped.
+
+        Raises:
+            IllegalTransition: The current state does not accept ``event`` (chained
+                from ``TransitionNotAllowed``); the machine stays where it was.
+            Exception: Whatever a callback raises propagates unchanged
+                (``catch_errors_as_events = False``).
+        """
+        state = self.current_state_value
+        try:
+            return super().send(event, *args, **kwargs)
+        except TransitionNotAllowed as exc:
+            raise IllegalTransition(self.name, str(state), str(event)) from exc

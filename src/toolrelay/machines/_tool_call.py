@@ -1,0 +1,95 @@
+"""The lifecycle of one tool call, declared as a python-statemachine ``StateChart``.
+
+Every transition of a tool call lives in the table below; nothing beside this table.
+The core drives a compiled copy of it (``_compiled.py``, read from this class at
+import), the diagrams are drawn from it, and the tests send every event in every
+state to it. A transition added anywhere else is a bug.
+
+Theory of operation
+-------------------
+
+AG-UI ``TOOL_CALL_START`` creates a call in ``streaming``. ``TOOL_CALL_ARGS`` deltas
+append to its arguments but are not transitions: the state does not change while
+arguments arrive, and the cost of a delta does not depend on this machine
+(promise 8). ``TOOL_CALL_END`` is ``finish_args``: the arguments are complete and the
+call is ``pending``, waiting for the run's stream to end. When the run ends with
+calls pending, each is executed (``execute``) and ends ``completed`` (``succeed``) or
+``failed`` (``fail``, the error text is still sent to the model, promise 2).
+
+An agent that runs a tool itself sends ``TOOL_CALL_RESULT``: ``receive_result``
+completes the call from ``streaming`` or ``pending`` so a client never runs it a
+second time. When the run breaks, is cancelled or superseded, every call still
+open is ``abandon``-ed to ``failed``: a call never stays open (promise 1).
+
+Strictness: an event a state does not accept raises (``allow_event_without_transition
+= False``) and an error in a callback propagates (``catch_errors_as_events =
+False``); the core wraps the library's refusal in ``IllegalTransition``. Callbacks
+are synchronous and the machine has no guards and no actions: it only records
+where the call stands.
+
+Promises served: 1 (every path ends final), 2 (a failure is an outcome the model
+sees), 8 (argument deltas are not transitions).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statemachine import StateChart
+from statemachine.exceptions import TransitionNotAllowed
+from statemachine.states import States
+
+from toolrelay.errors import IllegalTransition
+from toolrelay.machines._status import ToolCallStatus
+
+__all__ = ("ToolCallLifecycle",)
+
+
+class ToolCallLifecycle(StateChart[object]):
+    """One tool call: ``streaming -> pending -> executing -> completed | failed``.
+
+    The live transition table, rendered from this class:
+
+    {statechart:md}
+    """
+
+    allow_event_without_transition = False
+    catch_errors_as_events = False
+
+    s = States.from_enum(
+        ToolCallStatus,
+        initial=ToolCallStatus.streaming,
+        final=(ToolCallStatus.completed, ToolCallStatus.failed),
+        use_enum_instance=True,
+    )
+
+    #: AG-UI ``TOOL_CALL_END``: the arguments are complete.
+    finish_args = s.streaming.to(s.pending)
+    #: The tool starts running.
+    execute = s.pending.to(s.executing)
+    #: The tool returned a result.
+    succeed = s.executing.to(s.completed)
+    #: The tool raised, timed out or was unknown (promise 2).
+    fail = s.executing.to(s.failed)
+    #: AG-UI ``TOOL_CALL_RESULT``: the agent ran the tool itself.
+    receive_result = s.completed.from_(s.streaming, s.pending)
+    #: The run broke, was cancelled or superseded: from every non-final state (promise 1).
+    abandon = s.failed.from_.any()
+
+    def send(self, event: str, *args: Any, **kwargs: Any) -> Any:
+        """Send ``event`` by id (``StateChart.send``), refusing in toolrelay's terms.
+
+        Use ``send`` rather than the generated event methods (``machine.execute()``):
+        those raise the library's ``TransitionNotAllowed`` unwrapped.
+
+        Raises:
+            IllegalTransition: The current state does not accept ``event`` (chained
+                from ``TransitionNotAllowed``); the machine stays where it was.
+            Exception: Whatever a callback raises propagates unchanged
+                (``catch_errors_as_events = False``).
+        """
+        state = self.current_state_value
+        try:
+            return super().send(event, *args, **kwargs)
+        except TransitionNotAllowed as exc:
+            raise IllegalTransition(self.name, str(state), str(event)) from exc

@@ -1,0 +1,745 @@
+"""The orchestration engine: streams runs, executes tools, continues, until the agent answers.
+
+Theory of operation
+-------------------
+Each user turn is a :class:`Turn` driven by one task in the engine's task group. The
+task is a thin loop around the turn's sans-IO :class:`~toolrelay.core.EventProcessor`
+(which owns every state transition, through the declared machines)::
+
+    allocate run id -> register_run -> start_run -> stream events into the processor
+      -> ToolsReady?  execute the batch (concurrently, isolated, each with a timeout)
+                      commit the results to the conversation
+                      safety checks -> allocate -> replace_run (compare-and-swap)
+                      -> start_run (depth + 1) -> stream ... (multi-hop)
+      -> otherwise the turn is final (completed / failed)
+
+The safety checks of the reference design, and where they live:
+
+== ================================= ==================================================
+0  depth >= max_depth                 the processor, when a run ends with calls pending:
+                                      the turn fails ``max_depth`` (promise 3)
+1  per-tool isolation                 :func:`execute_batch`: every call gets a result
+2  engine closed while awaiting       :meth:`Engine.aclose` ends every live turn
+                                      (``cancelled``, reason ``closed``) and cancels its
+                                      task; nothing changes and no backend call happens
+                                      after it returns
+3  cancelled at an await              :meth:`Turn.cancel` ends the turn ``cancelled`` at
+                                      once and cancels its task scope (promise 4)
+4  stale handle after the tools       ``registry.is_registered(handle)`` false ->
+   or after allocation                ``superseded``
+5  compare-and-swap fails             ``replace_run`` false -> the new handle is disposed,
+                                      the turn ends ``superseded`` (promise 5)
+6  focus guard                        focus is a thread key the embedding code sets; a
+                                      background continuation never changes it
+                                      (promise 6)
+7  catch-all                          any unexpected exception ends the turn ``failed``
+                                      (``internal_error``) and is logged
+== ================================= ==================================================
+
+Every abort clears the in-flight tool calls (the processor abandons them). Between
+Run N and Run N+1 the turn is ``executing_tools`` then ``running``: observers never
+see idle or completed in between (no flash). Once a run's stream said RUN_FINISHED
+or RUN_ERROR the engine stops reading it and closes it; late events are not
+processed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream, TaskGroup
+
+from toolrelay._reasons import ReasonKind, TerminalReason
+from toolrelay.backends._base import AgentBackend, ThreadKey
+from toolrelay.core import (
+    Activity,
+    ChatMessage,
+    Conversation,
+    EventProcessor,
+    Limits,
+    ProtocolViolation,
+    ToolCallInfo,
+    ToolRegistry,
+    ToolResult,
+)
+from toolrelay.errors import ClosedError, RemoteProtocolError
+from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay.protocol import Context, Event, RunAgentInput, UnknownEvent, UserMessage
+from toolrelay.runtime._executor import execute_batch
+from toolrelay.runtime._registry import RunHandle, RunRegistry
+
+__all__ = (
+    "Engine",
+    "EngineStatistics",
+    "EventReceived",
+    "Notification",
+    "StateChanged",
+    "ToolCallFinished",
+    "Turn",
+    "TurnSnapshot",
+    "TurnStatistics",
+)
+
+logger = logging.getLogger("toolrelay.runtime")
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSnapshot:
+    """What a UI shows of a turn at one moment (cheap: no conversation copy).
+
+    Attributes:
+        key: The thread.
+        status: The run lifecycle state.
+        activity: "Calling: a, b", "Executing: a, b", streaming text, ...
+        depth: Continuations started so far.
+        run_id: The current run's id.
+        run_count: Runs started so far.
+        reason: Why the turn ended, once final.
+    """
+
+    key: ThreadKey
+    status: RunStatus
+    activity: Activity
+    depth: int
+    run_id: str | None
+    run_count: int
+    reason: TerminalReason | None
+
+    @property
+    def is_running(self) -> bool:
+        return self.status.is_running
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStatistics:
+    """Counts over a turn: runs, depth, tool calls by state, violations."""
+
+    runs: int
+    depth: int
+    tool_calls: dict[ToolCallStatus, int]
+    violations: int
+    status: RunStatus
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStatistics:
+    """Counts over the engine: turns by state, registered runs, threads."""
+
+    turns: dict[RunStatus, int]
+    registered_runs: int
+    threads: int
+
+
+@dataclass(frozen=True, slots=True)
+class StateChanged:
+    """A turn's status or activity changed."""
+
+    snapshot: TurnSnapshot
+
+    @property
+    def key(self) -> ThreadKey:
+        return self.snapshot.key
+
+
+@dataclass(frozen=True, slots=True)
+class EventReceived:
+    """An event of a turn's run arrived (only to subscribers that asked for events)."""
+
+    key: ThreadKey
+    event: Event | UnknownEvent
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished:
+    """A tool of a batch finished (completed or failed)."""
+
+    key: ThreadKey
+    call_id: str
+    name: str
+    result: ToolResult
+
+
+Notification = StateChanged | EventReceived | ToolCallFinished
+
+
+@dataclass(eq=False, slots=True)
+class _Subscriber:
+    send: ObjectSendStream[Notification]
+    focused_only: bool
+    events: bool
+    key: ThreadKey | None
+
+
+class Turn:
+    """One user turn on one thread: the user's message and every run until the answer.
+
+    Created by :meth:`Engine.start_turn`; read it at any time, :meth:`cancel` it, and
+    ``await`` :meth:`wait_finished`.
+    """
+
+    __slots__ = ("_done", "_engine", "_handle", "_processor", "_scope", "key")
+
+    def __init__(self, engine: Engine, key: ThreadKey, processor: EventProcessor) -> None:
+        self._engine = engine
+        self.key = key
+        self._processor = processor
+        self._scope = anyio.CancelScope()
+        self._done = anyio.Event()
+        self._handle: RunHandle | None = None
+
+    # -- reading -------------------------------------------------------------------
+
+    @property
+    def status(self) -> RunStatus:
+        return self._processor.status
+
+    @property
+    def reason(self) -> TerminalReason | None:
+        """Why the turn ended; ``None`` while it runs."""
+        return self._processor.reason
+
+    @property
+    def depth(self) -> int:
+        return self._processor.depth
+
+    @property
+    def activity(self) -> Activity:
+        return self._processor.activity
+
+    @property
+    def run_id(self) -> str | None:
+        return self._processor.run_id
+
+    @property
+    def conversation(self) -> Conversation:
+        return self._processor.conversation
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallInfo, ...]:
+        """The calls of the run in flight (empty once committed, finished or aborted)."""
+        return self._processor.tool_calls
+
+    @property
+    def abandoned_calls(self) -> tuple[ToolCallInfo, ...]:
+        """Calls an abort or a broken run left unexecuted."""
+        return tuple(self._processor.abandoned)
+
+    @property
+    def violations(self) -> tuple[ProtocolViolation, ...]:
+        return tuple(self._processor.violations)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the turn reached a final state."""
+        return self._processor.status.is_final
+
+    def snapshot(self) -> TurnSnapshot:
+        p = self._processor
+        return TurnSnapshot(
+            key=self.key,
+            status=p.status,
+            activity=p.activity,
+            depth=p.depth,
+            run_id=p.run_id,
+            run_count=p.run_count,
+            reason=p.reason,
+        )
+
+    def statistics(self) -> TurnStatistics:
+        counts: dict[ToolCallStatus, int] = dict.fromkeys(ToolCallStatus, 0)
+        for call in self.conversation.tool_calls():
+            counts[call.status] += 1
+        for call in (*self._processor.tool_calls, *self._processor.abandoned):
+            counts[call.status] += 1
+        p = self._processor
+        return TurnStatistics(
+            runs=p.run_count,
+            depth=p.depth,
+            tool_calls=counts,
+            violations=len(p.violations),
+            status=p.status,
+        )
+
+    # -- acting ---------------------------------------------------------------------
+
+    def cancel(self, message: str = "cancelled by the user") -> bool:
+        """End the turn ``cancelled`` now and stop its work (promise 4).
+
+        Returns:
+            ``False`` when the turn had already ended (nothing changes).
+        """
+        return self._engine._end_turn(
+            self, TerminalReason(kind=ReasonKind.CANCELLED, message=message)
+        )
+
+    async def wait_finished(self) -> TerminalReason:
+        """Wait until the turn's task is done; returns why the turn ended."""
+        await self._done.wait()
+        reason = self._processor.reason
+        assert reason is not None
+        return reason
+
+    def __repr__(self) -> str:
+        return f"Turn(key={self.key}, status={self.status.value}, depth={self.depth})"
+
+
+class Engine:
+    """Runs tool-calling turns on any number of threads, concurrently.
+
+    Use it as an async context manager; leaving it closes it (safety check 2)::
+
+        async with Engine(backend, tools=registry) as engine:
+            turn = engine.start_turn("thread-1", "What are the secret numbers?")
+            reason = await turn.wait_finished()
+
+    Args:
+        backend: Where runs come from (AG-UI over HTTP, a provider, a ScriptedAgent).
+        tools: The client tools offered to the agent and executed here.
+        max_depth: The circuit breaker: continuations allowed per turn (promise 3).
+        tool_timeout: Seconds a tool may run unless its spec says otherwise (``None``:
+            no bound).
+        limits: Size and count bounds on what the agent sends.
+        registry: The run registry to use (one is created otherwise).
+        max_concurrent_tools: Bound on tools running at once across all turns.
+        context: ``RunAgentInput.context`` for every run.
+        forwarded_props: ``RunAgentInput.forwardedProps`` for every run.
+        run_id_factory: Makes client-side run ids when the backend does not allocate.
+        id_factory: Makes message ids.
+    """
+
+    def __init__(
+        self,
+        backend: AgentBackend,
+        *,
+        tools: ToolRegistry | None = None,
+        max_depth: int = 10,
+        tool_timeout: float | None = 60.0,
+        limits: Limits | None = None,
+        registry: RunRegistry | None = None,
+        max_concurrent_tools: int | None = None,
+        context: Sequence[Context] = (),
+        forwarded_props: Any = None,
+        run_id_factory: Callable[[], str] = _new_id,
+        id_factory: Callable[[], str] = _new_id,
+    ) -> None:
+        self.backend = backend
+        self.tools = tools if tools is not None else ToolRegistry()
+        self.max_depth = max_depth
+        self.tool_timeout = tool_timeout
+        self.limits = limits
+        self.registry = registry if registry is not None else RunRegistry()
+        self._limiter = (
+            anyio.CapacityLimiter(max_concurrent_tools) if max_concurrent_tools else None
+        )
+        self._context = tuple(context)
+        self._forwarded_props = forwarded_props
+        self._run_id_factory = run_id_factory
+        self._id_factory = id_factory
+        self._conversations: dict[ThreadKey, Conversation] = {}
+        self._turns: dict[ThreadKey, Turn] = {}
+        self._live: set[Turn] = set()
+        self._subscribers: list[_Subscriber] = []
+        self._focused: ThreadKey | None = None
+        self._group: TaskGroup | None = None
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._closed:
+            raise ClosedError("the engine is closed")
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._group = group
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        self._close_now()
+        group, self._group = self._group, None
+        try:
+            if group is not None:
+                return await group.__aexit__(exc_type, exc, tb)
+            return None
+        finally:
+            self._close_streams()
+
+    async def aclose(self) -> None:
+        """Close the engine: every live turn ends ``cancelled`` (reason ``closed``), its
+        work is cancelled, subscriptions end. After it returns nothing changes state and
+        no backend call is made. Idempotent."""
+        self._close_now()
+        for turn in list(self._live):
+            await turn._done.wait()
+        self._close_streams()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _close_now(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        reason = TerminalReason(kind=ReasonKind.CLOSED, message="the engine was closed")
+        for turn in list(self._live):
+            self._end_turn(turn, reason)
+
+    def _close_streams(self) -> None:
+        if not self.registry.closed:
+            self.registry.close()
+        for subscriber in self._subscribers:
+            subscriber.send.close()
+        self._subscribers.clear()
+
+    def _check_open(self) -> TaskGroup:
+        if self._closed or self._group is None:
+            raise ClosedError(
+                "the engine is closed" if self._closed else "use the engine with 'async with'"
+            )
+        return self._group
+
+    # -- turns -------------------------------------------------------------------------
+
+    def start_turn(
+        self,
+        key: ThreadKey | str,
+        message: str | UserMessage,
+        *,
+        history: Sequence[ChatMessage] | None = None,
+        tools: ToolRegistry | None = None,
+    ) -> Turn:
+        """Start a user's turn on a thread; a turn still running there is superseded.
+
+        Args:
+            key: The thread (a string is a thread id).
+            message: The user's message.
+            history: The thread's earlier messages, used the first time the engine sees
+                the thread (later turns continue the engine's own conversation).
+            tools: Tools for this turn instead of the engine's.
+
+        Raises:
+            ClosedError: The engine is closed or not entered.
+        """
+        group = self._check_open()
+        key = key if isinstance(key, ThreadKey) else ThreadKey(key)
+        previous = self._turns.get(key)
+        if previous is not None:
+            self._end_turn(
+                previous,
+                TerminalReason(
+                    kind=ReasonKind.SUPERSEDED, message="a newer turn on the thread took over"
+                ),
+            )
+        conversation = self._conversations.get(key)
+        if conversation is None:
+            conversation = Conversation(key.thread_id, history or ())
+            self._conversations[key] = conversation
+        if isinstance(message, str):
+            message = UserMessage(id=self._id_factory(), content=message)
+        conversation.append(message)
+        registry = tools if tools is not None else self.tools
+        processor = EventProcessor(
+            conversation,
+            tools=registry.definitions(),
+            max_depth=self.max_depth,
+            limits=self.limits,
+            context=self._context,
+            forwarded_props=self._forwarded_props,
+            id_factory=self._id_factory,
+        )
+        turn = Turn(self, key, processor)
+        self._turns[key] = turn
+        self._live.add(turn)
+        self._publish_state(turn)
+        group.start_soon(self._drive, turn, registry, name=f"toolrelay turn {key}")
+        return turn
+
+    async def run_turn(
+        self,
+        key: ThreadKey | str,
+        message: str | UserMessage,
+        *,
+        history: Sequence[ChatMessage] | None = None,
+        tools: ToolRegistry | None = None,
+    ) -> Turn:
+        """:meth:`start_turn` and wait until it is finished."""
+        turn = self.start_turn(key, message, history=history, tools=tools)
+        await turn.wait_finished()
+        return turn
+
+    def cancel(self, key: ThreadKey | str, message: str = "cancelled by the user") -> bool:
+        """Cancel the live turn of a thread; ``False`` if there is none."""
+        turn = self.turn(key)
+        return turn.cancel(message) if turn is not None else False
+
+    def turn(self, key: ThreadKey | str) -> Turn | None:
+        """The latest turn of a thread (live or finished), or ``None``."""
+        return self._turns.get(key if isinstance(key, ThreadKey) else ThreadKey(key))
+
+    def state(self, key: ThreadKey | str) -> TurnSnapshot | None:
+        """A snapshot of the thread's latest turn, or ``None``."""
+        turn = self.turn(key)
+        return turn.snapshot() if turn is not None else None
+
+    def conversation(self, key: ThreadKey | str) -> Conversation | None:
+        return self._conversations.get(key if isinstance(key, ThreadKey) else ThreadKey(key))
+
+    @property
+    def threads(self) -> tuple[ThreadKey, ...]:
+        return tuple(self._conversations)
+
+    # -- focus and observers ------------------------------------------------------------
+
+    @property
+    def focused(self) -> ThreadKey | None:
+        """The thread the UI shows (set only by :meth:`focus`; promise 6)."""
+        return self._focused
+
+    def focus(self, key: ThreadKey | str | None) -> TurnSnapshot | None:
+        """Show a thread: focused subscribers get its current state at once.
+
+        Returns:
+            The thread's current snapshot (``None`` if it has no turn yet).
+        """
+        self._focused = key if key is None or isinstance(key, ThreadKey) else ThreadKey(key)
+        if self._focused is None:
+            return None
+        turn = self._turns.get(self._focused)
+        if turn is None:
+            return None
+        self._publish_state(turn)
+        return turn.snapshot()
+
+    def subscribe(
+        self,
+        *,
+        focused_only: bool = False,
+        key: ThreadKey | str | None = None,
+        events: bool = False,
+        max_buffer: float = math.inf,
+    ) -> ObjectReceiveStream[Notification]:
+        """A stream of notifications; close it to unsubscribe.
+
+        Args:
+            focused_only: Only the focused thread's notifications (the "current view").
+            key: Only this thread's notifications.
+            events: Also every AG-UI event as it arrives (:class:`EventReceived`), for
+                live text.
+            max_buffer: How far the subscriber may fall behind; beyond it notifications
+                to it are dropped (its latest state stays readable with :meth:`state`).
+        """
+        send, receive = anyio.create_memory_object_stream[Notification](max_buffer)
+        if self._closed:
+            send.close()
+            return receive
+        thread = key if key is None or isinstance(key, ThreadKey) else ThreadKey(key)
+        self._subscribers.append(_Subscriber(send, focused_only, events, thread))
+        return receive
+
+    def statistics(self) -> EngineStatistics:
+        counts: dict[RunStatus, int] = dict.fromkeys(RunStatus, 0)
+        for turn in self._turns.values():
+            counts[turn.status] += 1
+        return EngineStatistics(
+            turns=counts,
+            registered_runs=0 if self.registry.closed else len(self.registry),
+            threads=len(self._conversations),
+        )
+
+    def _publish(self, key: ThreadKey, notification: Notification, *, event: bool) -> None:
+        if not self._subscribers:
+            return
+        dead: list[_Subscriber] = []
+        for subscriber in self._subscribers:
+            if event and not subscriber.events:
+                continue
+            if subscriber.key is not None and subscriber.key != key:
+                continue
+            if subscriber.focused_only and key != self._focused:
+                continue
+            try:
+                subscriber.send.send_nowait(notification)
+            except anyio.WouldBlock:
+                pass
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                dead.append(subscriber)
+        if dead:
+            self._subscribers = [s for s in self._subscribers if s not in dead]
+
+    def _publish_state(self, turn: Turn) -> None:
+        if self._subscribers:
+            self._publish(turn.key, StateChanged(turn.snapshot()), event=False)
+
+    # -- ending a turn from outside its task ---------------------------------------------
+
+    def _end_turn(self, turn: Turn, reason: TerminalReason) -> bool:
+        processor = turn._processor
+        if processor.status.is_final:
+            return False
+        if reason.kind is ReasonKind.SUPERSEDED:
+            processor.supersede(reason.message)
+        else:
+            processor.cancel(reason.message, kind=reason.kind)
+        turn._scope.cancel()
+        self._publish_state(turn)
+        return True
+
+    # -- the driver ---------------------------------------------------------------------
+
+    async def _drive(self, turn: Turn, tools: ToolRegistry) -> None:
+        processor = turn._processor
+        try:
+            with turn._scope:
+                await self._drive_runs(turn, tools)
+        except Exception as exc:
+            logger.exception("turn on %s failed unexpectedly", turn.key)
+            if not processor.status.is_final:
+                processor.fail(
+                    TerminalReason(
+                        kind=ReasonKind.INTERNAL_ERROR, message=f"{type(exc).__name__}: {exc}"
+                    )
+                )
+        finally:
+            if not processor.status.is_final:
+                # Only a cancellation from outside toolrelay's own calls gets here.
+                processor.cancel("the turn's task was cancelled")
+            handle = turn._handle
+            if handle is not None and not self.registry.closed:
+                self.registry.complete_run(handle, processor.status.value)
+            self._live.discard(turn)
+            self._publish_state(turn)
+            turn._done.set()
+
+    async def _allocate(self, turn: Turn) -> str | None:
+        processor = turn._processor
+        try:
+            run_id = await self.backend.allocate_run(turn.key)
+        except RemoteProtocolError as exc:
+            self._apply(turn, processor.fail(exc.reason))
+            return None
+        except Exception as exc:
+            self._apply(
+                turn,
+                processor.fail(
+                    TerminalReason(
+                        kind=ReasonKind.BACKEND_ERROR,
+                        message=f"run allocation failed: {type(exc).__name__}: {exc}",
+                    )
+                ),
+            )
+            return None
+        if processor.status.is_final:
+            return None
+        return run_id or self._run_id_factory()
+
+    def _stale(self, turn: Turn, handle: RunHandle) -> bool:
+        """Safety check 4: is ``handle`` still the thread's registered run?"""
+        if self.registry.is_registered(handle):
+            return False
+        self._apply(turn, turn._processor.supersede("the run was replaced on its thread"))
+        return True
+
+    async def _drive_runs(self, turn: Turn, tools: ToolRegistry) -> None:
+        processor = turn._processor
+        run_id = await self._allocate(turn)
+        if run_id is None:
+            return
+        handle = RunHandle(turn.key, run_id)
+        self.registry.register_run(handle)
+        turn._handle = handle
+        run_input = processor.start_run(run_id)
+        self._publish_state(turn)
+        while True:
+            await self._stream(turn, handle, run_input)
+            if processor.status is not RunStatus.executing_tools:
+                return
+            batch = tuple(
+                c for c in processor.tool_calls if c.status is ToolCallStatus.executing
+            )
+
+            def on_result(call: ToolCallInfo, result: ToolResult) -> None:
+                if processor.status is RunStatus.executing_tools:
+                    processor.record_result(call, result)
+                    self._publish(
+                        turn.key,
+                        ToolCallFinished(turn.key, call.id, call.name, result),
+                        event=False,
+                    )
+
+            await execute_batch(
+                tools,
+                batch,
+                default_timeout=self.tool_timeout,
+                on_result=on_result,
+                limiter=self._limiter,
+            )
+            processor.commit_tool_results()
+            if self._stale(turn, handle):
+                return
+            next_run_id = await self._allocate(turn)
+            if next_run_id is None or self._stale(turn, handle):
+                return
+            next_handle = RunHandle(turn.key, next_run_id, depth=processor.depth + 1)
+            if not self.registry.replace_run(handle, next_handle):
+                next_handle.dispose()
+                self._apply(turn, processor.supersede("the run was replaced on its thread"))
+                return
+            handle = next_handle
+            turn._handle = handle
+            run_input = processor.start_run(next_run_id)
+            self._publish_state(turn)
+
+    async def _stream(self, turn: Turn, handle: RunHandle, run_input: RunAgentInput) -> None:
+        processor = turn._processor
+        want_events = any(s.events for s in self._subscribers)
+        with anyio.CancelScope() as scope:
+            handle.on_dispose(scope.cancel)
+            try:
+                async with self.backend.run(turn.key, run_input) as events:
+                    async for event in events:
+                        effects = processor.receive(event)
+                        if want_events:
+                            self._publish(turn.key, EventReceived(turn.key, event), event=True)
+                        if effects:
+                            self._apply(turn, effects)
+                        if processor.run_ended:
+                            break
+                if not processor.run_ended:
+                    self._apply(turn, processor.end_stream())
+            except RemoteProtocolError as exc:
+                self._apply(turn, processor.fail(exc.reason))
+            except Exception as exc:
+                if processor.status.is_final:
+                    raise  # the processor failed on a bug of ours; the catch-all logs it
+                self._apply(
+                    turn,
+                    processor.fail(
+                        TerminalReason(
+                            kind=ReasonKind.BACKEND_ERROR,
+                            message=f"the backend failed: {type(exc).__name__}: {exc}",
+                        )
+                    ),
+                )
+        if scope.cancelled_caught and not processor.status.is_final:
+            # The handle was disposed by someone else: the run no longer owns the thread.
+            self._apply(turn, processor.supersede("the run was replaced on its thread"))
+
+    def _apply(self, turn: Turn, effects: Sequence[object]) -> None:
+        if effects:
+            self._publish_state(turn)

@@ -1,0 +1,264 @@
+"""The run registry: which run currently owns each thread.
+
+Theory of operation
+-------------------
+A :class:`RunHandle` is one run of the agent on one thread (Run 1, its continuation
+Run 2, ...). The :class:`RunRegistry` maps each :class:`ThreadKey` to the handle that
+owns the thread now. Three operations change it, each synchronous, so each is atomic
+with respect to other tasks (nothing awaits inside):
+
+- :meth:`RunRegistry.register_run`: a user's new turn. The thread's previous handle,
+  if any, is disposed. Emits :class:`RunStarted`.
+- :meth:`RunRegistry.replace_run`: a continuation. Compare-and-swap: it only replaces
+  ``old`` if ``old`` is still the registered handle (promise 5), registers ``new``
+  *before* disposing ``old``, logs (never raises) a dispose error, and emits
+  :class:`RunContinued`, not :class:`RunStarted`, so consumers can tell a system
+  continuation from a user's turn.
+- :meth:`RunRegistry.complete_run`: the turn ended. Emits :class:`RunCompleted`.
+
+Lifecycle events go to any number of subscribers through anyio memory object streams
+(no async callbacks). A closed registry refuses every call with :class:`ClosedError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+
+from toolrelay.backends._base import ThreadKey
+from toolrelay.errors import ClosedError
+
+__all__ = (
+    "LifecycleEvent",
+    "RunCompleted",
+    "RunContinued",
+    "RunHandle",
+    "RunRegistry",
+    "RunStarted",
+)
+
+logger = logging.getLogger("toolrelay.runtime")
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    """A user's turn registered its first run on ``key``."""
+
+    key: ThreadKey
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunContinued:
+    """A continuation run replaced the previous run of ``key`` (tool results sent)."""
+
+    key: ThreadKey
+    run_id: str
+    previous_run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunCompleted:
+    """The run registered on ``key`` ended (its turn reached a final state)."""
+
+    key: ThreadKey
+    run_id: str
+    status: str
+
+
+LifecycleEvent = RunStarted | RunContinued | RunCompleted
+
+
+@dataclass(eq=False, slots=True)
+class RunHandle:
+    """One run of the agent on one thread: its id and what to release when it is done.
+
+    Handles compare by identity: two handles for the same run id are still distinct.
+
+    Attributes:
+        key: The thread.
+        run_id: The run id (the server's or the client's).
+        depth: The continuation depth this run was started at.
+    """
+
+    key: ThreadKey
+    run_id: str
+    depth: int = 0
+    _callbacks: list[Callable[[], object]] = field(default_factory=list)
+    _disposed: bool = False
+
+    @property
+    def disposed(self) -> bool:
+        """Whether :meth:`dispose` ran."""
+        return self._disposed
+
+    def on_dispose(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` (synchronously) when the handle is disposed."""
+        if self._disposed:
+            callback()
+        else:
+            self._callbacks.append(callback)
+
+    def dispose(self) -> None:
+        """Release the run (cancel its stream). Idempotent.
+
+        Every callback runs even when one raises; the first error is re-raised after.
+        """
+        if self._disposed:
+            return
+        self._disposed = True
+        callbacks, self._callbacks = self._callbacks, []
+        error: BaseException | None = None
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception as exc:
+                error = error or exc
+        if error is not None:
+            raise error
+
+
+class RunRegistry:
+    """Which run owns each thread; see the module docstring for the contract.
+
+    Args:
+        subscriber_buffer: How many lifecycle events a subscriber may fall behind
+            before further events to it are dropped (and counted in
+            :attr:`dropped_events`); unbounded by default.
+    """
+
+    def __init__(self, *, subscriber_buffer: float = math.inf) -> None:
+        self._runs: dict[ThreadKey, RunHandle] = {}
+        self._subscribers: list[ObjectSendStream[LifecycleEvent]] = []
+        self._buffer = subscriber_buffer
+        self._closed = False
+        #: Lifecycle events a slow subscriber did not get.
+        self.dropped_events = 0
+
+    # -- queries ------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def get_handle(self, key: ThreadKey) -> RunHandle | None:
+        """The handle that owns ``key`` now, or ``None``."""
+        self._check_open()
+        return self._runs.get(key)
+
+    def is_registered(self, handle: RunHandle) -> bool:
+        """Whether ``handle`` (this very object) owns its thread now."""
+        return self._runs.get(handle.key) is handle
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def __iter__(self) -> Iterator[RunHandle]:
+        return iter(list(self._runs.values()))
+
+    # -- changes --------------------------------------------------------------------
+
+    def register_run(self, handle: RunHandle) -> None:
+        """Register a user's new run on its thread; the previous handle is disposed.
+
+        Raises:
+            ClosedError: The registry is closed.
+        """
+        self._check_open()
+        previous = self._runs.get(handle.key)
+        self._runs[handle.key] = handle
+        self._emit(RunStarted(handle.key, handle.run_id))
+        if previous is not None and previous is not handle:
+            self._dispose(previous)
+
+    def replace_run(self, old: RunHandle, new: RunHandle) -> bool:
+        """Compare-and-swap ``old`` for ``new`` (a continuation run).
+
+        Returns:
+            ``False``, changing nothing, when ``old`` is no longer the registered handle
+            of its thread; ``True`` once ``new`` is registered and ``old`` disposed.
+
+        Raises:
+            ClosedError: The registry is closed.
+            ValueError: ``old`` and ``new`` belong to different threads.
+        """
+        self._check_open()
+        if old.key != new.key:
+            raise ValueError(f"cannot replace a run of {old.key} with one of {new.key}")
+        if self._runs.get(old.key) is not old:
+            return False
+        self._runs[new.key] = new
+        self._emit(RunContinued(new.key, new.run_id, old.run_id))
+        self._dispose(old)
+        return True
+
+    def complete_run(self, handle: RunHandle, status: str = "completed") -> bool:
+        """Unregister ``handle`` if it still owns its thread, dispose it, emit
+        :class:`RunCompleted`.
+
+        Returns:
+            Whether ``handle`` was registered.
+
+        Raises:
+            ClosedError: The registry is closed.
+        """
+        self._check_open()
+        if self._runs.get(handle.key) is not handle:
+            return False
+        del self._runs[handle.key]
+        self._emit(RunCompleted(handle.key, handle.run_id, status))
+        self._dispose(handle)
+        return True
+
+    def subscribe(self) -> ObjectReceiveStream[LifecycleEvent]:
+        """A new stream of every lifecycle event from now on; close it to unsubscribe.
+
+        Raises:
+            ClosedError: The registry is closed.
+        """
+        self._check_open()
+        send, receive = anyio.create_memory_object_stream[LifecycleEvent](self._buffer)
+        self._subscribers.append(send)
+        return receive
+
+    def close(self) -> None:
+        """Dispose every handle, end every subscription, refuse further use. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        handles, self._runs = list(self._runs.values()), {}
+        for handle in handles:
+            self._dispose(handle)
+        for send in self._subscribers:
+            send.close()
+        self._subscribers.clear()
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the run registry is closed")
+
+    def _dispose(self, handle: RunHandle) -> None:
+        try:
+            handle.dispose()
+        except Exception:
+            # The swap is committed; messy cleanup must not fail it (promise 5).
+            logger.warning("error disposing run %s on %s", handle.run_id, handle.key, exc_info=True)
+
+    def _emit(self, event: LifecycleEvent) -> None:
+        alive: list[ObjectSendStream[LifecycleEvent]] = []
+        for send in self._subscribers:
+            try:
+                send.send_nowait(event)
+            except anyio.WouldBlock:
+                self.dropped_events += 1
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                continue
+            alive.append(send)
+        self._subscribers = alive
