@@ -27,11 +27,6 @@ from toolrelay.protocol import Tool
 T = TypeVar("T")
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return cast("str", request.param)
-
-
 def run_now(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine that must finish without suspending (no event loop needed)."""
     try:

@@ -33,6 +33,7 @@ from toolrelay.core._mapper import (
 from toolrelay.core._patch import JsonPatchError as JsonPatchError, apply_patch as apply_patch
 from toolrelay.core._processor import EventProcessor as EventProcessor, Limits as Limits
 from toolrelay.core._tools import (
+    RunSync as RunSync,
     ToolError as ToolError,
     ToolRegistry as ToolRegistry,
     ToolResult as ToolResult,
@@ -53,6 +54,7 @@ __all__ = (
     "NO_EFFECTS",
     "ProtocolViolation",
     "ReasoningRecord",
+    "RunSync",
     "TextAccumulator",
     "TextMessage",
     "ToolCallInfo",

@@ -196,8 +196,8 @@ class EventProcessor:
         "_run",
         "_run_started_seen",
         "_thinking",
-        "_tool_names",
         "_tools",
+        "_wire_ended",
         "abandoned",
         "conversation",
         "max_depth",
@@ -207,6 +207,20 @@ class EventProcessor:
         "server_run_id",
         "violations",
     )
+
+    # Per-run attributes, (re)set by _reset_run.
+    _calls: dict[str, ToolCallInfo]
+    _open_texts: dict[str, TextMessage]
+    _open_reasoning: dict[str, ReasoningRecord]
+    _result_ids: dict[str, str]
+    _chunk_call: ToolCallInfo | None
+    _chunk_text: TextMessage | None
+    _thinking: ReasoningRecord | None
+    _tool_names: tuple[str, ...]
+    _events_in_run: int
+    _ended: bool
+    _wire_ended: bool
+    _run_started_seen: bool
 
     def __init__(
         self,
@@ -244,7 +258,16 @@ class EventProcessor:
         #: Tool calls that were open when the turn was aborted (cleared from the run).
         self.abandoned: list[ToolCallInfo] = []
         self._activity = Activity(ActivityKind.IDLE)
-        self._reset_run()
+        self._calls: dict[str, ToolCallInfo] = {}
+        self._open_texts: dict[str, TextMessage] = {}
+        self._open_reasoning: dict[str, ReasoningRecord] = {}
+        self._result_ids: dict[str, str] = {}
+        self._chunk_call: ToolCallInfo | None = None
+        self._chunk_text: TextMessage | None = None
+        self._thinking: ReasoningRecord | None = None
+        self._events_in_run = 0
+        self._ended = False
+        self._run_started_seen = False
 
     # -- what observers read ---------------------------------------------------
 
@@ -432,14 +455,13 @@ class EventProcessor:
     # -- internals -------------------------------------------------------------
 
     def _reset_run(self) -> None:
-        self._calls: dict[str, ToolCallInfo] = {}
-        self._open_texts: dict[str, TextMessage] = {}
-        self._open_reasoning: dict[str, ReasoningRecord] = {}
-        self._result_ids: dict[str, str] = {}
-        self._chunk_call: ToolCallInfo | None = None
-        self._chunk_text: TextMessage | None = None
-        self._thinking: ReasoningRecord | None = None
-        self._tool_names: tuple[str, ...] = ()
+        self._calls = {}
+        self._open_texts = {}
+        self._open_reasoning = {}
+        self._result_ids = {}
+        self._chunk_call = None
+        self._chunk_text = None
+        self._thinking = None
         self._events_in_run = 0
         self._ended = False
         self._run_started_seen = False

@@ -54,7 +54,8 @@ from types import TracebackType
 from typing import Any, Self
 
 import anyio
-from anyio.abc import ObjectReceiveStream, ObjectSendStream, TaskGroup
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.backends._base import AgentBackend, ThreadKey
@@ -175,7 +176,7 @@ Notification = StateChanged | EventReceived | ToolCallFinished
 
 @dataclass(eq=False, slots=True)
 class _Subscriber:
-    send: ObjectSendStream[Notification]
+    send: MemoryObjectSendStream[Notification]
     focused_only: bool
     events: bool
     key: ThreadKey | None
@@ -533,7 +534,7 @@ class Engine:
         key: ThreadKey | str | None = None,
         events: bool = False,
         max_buffer: float = math.inf,
-    ) -> ObjectReceiveStream[Notification]:
+    ) -> MemoryObjectReceiveStream[Notification]:
         """A stream of notifications; close it to unsubscribe.
 
         Args:

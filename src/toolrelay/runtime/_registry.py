@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import anyio
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from toolrelay.backends._base import ThreadKey
 from toolrelay.errors import ClosedError
@@ -134,7 +134,7 @@ class RunRegistry:
 
     def __init__(self, *, subscriber_buffer: float = math.inf) -> None:
         self._runs: dict[ThreadKey, RunHandle] = {}
-        self._subscribers: list[ObjectSendStream[LifecycleEvent]] = []
+        self._subscribers: list[MemoryObjectSendStream[LifecycleEvent]] = []
         self._buffer = subscriber_buffer
         self._closed = False
         #: Lifecycle events a slow subscriber did not get.
@@ -215,7 +215,7 @@ class RunRegistry:
         self._dispose(handle)
         return True
 
-    def subscribe(self) -> ObjectReceiveStream[LifecycleEvent]:
+    def subscribe(self) -> MemoryObjectReceiveStream[LifecycleEvent]:
         """A new stream of every lifecycle event from now on; close it to unsubscribe.
 
         Raises:
@@ -252,7 +252,7 @@ class RunRegistry:
             logger.warning("error disposing run %s on %s", handle.run_id, handle.key, exc_info=True)
 
     def _emit(self, event: LifecycleEvent) -> None:
-        alive: list[ObjectSendStream[LifecycleEvent]] = []
+        alive: list[MemoryObjectSendStream[LifecycleEvent]] = []
         for send in self._subscribers:
             try:
                 send.send_nowait(event)

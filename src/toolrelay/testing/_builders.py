@@ -123,7 +123,7 @@ def flatten(parts: Iterable[Event | Iterable[Event]]) -> list[Event]:
     out: list[Event] = []
     for part in parts:
         if isinstance(part, msgspec.Struct):
-            out.append(part)  # type: ignore[arg-type]
+            out.append(part)
         else:
             out.extend(part)
     return out

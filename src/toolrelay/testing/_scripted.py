@@ -22,11 +22,12 @@ runs and allocations, can allocate run ids, fail to, or block while allocating.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
+import msgspec
 
 from toolrelay.backends._base import EventStream, ThreadKey
 from toolrelay.errors import RunAllocationError
@@ -79,12 +80,10 @@ Responder = Callable[[ThreadKey, RunAgentInput], Script]
 def _flatten(script: Script) -> list[Step]:
     steps: list[Step] = []
     for part in script:
-        if isinstance(part, (Hang, Raise, Gate, Sleep, UnknownEvent)) or hasattr(
-            part, "__struct_config__"
-        ):
-            steps.append(part)  # type: ignore[arg-type]
+        if isinstance(part, (Hang, Raise, Gate, Sleep, msgspec.Struct)):
+            steps.append(part)
         else:
-            steps.extend(part)  # type: ignore[arg-type]
+            steps.extend(part)
     return steps
 
 
@@ -122,7 +121,7 @@ class ScriptedAgent:
         self.allocate = allocate
         self.fail_allocation = fail_allocation
         self.allocation_gate = allocation_gate
-        self.records = []
+        self.records: list[_Record] = []
         self.allocation_count = 0
         self.open_streams = 0
         self.closed_streams = 0
@@ -183,7 +182,9 @@ class ScriptedAgent:
             f"run {index + 1} was not scripted"
         )
 
-    async def _play(self, steps: list[Step], run_input: RunAgentInput) -> EventStream:
+    async def _play(
+        self, steps: list[Step], run_input: RunAgentInput
+    ) -> AsyncGenerator[Event | UnknownEvent, None]:
         if self.envelope:
             steps = self._wrap(steps, run_input)
         for step in steps:
