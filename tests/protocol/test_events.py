@@ -107,9 +107,7 @@ WIRE_SAMPLES: list[tuple[str, AguiEvent]] = [
             thread_id="t",
             run_id="r",
             result={"answer": 42},
-            usage=[
-                TokenUsage(provider="openai", model="gpt-4o", input_tokens=12, output_tokens=3)
-            ],
+            usage=[TokenUsage(provider="openai", model="gpt-4o", input_tokens=12, output_tokens=3)],
         ),
     ),
     (
@@ -252,9 +250,7 @@ WIRE_SAMPLES: list[tuple[str, AguiEvent]] = [
                     tool_calls=[
                         ToolCall(
                             id="call_1",
-                            function=FunctionCall(
-                                name="get_weather", arguments='{"city":"Paris"}'
-                            ),
+                            function=FunctionCall(name="get_weather", arguments='{"city":"Paris"}'),
                         )
                     ],
                 ),
@@ -413,7 +409,7 @@ def test_event_classes_are_named_after_their_tag() -> None:
 
 
 def test_unknown_event_is_not_a_member_of_the_union() -> None:
-    assert UnknownEvent not in EVENT_CLASSES
+    assert UnknownEvent not in typing.get_args(Event)
     assert not issubclass(UnknownEvent, AguiEvent)
 
 
@@ -455,15 +451,15 @@ def test_a_struct_that_writes_its_defaults_has_no_none_default(
 
 
 def test_only_the_three_request_shapes_write_their_defaults() -> None:
-    writers = {cls.__name__ for cls in _wire_struct_types() if not cls.__struct_config__.omit_defaults}
+    writers = {
+        cls.__name__ for cls in _wire_struct_types() if not cls.__struct_config__.omit_defaults
+    }
 
     assert writers == {"ToolCall", "Tool", "RunAgentInput"}
 
 
 def test_required_fields_stay_required() -> None:
-    required = {
-        info.name for info in msgspec.structs.fields(ToolCallStartEvent) if info.required
-    }
+    required = {info.name for info in msgspec.structs.fields(ToolCallStartEvent) if info.required}
 
     assert required == {"tool_call_id", "tool_call_name"}
     with pytest.raises(TypeError):

@@ -208,20 +208,6 @@ class EventProcessor:
         "violations",
     )
 
-    # Per-run attributes, (re)set by _reset_run.
-    _calls: dict[str, ToolCallInfo]
-    _open_texts: dict[str, TextMessage]
-    _open_reasoning: dict[str, ReasoningRecord]
-    _result_ids: dict[str, str]
-    _chunk_call: ToolCallInfo | None
-    _chunk_text: TextMessage | None
-    _thinking: ReasoningRecord | None
-    _tool_names: tuple[str, ...]
-    _events_in_run: int
-    _ended: bool
-    _wire_ended: bool
-    _run_started_seen: bool
-
     def __init__(
         self,
         conversation: Conversation,

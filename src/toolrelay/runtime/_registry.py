@@ -259,6 +259,8 @@ class RunRegistry:
             except anyio.WouldBlock:
                 self.dropped_events += 1
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                # The subscriber closed its end: close ours too, or it leaks (and warns).
+                send.close()
                 continue
             alive.append(send)
         self._subscribers = alive

@@ -98,9 +98,7 @@ def json_values() -> st.SearchStrategy[Any]:
     )
 
 
-_json_objects = st.deferred(
-    lambda: st.dictionaries(_texts, json_values(), max_size=_MAX_ITEMS)
-)
+_json_objects = st.deferred(lambda: st.dictionaries(_texts, json_values(), max_size=_MAX_ITEMS))
 
 
 def _overrides() -> dict[tuple[type[msgspec.Struct], str], st.SearchStrategy[Any]]:
