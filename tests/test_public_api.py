@@ -18,6 +18,8 @@ PUBLIC_NAMESPACES = (
     "toolrelay.backends",
     "toolrelay.testing",
     "toolrelay.errors",
+    "toolrelay.diagrams",
+    "toolrelay.verify",
 )
 
 

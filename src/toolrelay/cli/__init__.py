@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from toolrelay import __version__
-from toolrelay.cli import _diagrams, _verify
+from toolrelay.cli import _demo, _diagrams, _replay, _run, _verify
 
 __all__ = ("ExitCode", "main")
 
@@ -39,7 +39,7 @@ class ExitCode(enum.IntEnum):
     CHECK_FAILED = 5
 
 
-_COMMANDS = (_diagrams, _verify)
+_COMMANDS = (_demo, _run, _replay, _diagrams, _verify)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,7 +61,12 @@ def build_parser(stderr: TextIO) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"toolrelay {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=argparse.ArgumentParser)
+    class _SubParser(_Parser):
+        # Subcommand usage errors go to the injected stderr too.
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, stderr=stderr, **kwargs)
+
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_SubParser)
     for command in _COMMANDS:
         command.register(sub)
     return parser

@@ -53,8 +53,8 @@ def render_dot(machine: type[StateChart[Any]]) -> str:
     for state in graph.states:
         if state.children or state.type not in (StateType.REGULAR, StateType.FINAL):
             raise ValueError(
-                f"{graph.name}: state {state.id!r} is {state.type.value} or has children; "
-                "toolrelay draws flat machines only"
+                f"{graph.name}: state {state.id!r} is compound, parallel or a pseudostate "
+                f"({state.type.value}); toolrelay draws flat machines only"
             )
     lines = [
         f"digraph {_quote(graph.name)} {{",

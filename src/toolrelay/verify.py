@@ -1,0 +1,386 @@
+"""Verification: toolrelay checks its own promises, on demand (``toolrelay verify``).
+
+:func:`verify` runs, and :func:`format_report` prints, one line per check:
+
+* **graph** (per machine): every state is reachable from the initial state and
+  every non-final state can reach a final state (promise 1), by
+  :func:`toolrelay.machines.check_graph`;
+* **no illegal pair silently accepted** (per machine): every ``(state, event)``
+  pair is sent to a real python-statemachine instance started in that state; it
+  must move to the compiled table's target, or raise (``IllegalTransition``) where
+  the table has none, never do nothing (STYLE point 3);
+* **compiled table equals the declared machine** (per machine): the table the core
+  runs has the declared class's states, events, initial and final states and
+  transitions, read here straight from the class; for ``RunLifecycle``, exactly the
+  transitions that count a continuation count one (promise 3);
+* **stateful property suite**: ``toolrelay.testing.stateful.run_promises`` with
+  ``examples`` examples (promises 1-8). A counterexample fails the check; its detail
+  holds the exception and everything Hypothesis reported, the falsifying steps
+  and the ``@reproduce_failure`` blob included.
+
+A check never raises: whatever goes wrong becomes a failed :class:`CheckResult`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import logging
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from statemachine import Event, StateChart
+from statemachine.exceptions import TransitionNotAllowed
+
+from toolrelay.errors import IllegalTransition
+from toolrelay.machines import (
+    RUN_MACHINE,
+    TOOL_CALL_MACHINE,
+    CompiledMachine,
+    CompiledRunMachine,
+    check_graph,
+)
+
+__all__ = ("CheckResult", "VerifyReport", "format_report", "verify")
+
+Backend = Literal["asyncio", "trio"]
+
+#: The machines :func:`verify` checks unless told otherwise.
+DEFAULT_MACHINES: tuple[CompiledMachine[Any, Any], ...] = (RUN_MACHINE, TOOL_CALL_MACHINE)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """The outcome of one check.
+
+    Attributes:
+        name: What was checked, in one line.
+        ok: Whether it held.
+        detail: Why it failed (several lines for a counterexample); empty when it held.
+    """
+
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """Every check :func:`verify` ran, in order.
+
+    Attributes:
+        results: One :class:`CheckResult` per check.
+    """
+
+    results: tuple[CheckResult, ...]
+
+    @property
+    def ok(self) -> bool:
+        """Whether every check held."""
+        return all(result.ok for result in self.results)
+
+    @property
+    def failures(self) -> tuple[CheckResult, ...]:
+        """The checks that did not hold."""
+        return tuple(result for result in self.results if not result.ok)
+
+
+# --- the machine checks ------------------------------------------------------------------
+
+
+def _guarded(name: str, check: Callable[[], str | None]) -> CheckResult:
+    """Run ``check`` (``None`` when it held, otherwise why not); an exception is a failure."""
+    try:
+        problem = check()
+    except Exception as exc:
+        return CheckResult(name, False, f"the check raised {type(exc).__name__}: {exc}")
+    return CheckResult(name, problem is None, problem or "")
+
+
+def _graph(compiled: CompiledMachine[Any, Any]) -> CheckResult:
+    def check() -> str | None:
+        report = check_graph(compiled.machine)
+        problems = []
+        if report.unreachable:
+            problems.append(f"unreachable from the initial state: {_names(report.unreachable)}")
+        if report.trapped:
+            problems.append(f"no path to a final state from: {_names(report.trapped)}")
+        return "\n".join(problems) or None
+
+    return _guarded(
+        f"{compiled.name}: every state reachable, every non-final state reaches a final state",
+        check,
+    )
+
+
+def _instance(compiled: CompiledMachine[Any, Any], state: Any) -> StateChart[Any]:
+    return compiled.machine(start_value=state)
+
+
+def _send(instance: StateChart[Any], event: str) -> bool:
+    """Send ``event``; ``False`` when the machine refused it (``IllegalTransition``)."""
+    try:
+        instance.send(event)
+    except (IllegalTransition, TransitionNotAllowed):
+        return False
+    return True
+
+
+def _pairs(compiled: CompiledMachine[Any, Any]) -> CheckResult:
+    states = sorted(compiled.states, key=str)
+    events = sorted(compiled.events, key=str)
+
+    def check() -> str | None:
+        problems: list[str] = []
+        for state, event in itertools.product(states, events):
+            target = compiled.table.get((state, event))
+            instance = _instance(compiled, state)
+            try:
+                moved = _send(instance, str(event))
+            except Exception as exc:
+                problems.append(f"{state} --{event}-->: raised {type(exc).__name__}: {exc}")
+                continue
+            reached = instance.current_state_value
+            if not moved:
+                if target is not None:
+                    problems.append(f"{state} --{event}-->: refused; the table moves to {target}")
+                elif reached != state:
+                    problems.append(f"{state} --{event}-->: refused but left the state ({reached})")
+            elif target is None:
+                what = "did nothing" if reached == state else f"moved to {reached}"
+                problems.append(
+                    f"{state} --{event}-->: silently accepted ({what}); the table refuses it "
+                    "(is allow_event_without_transition still False?)"
+                )
+            elif reached != target:
+                problems.append(
+                    f"{state} --{event}-->: moved to {reached}; the table says {target}"
+                )
+        return "\n".join(problems) or None
+
+    return _guarded(
+        f"{compiled.name}: no illegal pair silently accepted "
+        f"({len(states)} states x {len(events)} events sent to the declared machine)",
+        check,
+    )
+
+
+def _declared_table(machine: type[StateChart[Any]]) -> dict[tuple[str, str], str]:
+    """``(state, event) -> target`` read straight from the class, by id."""
+    table: dict[tuple[str, str], str] = {}
+    for state in machine.states:
+        for transition in state.transitions:
+            targets = list(transition.targets)
+            for event in transition.events:
+                table[(state.id, str(event))] = ",".join(target.id for target in targets)
+    return table
+
+
+def _differences(what: str, declared: set[str], compiled: set[str]) -> list[str]:
+    if declared == compiled:
+        return []
+    return [
+        f"{what}: declared only: {_names(declared - compiled)}; "
+        f"compiled only: {_names(compiled - declared)}"
+    ]
+
+
+def _counting(compiled: CompiledRunMachine) -> list[str]:
+    """Each transition counts one continuation in the table exactly when it does declared."""
+    problems: list[str] = []
+    for (state, event), target in sorted(compiled.table.items(), key=str):
+        instance = compiled.machine(start_value=state)
+        before = int(getattr(instance, "depth", 0))
+        instance.send(str(event))
+        counted = int(getattr(instance, "depth", 0)) - before
+        expected = int((state, event) in compiled.counting)
+        if counted != expected:
+            problems.append(
+                f"{state} --{event}--> {target}: the declared machine counts depth "
+                f"+{counted}, the table +{expected}"
+            )
+    return problems
+
+
+def _table(compiled: CompiledMachine[Any, Any]) -> CheckResult:
+    def check() -> str | None:
+        machine = compiled.machine
+        declared_states = {state.id for state in machine.states}
+        declared_finals = {state.id for state in machine.states if state.final}
+        # On the class, the metaclass's ``events`` (the declared events) shadows the
+        # instance property mypy sees.
+        declared_events = {str(event) for event in cast("list[Event]", machine.events)}
+        initial = machine.initial_state
+        problems = [
+            *_differences("states", declared_states, {str(s) for s in compiled.states}),
+            *_differences("final states", declared_finals, {str(s) for s in compiled.finals}),
+            *_differences("events", declared_events, {str(e) for e in compiled.events}),
+        ]
+        if initial is None or initial.id != str(compiled.initial):
+            problems.append(
+                f"initial state: declared {initial.id if initial else None}, "
+                f"compiled {compiled.initial}"
+            )
+        declared = _declared_table(machine)
+        table = {(str(s), str(e)): str(t) for (s, e), t in compiled.table.items()}
+        problems.extend(
+            f"{pair[0]} --{pair[1]}-->: declared {declared.get(pair, 'nothing')}, "
+            f"compiled {table.get(pair, 'nothing')}"
+            for pair in sorted(declared.keys() | table.keys())
+            if declared.get(pair) != table.get(pair)
+        )
+        if isinstance(compiled, CompiledRunMachine):
+            problems.extend(_counting(compiled))
+        return "\n".join(problems) or None
+
+    return _guarded(f"{compiled.name}: the compiled table equals the declared machine", check)
+
+
+def _names(values: Any) -> str:
+    return ", ".join(sorted(str(value) for value in values)) or "nothing"
+
+
+# --- the property suite -------------------------------------------------------------------
+
+#: Lines of Hypothesis's reporter output kept in a failure's detail (the last ones:
+#: the falsifying steps are reported at the end, when the minimal example is replayed).
+REPORTED_LINES = 200
+
+
+#: Warnings and errors toolrelay logged during the suite kept for a failure's detail.
+LOGGED_LINES = 50
+
+
+class _Collector(logging.Handler):
+    def __init__(self, lines: deque[str]) -> None:
+        super().__init__(logging.WARNING)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.levelname} {record.name}: {record.getMessage()}")
+
+
+@contextmanager
+def _collect_logs() -> Iterator[deque[str]]:
+    """Keep toolrelay's log records of the suite out of the caller's logs, and the last ones.
+
+    The suite provokes failures on purpose (tools that raise, disposals that fail),
+    which toolrelay logs, as it should; printed, they would bury the report. The
+    records still reach any handler on a ``toolrelay`` logger; they stop there.
+    """
+    logger = logging.getLogger("toolrelay")
+    lines: deque[str] = deque(maxlen=LOGGED_LINES)
+    handler = _Collector(lines)
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
+def _tail(reported: list[str]) -> list[str]:
+    lines = [line for text in reported for line in text.splitlines()]
+    if len(lines) <= REPORTED_LINES:
+        return lines
+    return [f"... ({len(lines) - REPORTED_LINES} earlier lines)", *lines[-REPORTED_LINES:]]
+
+
+def _describe(exc: BaseException) -> list[str]:
+    """The exception's text and notes (Hypothesis adds its blob as a note), groups nested."""
+    lines = [line.rstrip("\n") for line in traceback.format_exception_only(exc)]
+    if isinstance(exc, BaseExceptionGroup):
+        for index, inner in enumerate(exc.exceptions, 1):
+            lines.append(f"+-- {index}:")
+            lines.extend(f"    {line}" for line in _describe(inner))
+    return lines
+
+
+def _properties(examples: int, seed: int | None, backend: str, tools: Any) -> CheckResult:
+    seeded = "random seed" if seed is None else f"seed {seed}"
+    name = f"stateful property suite, promises 1-8 ({examples} examples, {seeded}, {backend})"
+    try:
+        # Lazily: the suite needs Hypothesis, a test dependency, not a runtime one.
+        from hypothesis.reporting import with_reporter
+
+        stateful = importlib.import_module("toolrelay.testing.stateful")
+        run_promises: Callable[..., None] = stateful.run_promises
+    except (ImportError, AttributeError) as exc:
+        hint = "; install toolrelay[test]" if getattr(exc, "name", None) == "hypothesis" else ""
+        return CheckResult(
+            name,
+            False,
+            "toolrelay.testing.stateful.run_promises is not available "
+            f"({type(exc).__name__}: {exc}){hint}",
+        )
+
+    reported: list[str] = []
+    with _collect_logs() as logged, with_reporter(lambda value: reported.append(str(value))):
+        try:
+            run_promises(examples=examples, seed=seed, backend=backend, tools=tools)
+        except Exception as exc:
+            lines = [*_describe(exc)]
+            if reported:
+                lines.extend(["", "Hypothesis reported:", *_tail(reported)])
+            if logged:
+                lines.extend(["", f"toolrelay logged (the last {len(logged)} lines):", *logged])
+            return CheckResult(name, False, "\n".join(lines).strip("\n"))
+    return CheckResult(name, True)
+
+
+# --- the entry points ---------------------------------------------------------------------
+
+
+def verify(
+    *,
+    examples: int = 100,
+    seed: int | None = None,
+    backend: Backend | str = "asyncio",
+    tools: Any = None,
+    machines: Sequence[CompiledMachine[Any, Any]] | None = None,
+    properties: bool = True,
+) -> VerifyReport:
+    """Run every check and return the report; never raises for a failed check.
+
+    Args:
+        examples: Examples the stateful property suite runs (Hypothesis ``max_examples``).
+        seed: The suite's seed (``None``: random; a failure prints its blob either way).
+        backend: The anyio backend the suite runs on, ``"asyncio"`` or ``"trio"``.
+        tools: The tools the suite's engine runs (``None``: the suite's own).
+        machines: The compiled machines to check (default: ``RUN_MACHINE`` and
+            ``TOOL_CALL_MACHINE``).
+        properties: Run the stateful property suite (``False``: machine checks only).
+
+    Raises:
+        ValueError: ``examples`` is less than 1 or ``backend`` is unknown.
+    """
+    if examples < 1:
+        raise ValueError("examples must be >= 1")
+    if backend not in ("asyncio", "trio"):
+        raise ValueError(f"unknown backend {backend!r}: use asyncio or trio")
+    results: list[CheckResult] = []
+    for compiled in DEFAULT_MACHINES if machines is None else machines:
+        results += [_graph(compiled), _pairs(compiled), _table(compiled)]
+    if properties:
+        results.append(_properties(examples, seed, backend, tools))
+    return VerifyReport(tuple(results))
+
+
+def format_report(report: VerifyReport) -> str:
+    """The report as text: one ``PASS``/``FAIL`` line per check, failure details
+    indented under their line, then a summary line. Ends with a newline."""
+    lines: list[str] = []
+    for result in report.results:
+        lines.append(f"{'PASS' if result.ok else 'FAIL'}  {result.name}")
+        lines.extend(f"      {line}".rstrip() for line in result.detail.splitlines())
+    failed = len(report.failures)
+    passed = len(report.results) - failed
+    verdict = "all checks passed" if report.ok else "verification FAILED"
+    lines.append(f"{passed} passed, {failed} failed: {verdict}")
+    return "\n".join(lines) + "\n"
