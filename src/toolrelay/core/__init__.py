@@ -21,9 +21,9 @@ from toolrelay.core._effects import (
     ActivityKind as ActivityKind,
     Effect as Effect,
     ProtocolViolation as ProtocolViolation,
+    ToolsReady as ToolsReady,
     TurnCompleted as TurnCompleted,
     TurnEnded as TurnEnded,
-    ToolsReady as ToolsReady,
     ViolationRaised as ViolationRaised,
 )
 from toolrelay.core._mapper import (

@@ -15,6 +15,12 @@ from __future__ import annotations
 __all__ = ("TextAccumulator",)
 
 
+def _utf8_len(text: str) -> int:
+    # "surrogatepass": a lone surrogate (which stdlib json decodes from "\\ud800") is
+    # counted as its 3 bytes rather than raising UnicodeEncodeError mid-stream.
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 class TextAccumulator:
     """An append-only string built from deltas, with O(1) appends and a cached join."""
 
@@ -24,14 +30,14 @@ class TextAccumulator:
         self._chunks: list[str] = [initial] if initial else []
         self._cache: str | None = initial
         #: UTF-8 bytes received so far.
-        self.byte_count = len(initial.encode()) if initial else 0
+        self.byte_count = _utf8_len(initial)
 
     def append(self, delta: str) -> int:
         """Append ``delta`` and return the new total byte count."""
         if delta:
             self._chunks.append(delta)
             self._cache = None
-            self.byte_count += len(delta) if delta.isascii() else len(delta.encode())
+            self.byte_count += len(delta) if delta.isascii() else _utf8_len(delta)
         return self.byte_count
 
     @property

@@ -18,13 +18,12 @@ not changed again.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-
 from dataclasses import dataclass
 
 from toolrelay.core._arguments import TextAccumulator
 from toolrelay.core._tools import ToolResult
 from toolrelay.machines import TOOL_CALL_MACHINE, ToolCallEvent, ToolCallStatus
-from toolrelay.protocol import Message
+from toolrelay.protocol import AssistantMessage, Message, ToolMessage
 
 __all__ = (
     "ChatMessage",
@@ -183,7 +182,7 @@ class Conversation:
             embedding code; toolrelay does not rewrite its history from it.
     """
 
-    __slots__ = ("last_snapshot", "messages", "state", "thread_id")
+    __slots__ = ("_call_ids", "_indexed", "last_snapshot", "messages", "state", "thread_id")
 
     def __init__(
         self,
@@ -196,6 +195,8 @@ class Conversation:
         self.messages: list[ChatMessage] = list(messages)
         self.state: object = {} if state is None else state
         self.last_snapshot: tuple[Message, ...] | None = None
+        self._call_ids: set[str] = set()
+        self._indexed = 0
 
     def append(self, message: ChatMessage) -> None:
         self.messages.append(message)
@@ -212,6 +213,30 @@ class Conversation:
             if isinstance(message, ToolCallMessage):
                 yield from message.calls
 
+    def holds_tool_call(self, call_id: str) -> bool:
+        """Whether the thread already holds the tool call ``call_id``: committed by
+        toolrelay, or in an AG-UI ``assistant`` / ``tool`` message the embedding code
+        supplied.
+
+        Amortised O(1) (promise 8): the ids are indexed as messages are appended, each
+        message once, so asking does not walk the whole history.
+        """
+        messages = self.messages
+        if len(messages) < self._indexed:  # the list was cut: index it again
+            self._call_ids.clear()
+            self._indexed = 0
+        ids = self._call_ids
+        for i in range(self._indexed, len(messages)):
+            message = messages[i]
+            if isinstance(message, ToolCallMessage):
+                ids.update(call.id for call in message.calls)
+            elif isinstance(message, AssistantMessage):
+                ids.update(call.id for call in message.tool_calls or ())
+            elif isinstance(message, ToolMessage):
+                ids.add(message.tool_call_id)
+        self._indexed = len(messages)
+        return call_id in ids
+
     def texts(self) -> Iterator[TextMessage]:
         """Every streamed text message, oldest first."""
         for message in self.messages:
@@ -225,4 +250,3 @@ class Conversation:
 def is_final_call(call: ToolCallInfo) -> bool:
     """True when ``call`` is completed or failed."""
     return call.status in (ToolCallStatus.completed, ToolCallStatus.failed)
-

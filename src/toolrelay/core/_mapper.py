@@ -9,8 +9,11 @@ Strict in what we send (AG-UI "Conventions of the wire"):
 - Empty arguments are sent as ``"{}"`` (a zero-argument tool streams no ARGS).
 - When the calls name, as ``parentMessageId``, the assistant text message just
   before them, the text and the calls are sent as ONE assistant message (content
-  and ``toolCalls``), as OpenAI-shaped servers expect; two messages with the same id
-  are never sent.
+  and ``toolCalls``), as OpenAI-shaped servers expect.
+- Two messages never share an id. A record toolrelay built whose id is already taken
+  (a ``parentMessageId`` naming an earlier message, an agent reusing a ``messageId``)
+  is sent under the first free id of ``<id>-2``, ``<id>-3``...; messages the
+  embedding code supplied keep theirs.
 - Streamed text becomes a message of its role. Reasoning is kept locally and not
   sent back unless asked (servers on AG-UI < 1.0 reject the ``reasoning`` role).
 - Messages the embedding code supplied as AG-UI messages pass through unchanged.
@@ -19,6 +22,8 @@ Strict in what we send (AG-UI "Conventions of the wire"):
 from __future__ import annotations
 
 from collections.abc import Iterable
+
+import msgspec
 
 from toolrelay.core._conversation import (
     ChatMessage,
@@ -51,17 +56,17 @@ def tool_call_to_agui(call: ToolCallInfo) -> ToolCall:
     return ToolCall(id=call.id, function=FunctionCall(name=call.name, arguments=arguments))
 
 
-def _text_to_agui(message: TextMessage) -> Message:
+def _text_to_agui(message: TextMessage, id: str) -> Message:
     text = message.text
     match message.role:
         case "user":
-            return UserMessage(id=message.id, content=text)
+            return UserMessage(id=id, content=text)
         case "system":
-            return SystemMessage(id=message.id, content=text)
+            return SystemMessage(id=id, content=text)
         case "developer":
-            return DeveloperMessage(id=message.id, content=text)
+            return DeveloperMessage(id=id, content=text)
         case _:
-            return AssistantMessage(id=message.id, content=text)
+            return AssistantMessage(id=id, content=text)
 
 
 def to_agui_messages(
@@ -76,21 +81,67 @@ def to_agui_messages(
     Returns:
         A new list; the conversation is not changed.
     """
+    messages = list(messages)
+    # Ids of the messages passed through: those are never renamed, so reserve them.
+    ids = _Ids(m.id for m in messages if not isinstance(m, _BUILT))
     out: list[Message] = []
+    # The id the agent gave the last message sent, before any renaming: what a
+    # batch's parentMessageId names when the text and the calls are one message.
+    last_id: str | None = None
     for message in messages:
         if isinstance(message, TextMessage):
-            out.append(_text_to_agui(message))
+            out.append(_text_to_agui(message, ids.claim(message.id)))
+            last_id = message.id
         elif isinstance(message, ToolCallMessage):
-            _append_tool_batch(out, message)
+            if _append_tool_batch(out, message, ids, last_id):
+                last_id = None
         elif isinstance(message, ReasoningRecord):
             if include_reasoning:
-                out.append(ReasoningMessage(id=message.id, content=message.text))
+                out.append(ReasoningMessage(id=ids.claim(message.id), content=message.text))
+                last_id = None
         else:
             out.append(message)
+            last_id = message.id
     return out
 
 
-def _append_tool_batch(out: list[Message], batch: ToolCallMessage) -> None:
+_BUILT = (TextMessage, ToolCallMessage, ReasoningRecord)
+
+
+class _Ids:
+    """The message ids of one mapping: reserved (passed-through) and claimed (built)."""
+
+    __slots__ = ("_last_suffix", "_reserved", "_used")
+
+    def __init__(self, reserved: Iterable[str]) -> None:
+        self._reserved = set(reserved)
+        self._used: set[str] = set()
+        # The last suffix given to each id, so that an agent reusing one id for every
+        # message does not make the mapping quadratic.
+        self._last_suffix: dict[str, int] = {}
+
+    def _taken(self, candidate: str) -> bool:
+        return candidate in self._used or candidate in self._reserved
+
+    def claim(self, wanted: str) -> str:
+        """``wanted`` if it is free, else the first free ``wanted-2``, ``wanted-3``..."""
+        candidate = wanted
+        if self._taken(candidate):
+            n = self._last_suffix.get(wanted, 1)
+            while True:
+                n += 1
+                candidate = f"{wanted}-{n}"
+                if not self._taken(candidate):
+                    break
+            self._last_suffix[wanted] = n
+        self._used.add(candidate)
+        return candidate
+
+
+def _append_tool_batch(
+    out: list[Message], batch: ToolCallMessage, ids: _Ids, last_id: str | None
+) -> bool:
+    """Append the batch's assistant message and tool messages; False if none was sent."""
     sent = [
         (call, result_id)
         for call, result_id in zip(batch.calls, batch.result_message_ids, strict=True)
@@ -98,32 +149,29 @@ def _append_tool_batch(out: list[Message], batch: ToolCallMessage) -> None:
         and call.result is not None
     ]
     if not sent:
-        return
+        return False
     tool_calls = [tool_call_to_agui(call) for call, _ in sent]
     parent = sent[0][0].parent_message_id
     previous = out[-1] if out else None
     if (
         parent is not None
+        and parent == last_id
         and isinstance(previous, AssistantMessage)
-        and previous.id == parent
         and not previous.tool_calls
     ):
-        out[-1] = AssistantMessage(
-            id=previous.id,
-            content=previous.content,
-            tool_calls=tool_calls,
-            name=previous.name,
-        )
+        # One assistant message with the text and the calls; its other fields are kept.
+        out[-1] = msgspec.structs.replace(previous, tool_calls=tool_calls)
     else:
-        out.append(AssistantMessage(id=parent or batch.id, tool_calls=tool_calls))
+        out.append(AssistantMessage(id=ids.claim(parent or batch.id), tool_calls=tool_calls))
     for call, result_id in sent:
         result = call.result
         assert result is not None
         out.append(
             ToolMessage(
-                id=result_id,
+                id=ids.claim(result_id),
                 tool_call_id=call.id,
                 content=result.content,
                 error=result.error,
             )
         )
+    return True

@@ -8,6 +8,7 @@ patch fails) leaves the previous state untouched.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -18,19 +19,26 @@ class JsonPatchError(ValueError):
     """A patch operation cannot be applied (bad pointer, failed test, unknown op)."""
 
 
+_BAD_ESCAPE = re.compile(r"~(?![01])")
+
+
 def _parse_pointer(pointer: str) -> list[str]:
     # RFC 6901: "" is the whole document; every other pointer starts with "/".
     if pointer == "":
         return []
     if not pointer.startswith("/"):
         raise JsonPatchError(f"JSON pointer must start with '/': {pointer!r}")
+    if _BAD_ESCAPE.search(pointer):
+        # RFC 6901 section 3: "~" is only ever followed by "0" or "1".
+        raise JsonPatchError(f"invalid escape in JSON pointer {pointer!r}")
     return [part.replace("~1", "/").replace("~0", "~") for part in pointer[1:].split("/")]
 
 
 def _index(container: list[Any], token: str, *, for_add: bool) -> int:
     if for_add and token == "-":
         return len(container)
-    if not token.isdigit() or (token != "0" and token.startswith("0")):
+    # RFC 6901: ASCII digits, no leading zero ("1" but not "01", "+1" or "１").
+    if not (token.isascii() and token.isdigit()) or (token != "0" and token.startswith("0")):
         raise JsonPatchError(f"invalid array index {token!r}")
     index = int(token)
     limit = len(container) if for_add else len(container) - 1
@@ -95,6 +103,26 @@ def _remove(document: Any, tokens: list[str]) -> tuple[Any, Any]:
     raise JsonPatchError("cannot remove from a scalar")
 
 
+def _json_equal(a: Any, b: Any) -> bool:
+    """RFC 6902 section 4.6 equality: same JSON type and value (``true`` is not ``1``)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and bool(a == b)
+
+
+def _member(operation: Mapping[str, Any], name: str) -> Any:
+    """A member the operation must have (RFC 6902 section 4: ``value``, ``from``)."""
+    if name not in operation:
+        raise JsonPatchError(f"{operation.get('op')!r} operation has no {name!r} member")
+    return operation[name]
+
+
 def apply_patch(document: Any, operations: Iterable[Mapping[str, Any]]) -> Any:
     """Return ``document`` with the RFC 6902 ``operations`` applied (the input is not changed).
 
@@ -104,18 +132,19 @@ def apply_patch(document: Any, operations: Iterable[Mapping[str, Any]]) -> Any:
     result = copy.deepcopy(document)
     for operation in operations:
         op = operation.get("op")
-        tokens = _parse_pointer(str(operation.get("path", "")))
+        tokens = _parse_pointer(str(_member(operation, "path")))
         if op == "add":
-            result = _add(result, tokens, copy.deepcopy(operation.get("value")))
+            result = _add(result, tokens, copy.deepcopy(_member(operation, "value")))
         elif op == "remove":
             result, _ = _remove(result, tokens)
         elif op == "replace":
+            value = copy.deepcopy(_member(operation, "value"))
             _get(result, tokens)
             if tokens:
                 result, _ = _remove(result, tokens)
-            result = _add(result, tokens, copy.deepcopy(operation.get("value")))
+            result = _add(result, tokens, value)
         elif op in ("move", "copy"):
-            source = _parse_pointer(str(operation.get("from", "")))
+            source = _parse_pointer(str(_member(operation, "from")))
             if op == "move":
                 if tokens[: len(source)] == source and tokens != source:
                     raise JsonPatchError("cannot move a value into one of its children")
@@ -124,7 +153,7 @@ def apply_patch(document: Any, operations: Iterable[Mapping[str, Any]]) -> Any:
                 value = copy.deepcopy(_get(result, source))
             result = _add(result, tokens, value)
         elif op == "test":
-            if _get(result, tokens) != operation.get("value"):
+            if not _json_equal(_get(result, tokens), _member(operation, "value")):
                 raise JsonPatchError(f"test failed at {operation.get('path')!r}")
         else:
             raise JsonPatchError(f"unknown patch operation {op!r}")

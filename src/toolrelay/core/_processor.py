@@ -21,7 +21,9 @@ and text deltas are appended to buffers without a transition (promise 8).
 The trigger for running tools is the end of the run (RUN_FINISHED), never
 TOOL_CALL_END: a run may stream several calls in sequence. Once the run has ended
 (RUN_FINISHED or RUN_ERROR), later events of that stream are dropped with a
-warning ("late events").
+warning ("late events"); once the turn was ended from this side (``cancel``,
+``supersede``, ``fail``, a limit, :meth:`EventProcessor.end_stream`), they are
+dropped silently.
 
 Tolerance (the AG-UI client SDKs' behaviour, written down): the official JS
 client's verifier rejects out-of-order events by throwing; a library embedded in a
@@ -50,6 +52,9 @@ RUN_FINISHED with a call streaming      the call is abandoned, never executed on
                                         arguments that may be incomplete
                                         (``tool_call_not_ended``)
 RUN_STARTED twice                       dropped (``duplicate_run_started``)
+first *_CHUNK without its id (or,       dropped (``chunk_without_message_id``,
+for a tool call, without its name)      ``chunk_without_call_id``); a later chunk
+                                        without id continues the open message or call
 STATE_DELTA that does not apply         dropped, state unchanged (``state_delta_failed``)
 an event type toolrelay does not know   ignored (the protocol grows); logged at debug
 =====================================  ==============================================
@@ -57,7 +62,9 @@ an event type toolrelay does not know   ignored (the protocol grows); logged at 
 Errors: a limit passed, or RUN_ERROR, ends the turn failed and returns
 :class:`TurnEnded`. Any other exception while processing first moves the turn to
 ``failed`` (``internal_error``) and abandons its calls, then propagates: after an
-error, the state says so (h11's rule).
+error, the state says so (h11's rule). However a turn ends, a call that was still
+open is abandoned (``failed``, listed in :attr:`EventProcessor.abandoned`), and a
+call that already had its outcome is committed to the conversation.
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
+from msgspec import UNSET
 
 from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.core._conversation import (
@@ -84,9 +92,9 @@ from toolrelay.core._effects import (
     ActivityKind,
     Effect,
     ProtocolViolation,
+    ToolsReady,
     TurnCompleted,
     TurnEnded,
-    ToolsReady,
     ViolationRaised,
 )
 from toolrelay.core._mapper import to_agui_messages
@@ -182,6 +190,7 @@ class EventProcessor:
         "_activity",
         "_calls",
         "_chunk_call",
+        "_chunk_reasoning",
         "_chunk_text",
         "_context",
         "_ended",
@@ -250,9 +259,11 @@ class EventProcessor:
         self._result_ids: dict[str, str] = {}
         self._chunk_call: ToolCallInfo | None = None
         self._chunk_text: TextMessage | None = None
+        self._chunk_reasoning: ReasoningRecord | None = None
         self._thinking: ReasoningRecord | None = None
         self._events_in_run = 0
         self._ended = False
+        self._wire_ended = False
         self._run_started_seen = False
 
     # -- what observers read ---------------------------------------------------
@@ -317,7 +328,8 @@ class EventProcessor:
         return RunAgentInput(
             thread_id=self.conversation.thread_id,
             run_id=run_id,
-            parent_run_id=parent_run_id,
+            # Left out rather than null: zod's .optional() (TypeScript servers) rejects null.
+            parent_run_id=UNSET if parent_run_id is None else parent_run_id,
             messages=to_agui_messages(
                 self.conversation.messages, include_reasoning=self._include_reasoning
             ),
@@ -338,7 +350,9 @@ class EventProcessor:
             Exception: Only for a bug: the turn is moved to ``failed`` first.
         """
         if self._ended:
-            if self._run.state.is_final:
+            if not self._wire_ended:
+                # The turn was ended here (cancel, limit, end_stream...), not by the
+                # stream: what the stream still sends is not its fault.
                 return NO_EFFECTS
             return self._violation(
                 "event_after_run_end",
@@ -349,12 +363,18 @@ class EventProcessor:
         try:
             if self._events_in_run > self._limits.max_events_per_run:
                 raise LimitExceededError("max_events_per_run", self._limits.max_events_per_run)
-            if self._chunk_call is not None or self._chunk_text is not None:
+            if (
+                self._chunk_call is not None
+                or self._chunk_text is not None
+                or self._chunk_reasoning is not None
+            ):
                 cls = type(event)
                 if cls is not ToolCallChunkEvent:
                     self._close_tool_chunk()
                 if cls is not TextMessageChunkEvent:
                     self._close_text_chunk()
+                if cls is not ReasoningMessageChunkEvent:
+                    self._close_reasoning_chunk()
             handler = _HANDLERS.get(type(event))
             if handler is None:
                 if isinstance(event, UnknownEvent):
@@ -387,8 +407,8 @@ class EventProcessor:
 
     def record_result(self, call: ToolCallInfo, result: ToolResult) -> None:
         """Store the outcome of an executed call (``executing -> completed | failed``)."""
-        call.result = result
         call.send(ToolCallEvent.succeed if result.error is None else ToolCallEvent.fail)
+        call.result = result
 
     def commit_tool_results(self) -> ToolCallMessage | None:
         """Append the run's calls, each final, to the conversation as one
@@ -447,9 +467,11 @@ class EventProcessor:
         self._result_ids = {}
         self._chunk_call = None
         self._chunk_text = None
+        self._chunk_reasoning = None
         self._thinking = None
         self._events_in_run = 0
         self._ended = False
+        self._wire_ended = False
         self._run_started_seen = False
 
     def _set_activity(self, activity: Activity) -> Sequence[Effect]:
@@ -468,13 +490,19 @@ class EventProcessor:
         if self._run.state.is_final:
             return NO_EFFECTS
         self._close_open_messages(interrupted=True)
-        for call in self._calls.values():
+        settled: dict[str, ToolCallInfo] = {}
+        for key, call in self._calls.items():
             if call.status in _OPEN_CALL:
                 call.send(ToolCallEvent.abandon)
                 if call.result is None:
                     call.result = ToolResult.failure(f"abandoned: {reason.message}")
                 self.abandoned.append(call)
-        self._calls = {}
+            else:
+                settled[key] = call
+        # Calls that already have an outcome (the agent's TOOL_CALL_RESULT, a result the
+        # runtime recorded) are kept in the conversation, not dropped (promise 7).
+        self._calls = settled
+        self.commit_tool_results()
         self._run.send(event)
         self.reason = reason
         self._ended = True
@@ -490,6 +518,7 @@ class EventProcessor:
         for record in self._open_reasoning.values():
             record.complete = True
         self._open_reasoning.clear()
+        self._chunk_reasoning = None
         if self._thinking is not None:
             self._thinking.complete = True
             self._thinking = None
@@ -500,6 +529,13 @@ class EventProcessor:
             self._chunk_call = None
             if call.status is ToolCallStatus.streaming:
                 call.send(ToolCallEvent.finish_args)
+
+    def _close_reasoning_chunk(self) -> None:
+        record = self._chunk_reasoning
+        if record is not None:
+            self._chunk_reasoning = None
+            self._open_reasoning.pop(record.id, None)
+            record.complete = True
 
     def _close_text_chunk(self) -> None:
         text = self._chunk_text
@@ -538,6 +574,7 @@ class EventProcessor:
 
     def _on_run_finished(self, event: RunFinishedEvent) -> Sequence[Effect]:
         self._ended = True
+        self._wire_ended = True
         effects: list[Effect] = []
         for text in self._open_texts.values():
             if text is not self._chunk_text:
@@ -600,6 +637,7 @@ class EventProcessor:
         return tuple(effects)
 
     def _on_run_error(self, event: RunErrorEvent) -> Sequence[Effect]:
+        self._wire_ended = True
         return self.fail(
             TerminalReason(kind=ReasonKind.AGENT_ERROR, message=event.message, code=event.code)
         )
@@ -658,9 +696,7 @@ class EventProcessor:
                     "TEXT_MESSAGE_CHUNK",
                     "first TEXT_MESSAGE_CHUNK of a message has no messageId; dropped",
                 )
-            current = self._open_texts.get(message_id) or self._start_text(
-                message_id, event.role
-            )
+            current = self._open_texts.get(message_id) or self._start_text(message_id, event.role)
             self._chunk_text = current
             effects = self._set_activity(Activity(ActivityKind.STREAMING_TEXT))
         if event.delta:
@@ -756,7 +792,7 @@ class EventProcessor:
     def _on_tool_result(self, event: ToolCallResultEvent) -> Sequence[Effect]:
         call = self._calls.get(event.tool_call_id)
         if call is None:
-            if any(c.id == event.tool_call_id for c in self.conversation.tool_calls()):
+            if self.conversation.holds_tool_call(event.tool_call_id):
                 return NO_EFFECTS
             return self._violation(
                 "result_for_unknown_call",
@@ -800,13 +836,31 @@ class EventProcessor:
         self._reasoning(event.message_id)
         return self._set_activity(Activity(ActivityKind.REASONING))
 
-    def _on_reasoning_content(
-        self, event: ReasoningMessageContentEvent | ReasoningMessageChunkEvent
-    ) -> Sequence[Effect]:
-        if event.message_id is None or not event.delta:
-            return NO_EFFECTS
-        self._reasoning(event.message_id).append(event.delta)
+    def _on_reasoning_content(self, event: ReasoningMessageContentEvent) -> Sequence[Effect]:
+        if event.delta:
+            self._reasoning(event.message_id).append(event.delta)
         return NO_EFFECTS
+
+    def _on_reasoning_chunk(self, event: ReasoningMessageChunkEvent) -> Sequence[Effect]:
+        # Like TEXT_MESSAGE_CHUNK: the first chunk names the message, later ones may
+        # not; any other event (or another messageId) closes it.
+        current = self._chunk_reasoning
+        message_id = event.message_id
+        effects: Sequence[Effect] = NO_EFFECTS
+        if current is None or (message_id is not None and message_id != current.id):
+            self._close_reasoning_chunk()
+            if message_id is None:
+                return self._violation(
+                    "chunk_without_message_id",
+                    "REASONING_MESSAGE_CHUNK",
+                    "first REASONING_MESSAGE_CHUNK of a message has no messageId; dropped",
+                )
+            current = self._reasoning(message_id)
+            self._chunk_reasoning = current
+            effects = self._set_activity(Activity(ActivityKind.REASONING))
+        if event.delta:
+            current.append(event.delta)
+        return effects
 
     def _on_reasoning_message_end(self, event: ReasoningMessageEndEvent) -> Sequence[Effect]:
         record = self._open_reasoning.pop(event.message_id, None)
@@ -820,9 +874,7 @@ class EventProcessor:
             self.conversation.append(self._thinking)
         return self._set_activity(Activity(ActivityKind.REASONING))
 
-    def _on_thinking_text_content(
-        self, event: ThinkingTextMessageContentEvent
-    ) -> Sequence[Effect]:
+    def _on_thinking_text_content(self, event: ThinkingTextMessageContentEvent) -> Sequence[Effect]:
         if self._thinking is None:
             self._on_thinking_text_start(ThinkingTextMessageStartEvent())
         assert self._thinking is not None
@@ -882,7 +934,7 @@ _HANDLERS: dict[type[Any], _Handler] = {
     ReasoningEndEvent: EventProcessor._on_reasoning_end,
     ReasoningMessageStartEvent: EventProcessor._on_reasoning_message_start,
     ReasoningMessageContentEvent: EventProcessor._on_reasoning_content,
-    ReasoningMessageChunkEvent: EventProcessor._on_reasoning_content,
+    ReasoningMessageChunkEvent: EventProcessor._on_reasoning_chunk,
     ReasoningMessageEndEvent: EventProcessor._on_reasoning_message_end,
     ThinkingStartEvent: EventProcessor._on_reasoning_start,
     ThinkingEndEvent: EventProcessor._on_reasoning_end,

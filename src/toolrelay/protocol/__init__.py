@@ -105,6 +105,7 @@ from ._messages import (
     ToolMessage as ToolMessage,
     UrlSource as UrlSource,
     UserMessage as UserMessage,
+    VideoPart as VideoPart,
 )
 from ._run_input import (
     Context as Context,
@@ -195,6 +196,7 @@ __all__ = (
     "UnknownEvent",
     "UrlSource",
     "UserMessage",
+    "VideoPart",
     "decode_event",
     "decode_message",
     "decode_messages",
