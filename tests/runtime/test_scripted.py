@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import anyio
 import pytest
 
@@ -59,59 +61,65 @@ async def play(
             return [event async for event in stream]
 
 
-def types(events: list[Event | UnknownEvent]) -> list[str]:
+def types(events: Sequence[Event | UnknownEvent]) -> list[str]:
     return [type(e).__name__ for e in events]
 
 
-class TestBuilders:
-    def test_tool_call_streams_start_args_end_with_one_id(self) -> None:
-        start, args, end = tool_call("lookup", {"name": "alice"}, id="c1")
-        assert start == ToolCallStartEvent(tool_call_id="c1", tool_call_name="lookup")
-        assert args == ToolCallArgsEvent(tool_call_id="c1", delta='{"name":"alice"}')
-        assert end == ToolCallEndEvent(tool_call_id="c1")
+def test_tool_call_streams_start_args_end_with_one_id() -> None:
+    start, args, end = tool_call("lookup", {"name": "alice"}, id="c1")
+    assert start == ToolCallStartEvent(tool_call_id="c1", tool_call_name="lookup")
+    assert args == ToolCallArgsEvent(tool_call_id="c1", delta='{"name":"alice"}')
+    assert end == ToolCallEndEvent(tool_call_id="c1")
 
-    def test_tool_call_without_arguments_sends_no_args_event(self) -> None:
-        assert types(list(tool_call("ping"))) == ["ToolCallStartEvent", "ToolCallEndEvent"]
 
-    def test_tool_call_chunks_arguments(self) -> None:
-        events = tool_call("f", '{"a": 1}', chunk=3)
-        deltas = [e.delta for e in events if isinstance(e, ToolCallArgsEvent)]
-        assert deltas == ['{"a', '": ', "1}"]
-        assert "".join(deltas) == '{"a": 1}'
+def test_tool_call_without_arguments_sends_no_args_event() -> None:
+    assert types(list(tool_call("ping"))) == ["ToolCallStartEvent", "ToolCallEndEvent"]
 
-    def test_default_ids_are_distinct(self) -> None:
-        first = tool_call("f")[0]
-        second = tool_call("f")[0]
-        assert isinstance(first, ToolCallStartEvent)
-        assert isinstance(second, ToolCallStartEvent)
-        assert first.tool_call_id != second.tool_call_id
 
-    def test_server_tool_call_ends_with_its_result(self) -> None:
-        events = server_tool_call("search", {"q": "x"}, "found", id="c9", message_id="m9")
-        assert events[-1] == ToolCallResultEvent(message_id="m9", tool_call_id="c9", content="found")
+def test_tool_call_chunks_arguments() -> None:
+    events = tool_call("f", '{"a": 1}', chunk=3)
+    deltas = [e.delta for e in events if isinstance(e, ToolCallArgsEvent)]
+    assert deltas == ['{"a', '": ', "1}"]
+    assert "".join(deltas) == '{"a": 1}'
 
-    def test_text_streams_start_content_end(self) -> None:
-        events = text("hello world", id="m1", chunk=5)
-        assert types(events) == [
-            "TextMessageStartEvent",
-            "TextMessageContentEvent",
-            "TextMessageContentEvent",
-            "TextMessageContentEvent",
-            "TextMessageEndEvent",
-        ]
-        deltas = [e.delta for e in events if isinstance(e, TextMessageContentEvent)]
-        assert "".join(deltas) == "hello world"
 
-    def test_split_deltas(self) -> None:
-        assert split_deltas("abcde", 2) == ["ab", "cd", "e"]
-        assert split_deltas("", 3) == [""]
-        with pytest.raises(ValueError):
-            split_deltas("x", 0)
+def test_default_ids_are_distinct() -> None:
+    first = tool_call("f")[0]
+    second = tool_call("f")[0]
+    assert isinstance(first, ToolCallStartEvent)
+    assert isinstance(second, ToolCallStartEvent)
+    assert first.tool_call_id != second.tool_call_id
 
-    def test_run_event_builders(self) -> None:
-        assert run_started("t", "r") == RunStartedEvent(thread_id="t", run_id="r")
-        assert run_finished("t", "r") == RunFinishedEvent(thread_id="t", run_id="r")
-        assert run_error("boom", "E1") == RunErrorEvent(message="boom", code="E1")
+
+def test_server_tool_call_ends_with_its_result() -> None:
+    events = server_tool_call("search", {"q": "x"}, "found", id="c9", message_id="m9")
+    assert events[-1] == ToolCallResultEvent(message_id="m9", tool_call_id="c9", content="found")
+
+
+def test_text_streams_start_content_end() -> None:
+    events = text("hello world", id="m1", chunk=5)
+    assert types(events) == [
+        "TextMessageStartEvent",
+        "TextMessageContentEvent",
+        "TextMessageContentEvent",
+        "TextMessageContentEvent",
+        "TextMessageEndEvent",
+    ]
+    deltas = [e.delta for e in events if isinstance(e, TextMessageContentEvent)]
+    assert "".join(deltas) == "hello world"
+
+
+def test_split_deltas() -> None:
+    assert split_deltas("abcde", 2) == ["ab", "cd", "e"]
+    assert split_deltas("", 3) == [""]
+    with pytest.raises(ValueError):
+        split_deltas("x", 0)
+
+
+def test_run_event_builders() -> None:
+    assert run_started("t", "r") == RunStartedEvent(thread_id="t", run_id="r")
+    assert run_finished("t", "r") == RunFinishedEvent(thread_id="t", run_id="r")
+    assert run_error("boom", "E1") == RunErrorEvent(message="boom", code="E1")
 
 
 class TestScriptedAgent:
@@ -184,7 +192,7 @@ class TestScriptedAgent:
         with pytest.raises(StreamDroppedError, match="gone"):
             async with agent.run(KEY, run_input()) as stream:
                 async for event in stream:
-                    received.append(event)
+                    received.append(event)  # noqa: PERF401 - keep what came before the failure
         # No RUN_FINISHED is added after a failure; what came before did arrive.
         assert types(received) == ["RunStartedEvent", "ToolCallStartEvent", "ToolCallEndEvent"]
         assert agent.open_streams == 0
@@ -196,7 +204,7 @@ class TestScriptedAgent:
         with anyio.move_on_after(0.05) as scope:
             async with agent.run(KEY, run_input()) as stream:
                 async for event in stream:
-                    received.append(event)
+                    received.append(event)  # noqa: PERF401 - keep what came before the hang
         assert scope.cancelled_caught
         assert types(received) == ["RunStartedEvent", *types(text("before"))]
         assert agent.open_streams == 0

@@ -67,6 +67,7 @@ from toolrelay.core import (
     Limits,
     ProtocolViolation,
     ToolCallInfo,
+    ToolCallMessage,
     ToolRegistry,
     ToolResult,
 )
@@ -93,6 +94,14 @@ logger = logging.getLogger("toolrelay.runtime")
 
 def _new_id() -> str:
     return uuid.uuid4().hex
+
+
+def _describe(exc: BaseException) -> str:
+    """``"Type: message"`` of ``exc``, looking through groups that wrap one exception
+    (a task group's), so the reason names the real error."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +198,7 @@ class Turn:
     ``await`` :meth:`wait_finished`.
     """
 
-    __slots__ = ("_done", "_engine", "_handle", "_processor", "_scope", "key")
+    __slots__ = ("_done", "_end", "_engine", "_handle", "_processor", "_scope", "_start", "key")
 
     def __init__(self, engine: Engine, key: ThreadKey, processor: EventProcessor) -> None:
         self._engine = engine
@@ -198,6 +207,10 @@ class Turn:
         self._scope = anyio.CancelScope()
         self._done = anyio.Event()
         self._handle: RunHandle | None = None
+        # This turn's slice of the thread's conversation (its user message is the last
+        # one there now; the next turn on the thread closes the slice).
+        self._start = max(len(processor.conversation.messages) - 1, 0)
+        self._end: int | None = None
 
     # -- reading -------------------------------------------------------------------
 
@@ -259,8 +272,10 @@ class Turn:
 
     def statistics(self) -> TurnStatistics:
         counts: dict[ToolCallStatus, int] = dict.fromkeys(ToolCallStatus, 0)
-        for call in self.conversation.tool_calls():
-            counts[call.status] += 1
+        for message in self.conversation.messages[self._start : self._end]:
+            if isinstance(message, ToolCallMessage):
+                for call in message.calls:
+                    counts[call.status] += 1
         for call in (*self._processor.tool_calls, *self._processor.abandoned):
             counts[call.status] += 1
         p = self._processor
@@ -451,6 +466,8 @@ class Engine:
         if conversation is None:
             conversation = Conversation(key.thread_id, history or ())
             self._conversations[key] = conversation
+        if previous is not None:
+            previous._end = len(conversation.messages)
         if isinstance(message, str):
             message = UserMessage(id=self._id_factory(), content=message)
         conversation.append(message)
@@ -579,6 +596,8 @@ class Engine:
             except anyio.WouldBlock:
                 pass
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                # The subscriber closed its end: close ours too, or it leaks (and warns).
+                subscriber.send.close()
                 dead.append(subscriber)
         if dead:
             self._subscribers = [s for s in self._subscribers if s not in dead]
@@ -609,13 +628,7 @@ class Engine:
             with turn._scope:
                 await self._drive_runs(turn, tools)
         except Exception as exc:
-            logger.exception("turn on %s failed unexpectedly", turn.key)
-            if not processor.status.is_final:
-                processor.fail(
-                    TerminalReason(
-                        kind=ReasonKind.INTERNAL_ERROR, message=f"{type(exc).__name__}: {exc}"
-                    )
-                )
+            self._internal_error(turn, exc)
         finally:
             if not processor.status.is_final:
                 # Only a cancellation from outside toolrelay's own calls gets here.
@@ -624,8 +637,24 @@ class Engine:
             if handle is not None and not self.registry.closed:
                 self.registry.complete_run(handle, processor.status.value)
             self._live.discard(turn)
-            self._publish_state(turn)
+            if self._turns.get(turn.key) is turn:
+                # A superseded turn published its end when it was superseded; published
+                # again now, after the newer turn's, it would flash over it (promise 5).
+                self._publish_state(turn)
             turn._done.set()
+
+    def _internal_error(self, turn: Turn, exc: Exception) -> None:
+        """Safety check 7: log an unexpected exception and fail the turn ``internal_error``
+        (unless it already ended: the processor fails itself before raising)."""
+        logger.error("turn on %s failed unexpectedly", turn.key, exc_info=exc)
+        processor = turn._processor
+        if not processor.status.is_final:
+            self._apply(
+                turn,
+                processor.fail(
+                    TerminalReason(kind=ReasonKind.INTERNAL_ERROR, message=_describe(exc))
+                ),
+            )
 
     async def _allocate(self, turn: Turn) -> str | None:
         processor = turn._processor
@@ -670,9 +699,7 @@ class Engine:
             await self._stream(turn, handle, run_input)
             if processor.status is not RunStatus.executing_tools:
                 return
-            batch = tuple(
-                c for c in processor.tool_calls if c.status is ToolCallStatus.executing
-            )
+            batch = tuple(c for c in processor.tool_calls if c.status is ToolCallStatus.executing)
 
             def on_result(call: ToolCallInfo, result: ToolResult) -> None:
                 if processor.status is RunStatus.executing_tools:
@@ -714,20 +741,31 @@ class Engine:
             try:
                 async with self.backend.run(turn.key, run_input) as events:
                     async for event in events:
-                        effects = processor.receive(event)
-                        if want_events:
-                            self._publish(turn.key, EventReceived(turn.key, event), event=True)
-                        if effects:
-                            self._apply(turn, effects)
+                        # An exception here is ours (processor, observers), not the
+                        # backend's: safety check 7, then stop reading the stream.
+                        try:
+                            effects = processor.receive(event)
+                            if want_events:
+                                self._publish(turn.key, EventReceived(turn.key, event), event=True)
+                            if effects:
+                                self._apply(turn, effects)
+                        except Exception as exc:
+                            self._internal_error(turn, exc)
+                            break
                         if processor.run_ended:
                             break
                 if not processor.run_ended:
-                    self._apply(turn, processor.end_stream())
+                    try:
+                        effects = processor.end_stream()
+                    except Exception as exc:
+                        self._internal_error(turn, exc)
+                    else:
+                        self._apply(turn, effects)
             except RemoteProtocolError as exc:
                 self._apply(turn, processor.fail(exc.reason))
             except Exception as exc:
                 if processor.status.is_final:
-                    raise  # the processor failed on a bug of ours; the catch-all logs it
+                    raise  # the turn had already ended (say, closing failed): the catch-all logs it
                 self._apply(
                     turn,
                     processor.fail(

@@ -42,18 +42,23 @@ async def execute_batch(
     # a thread that cannot be interrupted (the thread finishes on its own).
     run_sync = functools.partial(anyio.to_thread.run_sync, abandon_on_cancel=True)
 
-    async def run_one(call: ToolCallInfo) -> None:
+    async def run_timed(call: ToolCallInfo) -> ToolResult:
         spec = registry.get(call.name)
         timeout = spec.timeout if spec is not None and spec.timeout is not None else default_timeout
         try:
             with anyio.fail_after(math.inf if timeout is None else timeout):
-                if limiter is not None:
-                    async with limiter:
-                        result = await registry.execute(call.name, call.arguments, run_sync=run_sync)
-                else:
-                    result = await registry.execute(call.name, call.arguments, run_sync=run_sync)
+                return await registry.execute(call.name, call.arguments, run_sync=run_sync)
         except TimeoutError:
-            result = ToolResult.failure(f"tool {call.name!r} timed out after {timeout:g} s")
+            return ToolResult.failure(f"tool {call.name!r} timed out after {timeout:g} s")
+
+    async def run_one(call: ToolCallInfo) -> None:
+        # The timeout bounds the tool's own run, not its wait for a limiter slot: a slow
+        # tool holding the slot must not make the next one time out (promise 2).
+        if limiter is not None:
+            async with limiter:
+                result = await run_timed(call)
+        else:
+            result = await run_timed(call)
         on_result(call, result)
 
     async with anyio.create_task_group() as group:
