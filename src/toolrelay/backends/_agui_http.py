@@ -1,0 +1,465 @@
+"""AG-UI over HTTP and Server-Sent Events: the client side of an AG-UI agent server.
+
+Theory of operation
+-------------------
+One run is one HTTP request. :meth:`AguiHttpBackend.run` POSTs the ``RunAgentInput``
+(camelCase JSON, ``Accept: text/event-stream``) and reads the response with httpx-sse::
+
+    POST url  --RunAgentInput-->  status 2xx?  Content-Type text/event-stream?
+       -> for each SSE event: size <= Limits.max_event_bytes?  decode_event(data)  -> yield
+
+Everything that can go wrong on the wire ends as a typed
+:class:`~toolrelay.errors.RemoteProtocolError`, which the engine turns into the turn's
+terminal reason, keeping every message already received (promise 7):
+
+=====================================  ====================  ===================
+what happened                          error                 ``reason.code``
+=====================================  ====================  ===================
+connection refused, DNS failure,       ConnectError          ``connect_error``
+connect timeout, bad URL scheme
+no byte within the read timeout        ReadTimeoutError      ``read_timeout``
+connection broken mid-stream           StreamDroppedError    ``stream_dropped``
+(incomplete chunked body, reset)
+non-2xx status (with a bounded         HTTPStatusError       the status
+excerpt of the body)
+a response that is not an event        ContentTypeError      ``content_type``
+stream
+an SSE event whose data is larger      LimitExceededError    ``max_event_bytes``
+than ``max_event_bytes``
+a ``data:`` that is not JSON           MalformedEventError
+a ``data:`` that is not a valid event  InvalidEventError
+malformed SSE (httpx-sse               MalformedEventError   ``malformed_sse``
+``SSEError``), undecodable body
+any other transport failure            TransportError        ``transport_error``
+=====================================  ====================  ===================
+
+The errors live in :mod:`toolrelay.errors`. httpx exceptions are translated in one
+place, :func:`map_transport_errors`, and chained (``raise ... from exc``), as httpx's own
+``map_httpcore_exceptions`` does.
+
+Tolerated, as the SSE specification asks: comments (``: keep-alive``), ``event:`` names
+(the data is decoded whatever the name), ``id:`` and ``retry:`` fields (ignored: a run
+is not resumed by reconnecting), multi-line data (joined with newlines, which JSON reads
+as whitespace) and events with empty data (skipped). An unknown event ``type`` passes
+through as :class:`~toolrelay.protocol.UnknownEvent`.
+
+Limits: the size of each event's data is checked before it is decoded. httpx-sse holds
+an event's lines until the blank line that ends it, so a memory bound also applies while
+the bytes stream: an event block larger than ``2 * max_event_bytes + 64 KiB`` on the wire
+(data, field names and comments together) is refused before it is complete. Events per
+run and argument bytes are bounded by the processor.
+
+Cancellation: leaving :meth:`AguiHttpBackend.run`'s context (the engine does, on
+RUN_FINISHED, on cancel and on error) closes the response at once, and with it the
+connection of an unfinished stream, so the server sees the client go away.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from types import TracebackType
+from typing import Final, Self, TypeAlias
+
+import anyio
+import httpx
+from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
+
+from toolrelay.backends._base import EventStream, ThreadKey
+from toolrelay.core import Limits
+from toolrelay.errors import (
+    ConnectError,
+    ContentTypeError,
+    HTTPStatusError,
+    LimitExceededError,
+    MalformedEventError,
+    ReadTimeoutError,
+    StreamDroppedError,
+    TransportError,
+)
+from toolrelay.protocol import (
+    Event,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    UnknownEvent,
+    decode_event,
+    encode,
+)
+
+__all__ = (
+    "DEFAULT_TIMEOUT",
+    "AguiHttpBackend",
+    "AuthHook",
+    "RunAllocator",
+    "map_transport_errors",
+)
+
+#: Seconds to connect, and seconds without a byte before a stream counts as stalled.
+DEFAULT_TIMEOUT: Final = httpx.Timeout(60.0, connect=10.0)
+
+#: What ``auth=`` accepts: an :class:`httpx.Auth` (token refresh flows, digest...) or a
+#: function that takes the request and returns it with credentials added.
+AuthHook: TypeAlias = httpx.Auth | Callable[[httpx.Request], httpx.Request]
+
+#: Asks the server for a run id before a run starts (for servers that allocate runs).
+RunAllocator: TypeAlias = Callable[[ThreadKey], Awaitable[str | None]]
+
+_SSE_MEDIA_TYPE = "text/event-stream"
+_BODY_EXCERPT_BYTES = 1024  # of an error response's body, kept
+_BODY_DISCARD_BYTES = 64 * 1024  # of an error response's body, read at most
+_EXCERPT_CHARS = 300  # of that body, quoted in the error
+_BLOCK_SLACK_BYTES = 64 * 1024
+_DRAIN_SECONDS = 0.25  # to read the rest of a finished run's body
+
+logger = logging.getLogger("toolrelay.backends")
+
+
+@contextlib.contextmanager
+def map_transport_errors() -> Iterator[None]:
+    """Translate httpx and httpx-sse exceptions into toolrelay's typed errors.
+
+    The one boundary where third-party transport exceptions are caught; each is
+    re-raised as a :class:`~toolrelay.errors.TransportError` subclass (or, for a broken
+    SSE framing, :class:`~toolrelay.errors.MalformedEventError`) chained to the original.
+    Anything else passes through untouched, cancellation included.
+
+    Raises:
+        ConnectError: The server could not be reached (refused, DNS, connect timeout,
+            no pooled connection in time, an unsupported URL scheme).
+        ReadTimeoutError: No byte arrived within the read timeout.
+        StreamDroppedError: The connection broke while the response was streaming.
+        MalformedEventError: httpx-sse rejected the stream, or its bytes could not be
+            decoded.
+        TransportError: Any other transport failure (a write error, a proxy error...).
+    """
+    try:
+        yield
+    except SSEError as exc:  # before httpx.TransportError, which it subclasses
+        raise MalformedEventError(f"malformed SSE stream: {exc}", code="malformed_sse") from exc
+    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+        raise ConnectError(
+            f"cannot connect to the agent server: {_describe(exc)}", code="connect_error"
+        ) from exc
+    except httpx.UnsupportedProtocol as exc:
+        raise ConnectError(f"cannot connect: {_describe(exc)}", code="connect_error") from exc
+    except httpx.ReadTimeout as exc:
+        raise ReadTimeoutError(
+            "no data from the agent server within the read timeout", code="read_timeout"
+        ) from exc
+    except (httpx.ReadError, httpx.RemoteProtocolError, httpx.CloseError) as exc:
+        raise StreamDroppedError(
+            f"the connection to the agent server broke: {_describe(exc)}", code="stream_dropped"
+        ) from exc
+    except httpx.DecodingError as exc:
+        raise MalformedEventError(
+            f"the response body cannot be decoded: {_describe(exc)}", code="malformed_sse"
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise TransportError(
+            f"transport failure: {_describe(exc)}", code="transport_error"
+        ) from exc
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class AguiHttpBackend:
+    """An AG-UI agent server reached over HTTP with Server-Sent Events.
+
+    One pooled :class:`httpx.AsyncClient` serves every run. Use the backend as an async
+    context manager, or call :meth:`aclose`, to close the client it created::
+
+        async with AguiHttpBackend("http://127.0.0.1:8000/agent") as backend:
+            async with Engine(backend, tools=registry) as engine:
+                turn = await engine.run_turn("thread-1", "What are the secret numbers?")
+
+    Works on asyncio and trio (httpx picks the running library).
+
+    Args:
+        url: The agent's endpoint (a run is a POST to it).
+        client: A client to use instead of creating one; the caller keeps owning it
+            (:meth:`aclose` leaves it open). Its base URL, headers, auth and timeout
+            apply unless overridden here.
+        transport: The transport of the client created here; an
+            :class:`httpx.MockTransport` runs the real httpx and httpx-sse code
+            against a handler. Ignored with ``client``.
+        headers: Static headers sent with every run (for instance ``X-Api-Key``).
+        auth: Credentials per request: an :class:`httpx.Auth` or a function adding
+            them to the request.
+        timeout: Connect and read timeouts (an :class:`httpx.Timeout`, or seconds for
+            all of them). Default: :data:`DEFAULT_TIMEOUT` for a client created here,
+            the client's own for an injected one. The read timeout bounds the silence
+            between two bytes, so SSE keep-alive comments keep a slow run alive.
+        limits: Size bounds; ``max_event_bytes`` is checked here, per SSE event.
+        allocate_run: For servers that allocate run ids before a run: called by
+            :meth:`allocate_run`. Without it the client chooses the run id.
+    """
+
+    def __init__(
+        self,
+        url: str | httpx.URL,
+        *,
+        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        headers: Mapping[str, str] | None = None,
+        auth: AuthHook | None = None,
+        timeout: httpx.Timeout | float | None = None,
+        limits: Limits | None = None,
+        allocate_run: RunAllocator | None = None,
+    ) -> None:
+        self.url = httpx.URL(url) if isinstance(url, str) else url
+        self.limits = limits if limits is not None else Limits()
+        self._headers = dict(headers or {})
+        self._auth = auth
+        self._allocator = allocate_run
+        self._owns_client = client is None
+        if client is None:
+            client = httpx.AsyncClient(
+                transport=transport,
+                timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
+            )
+            self._timeout: httpx.Timeout | float | None = None  # the client's, set above
+        else:
+            self._timeout = timeout
+        self._client = client
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The HTTP client runs are sent with."""
+        return self._client
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client, if this backend created it. Idempotent."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    # -- the AgentBackend protocol ----------------------------------------------------
+
+    async def allocate_run(self, key: ThreadKey) -> str | None:
+        """The run id for the next run of ``key``'s thread.
+
+        Returns:
+            ``None`` (AG-UI servers do not allocate runs: the engine makes the id),
+            unless an ``allocate_run`` callback was given, whose answer is returned.
+
+        Raises:
+            TransportError: The callback failed on the transport (translated by
+                :func:`map_transport_errors`); other exceptions of the callback
+                propagate as they are.
+        """
+        if self._allocator is None:
+            return None
+        with map_transport_errors():
+            return await self._allocator(key)
+
+    @contextlib.asynccontextmanager
+    async def run(self, key: ThreadKey, run_input: RunAgentInput) -> AsyncIterator[EventStream]:
+        """Start a run: POST ``run_input`` and give its decoded events.
+
+        Leaving the context after the run ended (RUN_FINISHED or RUN_ERROR, or the
+        server closed the stream) first reads what is left of the body, for at most a
+        quarter of a second, discarding it: a server closes the stream right after its
+        last event, so the connection goes back to the pool. Leaving it any other way
+        (cancellation, an error) closes the response, and with it the connection, at
+        once.
+
+        Raises:
+            ConnectError, HTTPStatusError, ContentTypeError, TransportError: The run
+                could not start; raised on entering the context.
+
+        The iterator raises, while streaming, the errors in the module's table:
+        :class:`~toolrelay.errors.StreamDroppedError`,
+        :class:`~toolrelay.errors.ReadTimeoutError`,
+        :class:`~toolrelay.errors.LimitExceededError`,
+        :class:`~toolrelay.errors.MalformedEventError` and
+        :class:`~toolrelay.errors.InvalidEventError`. It ends quietly when the server
+        closes the stream; deciding whether that was early is the processor's job.
+        """
+        body = encode(run_input)
+        headers = {**self._headers, "Content-Type": "application/json"}
+        extra: dict[str, object] = {}
+        if self._auth is not None:
+            extra["auth"] = self._auth
+        if self._timeout is not None:
+            extra["timeout"] = self._timeout
+        with map_transport_errors():
+            async with aconnect_sse(
+                self._client, "POST", str(self.url), content=body, headers=headers, **extra
+            ) as source:
+                await _check_response(source.response)
+                _bound_event_blocks(source.response, self.limits.max_event_bytes)
+                sse_events = source.aiter_sse()
+                run = _RunStream(sse_events, self.limits.max_event_bytes)
+                events = run.events()
+                try:
+                    yield events
+                    if run.ended:
+                        await _drain(sse_events)
+                finally:
+                    await events.aclose()
+                    await sse_events.aclose()
+
+
+class _RunStream:
+    """Decodes one run's SSE events and remembers whether the run said it ended."""
+
+    def __init__(self, sse_events: AsyncIterator[ServerSentEvent], max_event_bytes: int) -> None:
+        self._sse_events = sse_events
+        self._max_event_bytes = max_event_bytes
+        #: RUN_FINISHED or RUN_ERROR was yielded.
+        self.ended = False
+
+    async def events(self) -> AsyncGenerator[Event | UnknownEvent, None]:
+        with map_transport_errors():
+            async for sse in self._sse_events:
+                data = sse.data
+                if not data:
+                    continue  # an event with no data: a named ping, an id, a retry
+                _check_size(data, self._max_event_bytes)
+                event = decode_event(data)
+                if isinstance(event, (RunFinishedEvent, RunErrorEvent)):
+                    self.ended = True
+                yield event
+
+
+async def _drain(sse_events: AsyncIterator[ServerSentEvent]) -> None:
+    """Read the rest of a finished run's stream, boundedly, and discard it.
+
+    Exhausting the stream lets httpx return the connection to its pool, and leaves no
+    async generator of httpx's suspended (trio warns about those when they are
+    garbage collected: encode/httpx#3686). Anything that goes wrong here is ignored:
+    the run is over.
+    """
+    late = 0
+    with anyio.move_on_after(_DRAIN_SECONDS):
+        try:
+            async for sse in sse_events:
+                late += bool(sse.data)
+        except (httpx.HTTPError, LimitExceededError):
+            pass
+    if late:
+        logger.debug("ignored %d event(s) after the end of the run", late)
+
+
+def _check_size(data: str, max_bytes: int) -> None:
+    """Raise if the UTF-8 size of ``data`` passes ``max_bytes``, encoding only if needed."""
+    if len(data) * 4 <= max_bytes:
+        return  # even four bytes per character fits
+    size = len(data) if len(data) > max_bytes else len(data.encode())
+    if size > max_bytes:
+        raise LimitExceededError(
+            "max_event_bytes", max_bytes, f"an SSE event of at least {size} bytes"
+        )
+
+
+async def _check_response(response: httpx.Response) -> None:
+    """Refuse a response that is not a 2xx event stream (before any event is read)."""
+    if not response.is_success:
+        raise HTTPStatusError(response.status_code, await _body_excerpt(response))
+    content_type = response.headers.get("content-type", "")
+    media_type, sep, parameters = content_type.partition(";")
+    if media_type.strip().lower() == _SSE_MEDIA_TYPE:
+        # httpx-sse compares case-sensitively; our check is the liberal one.
+        response.headers["content-type"] = _SSE_MEDIA_TYPE + sep + parameters
+    else:
+        excerpt = await _body_excerpt(response)
+        shown = repr(content_type) if content_type else "none"
+        suffix = f": {excerpt}" if excerpt else ""
+        raise ContentTypeError(
+            f"expected Content-Type {_SSE_MEDIA_TYPE}, got {shown}{suffix}", code="content_type"
+        )
+
+
+async def _body_excerpt(response: httpx.Response) -> str:
+    """The start of the body as one line: :data:`_BODY_EXCERPT_BYTES` of it are kept.
+
+    The rest is read and dropped up to :data:`_BODY_DISCARD_BYTES` (so that a typical
+    error body is read to its end and the connection can be reused), never more.
+    """
+    kept = bytearray()
+    size = 0
+    try:
+        async for chunk in response.aiter_bytes():
+            if len(kept) < _BODY_EXCERPT_BYTES:
+                kept += chunk[: _BODY_EXCERPT_BYTES - len(kept)]
+            size += len(chunk)
+            if size >= _BODY_DISCARD_BYTES:
+                break
+    except httpx.HTTPError:
+        pass  # the status says enough; a body that fails to arrive is not the news
+    text = " ".join(bytes(kept).decode(response.encoding or "utf-8", errors="replace").split())
+    if len(text) > _EXCERPT_CHARS:
+        text = text[:_EXCERPT_CHARS] + "..."
+    return text
+
+
+class _BoundedEventBlocks(httpx.AsyncByteStream):
+    """Counts the bytes since the last blank line and refuses an oversized event block.
+
+    Wraps the response's raw stream; see "Limits" in the module docstring. A blank line
+    is found with ``rfind`` over each chunk (plus the last three bytes of the previous
+    one), so the cost is linear in the bytes, never in the number of events. An
+    iterator class rather than an async generator, so that leaving it early leaves
+    nothing suspended to be garbage collected.
+    """
+
+    _BOUNDARIES = (b"\n\n", b"\r\r", b"\n\r\n", b"\r\n\r")
+
+    def __init__(self, stream: httpx.AsyncByteStream, max_event_bytes: int) -> None:
+        self._stream = stream
+        self._chunks: AsyncIterator[bytes] | None = None
+        self._max_event_bytes = max_event_bytes
+        self._bound = 2 * max_event_bytes + _BLOCK_SLACK_BYTES
+        self._since_boundary = 0
+        self._tail = b""
+
+    def __aiter__(self) -> Self:
+        self._chunks = self._stream.__aiter__()
+        return self
+
+    async def __anext__(self) -> bytes:
+        assert self._chunks is not None, "iterate with async for"
+        chunk = await self._chunks.__anext__()
+        window = self._tail + chunk
+        end = max(_end_of(window, boundary) for boundary in self._BOUNDARIES)
+        if end >= 0:
+            self._since_boundary = len(window) - end
+        else:
+            self._since_boundary += len(chunk)
+        if self._since_boundary > self._bound:
+            raise LimitExceededError(
+                "max_event_bytes",
+                self._max_event_bytes,
+                f"an SSE event block passed {self._bound} bytes before it ended",
+            )
+        self._tail = window[-3:]
+        return chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+def _end_of(window: bytes, boundary: bytes) -> int:
+    index = window.rfind(boundary)
+    return index + len(boundary) if index >= 0 else -1
+
+
+def _bound_event_blocks(response: httpx.Response, max_event_bytes: int) -> None:
+    stream = response.stream
+    if isinstance(stream, httpx.AsyncByteStream):
+        response.stream = _BoundedEventBlocks(stream, max_event_bytes)

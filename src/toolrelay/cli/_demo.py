@@ -1,0 +1,164 @@
+"""``toolrelay demo``: a whole tool-calling turn against the embedded demo agent.
+
+::
+
+    toolrelay demo                       # the "secret" scenario: two tool calls, one answer
+    toolrelay demo --scenario multihop   # one tool, then another using its result
+    toolrelay demo --scenario loop       # the circuit breaker trips (exit 1)
+    toolrelay demo --scenario broken     # the connection drops mid-stream (exit 1)
+    toolrelay demo --json                # the final state as JSON
+
+Starts the demo agent (:mod:`toolrelay.demo`) on 127.0.0.1 over real HTTP, runs one
+turn against it with the demo tools, and prints it live: the streamed text as it
+arrives, "Calling: ..." while calls stream, "Executing: ..." and each tool's outcome,
+each continuation, then the final answer and a summary. The ``loop`` and ``broken``
+scenarios show the failure paths: they exit 1 and say what happened.
+
+Exit codes: as ``toolrelay run`` (0 completed, 1 failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from typing import Any, Final, TextIO
+
+import anyio
+
+from toolrelay.backends import AguiHttpBackend
+from toolrelay.cli._run import TurnOutcome, exit_code, run_turn, state_json, write_summary
+from toolrelay.demo import DEMO_TOOLS, SCENARIOS, DemoAgent, serve_demo
+from toolrelay.machines import RunStatus
+
+__all__ = ("register", "run")
+
+#: What the user says in each scenario.
+_MESSAGES: Final[dict[str, str]] = {
+    "secret": "What are Alice's and Bob's secret numbers?",
+    "multihop": "What is the weather where Alice lives?",
+    "zero-arg": "Who do you know?",
+    "text": "Hello!",
+    "loop": "Keep checking Alice's secret number.",
+    "broken": "What are the secret numbers?",
+    "error": "Tell me something.",
+    "malformed": "Send me something odd.",
+    "slow": "Tell me a long story.",
+}
+
+#: What a failing scenario shows, said after its summary.
+_NOTES: Final[dict[str, str]] = {
+    "loop": (
+        "The agent asked for a tool after every result. toolrelay's circuit breaker "
+        "(promise 3) stopped the turn after {max_depth} continuation(s) with a typed "
+        "reason instead of looping forever."
+    ),
+    "broken": (
+        "The server dropped the connection in the middle of a tool call. The turn ended "
+        "failed with a typed transport error, kept the text already received, and "
+        "abandoned the half-streamed call instead of executing it."
+    ),
+    "error": "The agent reported RUN_ERROR; the turn ended failed with the agent's message.",
+    "malformed": (
+        "The server sent a data line that is not JSON; the turn ended failed with a typed "
+        "protocol error, keeping what had arrived before it."
+    ),
+}
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 5:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 5, not {value}")
+    return value
+
+
+def _depth(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add the ``demo`` subcommand to ``subparsers``."""
+    scenarios = "\n".join(f"  {name:<10} {text}" for name, text in SCENARIOS.items())
+    parser = subparsers.add_parser(
+        "demo",
+        help="run a tool-calling turn against the embedded demo agent",
+        description=(
+            "Start the embedded demo agent on 127.0.0.1 and run one turn against it "
+            "with the demo tools, printed live.\n\nscenarios:\n" + scenarios
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--scenario",
+        choices=tuple(SCENARIOS),
+        default="secret",
+        metavar="NAME",
+        help="what the agent does (default: secret; see the list above)",
+    )
+    parser.add_argument(
+        "--max-depth",
+        type=_depth,
+        default=5,
+        metavar="N",
+        help="continuations allowed before the circuit breaker trips (default: 5)",
+    )
+    parser.add_argument(
+        "--delay",
+        type=_non_negative,
+        default=0.02,
+        metavar="SECONDS",
+        help="pause between the agent's events, to watch it stream (default: 0.02)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print only the final state, as JSON, on stdout"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("asyncio", "trio"),
+        default="asyncio",
+        help="the async library to run on (default: asyncio)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    """Run ``toolrelay demo``; returns an :class:`~toolrelay.cli.ExitCode`."""
+    scenario: str = args.scenario
+    message = _MESSAGES.get(scenario, scenario)
+    live = None if args.json else stdout
+
+    async def main() -> TurnOutcome:
+        async with serve_demo(DemoAgent()) as url:
+            if live is not None:
+                live.write(f"Scenario {scenario}: {SCENARIOS[scenario]}.\n")
+                live.write(f"Demo agent at {url}; tools: {', '.join(DEMO_TOOLS.names)}.\n\n")
+                live.write(f"You: {message}\n")
+            async with AguiHttpBackend(url) as backend:
+                return await run_turn(
+                    backend,
+                    DEMO_TOOLS,
+                    message,
+                    thread_id=f"demo-{uuid.uuid4().hex[:12]}",
+                    max_depth=args.max_depth,
+                    out=live,
+                    forwarded_props={"scenario": scenario, "delay": args.delay},
+                )
+
+    outcome = anyio.run(main, backend=args.backend)
+    if args.json:
+        stdout.write(state_json(outcome))
+    else:
+        write_summary(outcome, stdout)
+        note = _NOTES.get(scenario)
+        if note is not None and outcome.turn.status is RunStatus.failed:
+            stdout.write(note.format(max_depth=args.max_depth) + "\n")
+    return exit_code(outcome.turn)

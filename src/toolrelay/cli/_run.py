@@ -1,0 +1,491 @@
+"""``toolrelay run``: one turn against a real AG-UI server, with your tools.
+
+::
+
+    toolrelay run http://127.0.0.1:8000/agent --tools mytools:TOOLS --message "Hi"
+    toolrelay run URL --tools pkg.tools:get_weather --message "Weather in Paris?" --json
+    toolrelay run URL --tools mytools:TOOLS --message "..." --header "Authorization: Bearer x"
+
+``--tools MODULE:ATTR`` names a :class:`~toolrelay.core.ToolRegistry`, a
+:class:`~toolrelay.core.ToolSpec`, a tool function, or a list of those, importable from
+the current directory or the installed packages. Without ``--json`` the turn is printed
+live (streamed text, "Calling: ...", "Executing: ..." with each tool's outcome, each
+continuation) and summed up; with ``--json`` stdout gets the final state alone: status,
+reason, the conversation as AG-UI messages.
+
+Exit codes: 0 the turn completed; ``FAILED`` (1) it failed; ``UNREACHABLE`` (4) the
+server could not be reached; ``USAGE`` (2) a bad flag or a ``--tools`` that does not
+import; ``CANCELLED`` (3) interrupted.
+
+This module also holds what ``toolrelay demo`` shares with ``run``: the live printer,
+the summary, the JSON state and the exit code of a finished turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import anyio
+import httpx
+import msgspec
+
+from toolrelay._reasons import ReasonKind
+from toolrelay.backends import AgentBackend, AguiHttpBackend, ThreadKey
+from toolrelay.core import (
+    Activity,
+    ActivityKind,
+    TextMessage,
+    ToolRegistry,
+    ToolResult,
+    ToolSpec,
+    to_agui_messages,
+)
+from toolrelay.errors import ToolDefinitionError
+from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay.protocol import (
+    TextMessageChunkEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallStartEvent,
+    encode,
+)
+from toolrelay.runtime import EventReceived, StateChanged, ToolCallFinished, Turn
+
+__all__ = (
+    "LivePrinter",
+    "ToolsUsageError",
+    "TurnOutcome",
+    "exit_code",
+    "httpx_timeout",
+    "load_tools",
+    "register",
+    "run",
+    "run_turn",
+    "state_json",
+    "write_summary",
+)
+
+_RESULT_CHARS = 120  # of a tool's result, printed live
+
+
+class ToolsUsageError(Exception):
+    """``--tools`` cannot be turned into a registry; the message says why."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {value}")
+    return value
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"a header is NAME:VALUE, not {text!r}")
+    return name.strip(), value.strip()
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add the ``run`` subcommand to ``subparsers``."""
+    parser = subparsers.add_parser(
+        "run",
+        help="run one turn against an AG-UI server, executing your tools",
+        description=(
+            "Send a message to an AG-UI agent server, execute the tools it calls, "
+            "continue until it answers, and print the turn live (or its final state as "
+            "JSON)."
+        ),
+    )
+    parser.add_argument("url", metavar="URL", help="the agent's endpoint (runs are POSTed to it)")
+    parser.add_argument(
+        "--tools",
+        metavar="MODULE:ATTR",
+        default=None,
+        help="a ToolRegistry, a ToolSpec, a tool function or a list of them "
+        "(importable from the current directory); default: no tools",
+    )
+    parser.add_argument("--message", required=True, metavar="TEXT", help="the user's message")
+    parser.add_argument(
+        "--thread", default=None, metavar="ID", help="the thread id (default: a new one)"
+    )
+    parser.add_argument(
+        "--max-depth",
+        type=_positive_int,
+        default=10,
+        metavar="N",
+        help="continuations allowed before the circuit breaker trips (default: 10)",
+    )
+    parser.add_argument(
+        "--header",
+        type=_header,
+        action="append",
+        default=[],
+        metavar="NAME:VALUE",
+        help="a header sent with every run (repeatable)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="read timeout: the longest silence tolerated from the server (default: 60)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print only the final state, as JSON, on stdout"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("asyncio", "trio"),
+        default="asyncio",
+        help="the async library to run on (default: asyncio)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    """Run ``toolrelay run``; returns an :class:`~toolrelay.cli.ExitCode`."""
+    from toolrelay.cli import ExitCode
+
+    try:
+        tools = load_tools(args.tools) if args.tools else ToolRegistry()
+    except ToolsUsageError as exc:
+        stderr.write(f"toolrelay run: {exc}\n")
+        return ExitCode.USAGE
+    headers = dict(args.header)
+    timeout = httpx_timeout(args.timeout)
+
+    async def main() -> TurnOutcome:
+        async with AguiHttpBackend(args.url, headers=headers, timeout=timeout) as backend:
+            return await run_turn(
+                backend,
+                tools,
+                args.message,
+                thread_id=args.thread or uuid.uuid4().hex,
+                max_depth=args.max_depth,
+                out=None if args.json else stdout,
+            )
+
+    outcome = anyio.run(main, backend=args.backend)
+    code = exit_code(outcome.turn)
+    if args.json:
+        stdout.write(state_json(outcome))
+    elif code != ExitCode.UNREACHABLE:
+        write_summary(outcome, stdout)
+    if code == ExitCode.UNREACHABLE:
+        reason = outcome.turn.reason
+        detail = reason.message if reason is not None else "connection failed"
+        stderr.write(f"toolrelay run: cannot reach {args.url}: {detail}\n")
+    return code
+
+
+def httpx_timeout(read: float) -> httpx.Timeout:
+    """Connect within 10 seconds; tolerate ``read`` seconds of silence."""
+    return httpx.Timeout(read, connect=min(10.0, read))
+
+
+# --- loading tools ---------------------------------------------------------------------
+
+
+def load_tools(spec: str) -> ToolRegistry:
+    """The registry named by ``MODULE:ATTR`` (``ATTR`` may be dotted).
+
+    The module is imported with the current directory first on ``sys.path``. The
+    attribute may be a :class:`ToolRegistry`, a :class:`ToolSpec`, a tool function, or a
+    list or tuple of specs and functions.
+
+    Raises:
+        ToolsUsageError: The spec is malformed, the module does not import, the
+            attribute is missing, or it is not (made of) tools.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name.strip() or not attr.strip():
+        raise ToolsUsageError(
+            f"--tools takes MODULE:ATTR (for example mytools:TOOLS), not {spec!r}"
+        )
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name.strip())
+    except ImportError as exc:
+        raise ToolsUsageError(f"cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:
+        raise ToolsUsageError(
+            f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
+    obj: object = module
+    for part in attr.strip().split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ToolsUsageError(f"{module_name!r} has no attribute {attr!r}") from None
+    try:
+        return _as_registry(obj)
+    except ToolDefinitionError as exc:
+        raise ToolsUsageError(f"{spec} cannot be used as tools: {exc}") from exc
+
+
+def _as_registry(obj: object) -> ToolRegistry:
+    if isinstance(obj, ToolRegistry):
+        return obj
+    if isinstance(obj, ToolSpec):
+        return ToolRegistry.of(obj)
+    if isinstance(obj, (list, tuple)):
+        for item in obj:
+            if not callable(item):
+                raise ToolsUsageError(f"{item!r} in the list is not a tool or a function")
+        return ToolRegistry.of(*obj)
+    if callable(obj):
+        return ToolRegistry.of(obj)
+    raise ToolsUsageError(
+        f"expected a ToolRegistry, a ToolSpec, a function or a list of them, "
+        f"got {type(obj).__name__}"
+    )
+
+
+# --- running and printing one turn ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """A finished turn and how long it took."""
+
+    turn: Turn
+    seconds: float
+
+
+class LivePrinter:
+    """Prints a turn as it happens: streamed text, tool calls, tool outcomes, runs.
+
+    Fed the engine's notifications (subscribe with ``events=True``), in order.
+    """
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._at_line_start = True
+        self._open_text: str | None = None
+        self._activity = Activity(ActivityKind.IDLE)
+        self._runs = 0
+        self._arguments: dict[str, list[str]] = {}
+
+    def handle(self, notification: object) -> None:
+        match notification:
+            case EventReceived(event=event):
+                self._event(event)
+            case StateChanged(snapshot=snapshot):
+                if snapshot.run_count > self._runs:
+                    self._runs = snapshot.run_count
+                    if snapshot.depth > 0:
+                        self._line(f"Continuing: run {snapshot.run_count} (depth {snapshot.depth})")
+                if snapshot.activity != self._activity:
+                    self._activity = snapshot.activity
+                    if snapshot.activity.kind in (
+                        ActivityKind.CALLING_TOOLS,
+                        ActivityKind.EXECUTING_TOOLS,
+                    ):
+                        self._line(str(snapshot.activity))
+            case ToolCallFinished(name=name, result=result, call_id=call_id):
+                arguments = "".join(self._arguments.pop(call_id, ()))
+                self._line(f"  {_outcome(result)} {name}({arguments}) -> {_shorten(result)}")
+
+    def _event(self, event: object) -> None:
+        match event:
+            case TextMessageStartEvent():
+                self._end_line()
+                self._open_text = None  # "Agent: " waits for the first text (some
+                # servers open empty messages as the parent of tool calls)
+            case TextMessageContentEvent(message_id=message_id, delta=delta):
+                self._text(message_id, delta)
+            case TextMessageChunkEvent(message_id=message_id, delta=delta):
+                self._text(message_id or self._open_text or "", delta or "")
+            case TextMessageEndEvent():
+                self._open_text = None
+                self._end_line()
+            case ToolCallStartEvent(tool_call_id=call_id):
+                self._arguments[call_id] = []
+            case ToolCallArgsEvent(tool_call_id=call_id, delta=delta):
+                self._arguments.setdefault(call_id, []).append(delta)
+
+    def _text(self, message_id: str, delta: str) -> None:
+        if not delta:
+            return
+        if self._open_text != message_id:
+            self._end_line()
+            self._open_text = message_id
+            self._write("Agent: ")
+        self._write(delta)
+
+    def _write(self, text: str) -> None:
+        if text:
+            self._out.write(text)
+            self._out.flush()
+            self._at_line_start = text.endswith("\n")
+
+    def _end_line(self) -> None:
+        if not self._at_line_start:
+            self._write("\n")
+
+    def _line(self, text: str) -> None:
+        self._end_line()
+        self._open_text = None
+        self._write(text + "\n")
+
+    def finish(self) -> None:
+        self._end_line()
+
+
+def _outcome(result: ToolResult) -> str:
+    return "ok  " if result.ok else "FAIL"
+
+
+def _shorten(result: ToolResult) -> str:
+    text = result.content if result.ok else f"error: {result.error}"
+    text = " ".join(text.split())
+    return text if len(text) <= _RESULT_CHARS else text[: _RESULT_CHARS - 3] + "..."
+
+
+async def run_turn(
+    backend: AgentBackend,
+    tools: ToolRegistry,
+    message: str,
+    *,
+    thread_id: str,
+    max_depth: int,
+    out: TextIO | None,
+    forwarded_props: Mapping[str, Any] | None = None,
+) -> TurnOutcome:
+    """Run one turn with an :class:`~toolrelay.runtime.Engine`; print it live to ``out``."""
+    from toolrelay.runtime import Engine
+
+    key = ThreadKey(thread_id)
+    printer = LivePrinter(out) if out is not None else None
+    started = time.perf_counter()
+    async with Engine(
+        backend, tools=tools, max_depth=max_depth, forwarded_props=dict(forwarded_props or {})
+    ) as engine:
+        notifications = engine.subscribe(key=key, events=printer is not None)
+        turn = engine.start_turn(key, message)
+        async with notifications:
+            async for notification in notifications:
+                if printer is not None:
+                    printer.handle(notification)
+                if isinstance(notification, StateChanged) and notification.snapshot.status.is_final:
+                    break
+        await turn.wait_finished()
+    if printer is not None:
+        printer.finish()
+    return TurnOutcome(turn, time.perf_counter() - started)
+
+
+def _final_answer(turn: Turn) -> str | None:
+    for message in reversed(turn.conversation.messages):
+        if isinstance(message, TextMessage) and message.role == "assistant" and message.text:
+            return message.text
+    return None
+
+
+def write_summary(outcome: TurnOutcome, out: TextIO) -> None:
+    """The end of a turn, for people: how it ended, the answer, and counts."""
+    turn = outcome.turn
+    reason = turn.reason
+    stats = turn.statistics()
+    if turn.status is RunStatus.completed:
+        answer = _final_answer(turn)
+        out.write("\nCompleted: the agent answered.\n")
+        if answer is not None:
+            out.write(f"Final answer: {answer}\n")
+    elif reason is not None:
+        code = f" [{reason.code}]" if reason.code else ""
+        out.write(
+            f"\n{turn.status.value.capitalize()} ({reason.kind.value}): {reason.message}{code}\n"
+        )
+        kept = len(turn.conversation.messages)
+        out.write(f"Kept: the {kept} message(s) of the conversation so far, nothing lost.\n")
+        if turn.abandoned_calls:
+            names = ", ".join(f"{call.name} [{call.id}]" for call in turn.abandoned_calls)
+            out.write(f"Abandoned, never executed: {names}\n")
+    for v in turn.violations:
+        out.write(f"Protocol violation ({v.code}) in {v.event_type}: {v.message}\n")
+    executed = list(turn.conversation.tool_calls())
+    failed = sum(1 for call in executed if call.status is ToolCallStatus.failed)
+    abandoned = len(turn.abandoned_calls)
+    out.write(
+        f"Runs: {stats.runs} | tool calls: {len(executed)} executed "
+        f"({len(executed) - failed} completed, {failed} failed)"
+        + (f", {abandoned} abandoned" if abandoned else "")
+        + f" | depth: {stats.depth} | time: {outcome.seconds:.2f} s\n"
+    )
+
+
+def state_json(outcome: TurnOutcome) -> str:
+    """The final state of a turn as pretty JSON (camelCase), with a trailing newline."""
+    turn = outcome.turn
+    stats = turn.statistics()
+    reason = turn.reason
+    document = {
+        "status": turn.status.value,
+        "reason": None
+        if reason is None
+        else {"kind": reason.kind.value, "message": reason.message, "code": reason.code},
+        "threadId": turn.key.thread_id,
+        "runs": stats.runs,
+        "depth": stats.depth,
+        "seconds": round(outcome.seconds, 3),
+        "toolCalls": {status.value: count for status, count in stats.tool_calls.items()},
+        "abandonedCalls": [
+            {"id": call.id, "name": call.name, "arguments": call.arguments}
+            for call in turn.abandoned_calls
+        ],
+        "violations": [
+            {"code": v.code, "eventType": v.event_type, "message": v.message}
+            for v in turn.violations
+        ],
+        "messages": to_agui_messages(turn.conversation.messages),
+    }
+    return msgspec.json.format(encode(document), indent=2).decode() + "\n"
+
+
+def exit_code(turn: Turn) -> int:
+    """The :class:`~toolrelay.cli.ExitCode` of a finished turn."""
+    from toolrelay.cli import ExitCode
+
+    if turn.status is RunStatus.completed:
+        return ExitCode.OK
+    if turn.status in (RunStatus.cancelled, RunStatus.superseded):
+        return ExitCode.CANCELLED
+    reason = turn.reason
+    if (
+        reason is not None
+        and reason.kind is ReasonKind.TRANSPORT_ERROR
+        and reason.code == "connect_error"
+    ):
+        return ExitCode.UNREACHABLE
+    return ExitCode.FAILED

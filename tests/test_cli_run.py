@@ -1,0 +1,383 @@
+"""``toolrelay demo | run | replay``, in-process through ``toolrelay.cli.main`` (with
+injected I/O), and once as the installed console script."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolrelay.cli import ExitCode, main
+from toolrelay.demo import DemoServer
+
+CAPTURES = Path(__file__).parent / "backends" / "captures"
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[DemoServer]:
+    with DemoServer() as demo:
+        yield demo
+
+
+@pytest.fixture
+def tools_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A module in the current directory holding tools in several shapes."""
+    name = f"cli_tools_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(
+        textwrap.dedent(
+            """
+            from toolrelay.core import tool
+            from toolrelay.demo import DEMO_TOOLS, get_secret_number
+
+            TOOLS = DEMO_TOOLS
+            SPEC = get_secret_number
+
+            def list_people() -> list[str]:
+                \"\"\"Who there is.\"\"\"
+                return ["zoe"]
+
+            FUNCTIONS = [list_people]
+            NOT_TOOLS = 42
+            """
+        )
+    )
+    (tmp_path / f"{name}_broken.py").write_text("raise RuntimeError('no luck')\n")
+    monkeypatch.chdir(tmp_path)
+    return name
+
+
+# --- toolrelay demo ----------------------------------------------------------------------
+
+
+def test_demo_prints_the_turn_live_and_exits_0() -> None:
+    code, out, err = cli("demo", "--delay", "0")
+    assert code == ExitCode.OK, err
+    lines = out.splitlines()
+    expected_in_order = [
+        "Scenario secret: two get_secret_number calls in one run (alice and bob), then an "
+        "answer quoting both results.",
+        "You: What are Alice's and Bob's secret numbers?",
+        "Agent: Let me look up both secret numbers.",
+        "Calling: get_secret_number",
+        "Calling: get_secret_number, get_secret_number",
+        "Executing: get_secret_number, get_secret_number",
+        '  ok   get_secret_number({"name":"alice"}) -> 42',
+        '  ok   get_secret_number({"name":"bob"}) -> 7',
+        "Continuing: run 2 (depth 1)",
+        "Agent: Alice's secret number is 42 and Bob's secret number is 7.",
+        "Completed: the agent answered.",
+        "Final answer: Alice's secret number is 42 and Bob's secret number is 7.",
+    ]
+    positions = [lines.index(line) for line in expected_in_order]
+    assert positions == sorted(positions)
+    assert lines[-1].startswith("Runs: 2 | tool calls: 2 executed (2 completed, 0 failed)")
+    assert "| depth: 1 | time: " in lines[-1]
+    assert err == ""
+
+
+@pytest.mark.parametrize(
+    ("scenario", "code", "says"),
+    [
+        ("multihop", ExitCode.OK, "Final answer: Alice lives in Paris, where the weather"),
+        ("zero-arg", ExitCode.OK, "  ok   list_people() -> "),
+        ("text", ExitCode.OK, "Final answer: Hello! I am toolrelay's demo agent."),
+        ("loop", ExitCode.FAILED, "circuit breaker (promise 3) stopped the turn after 2"),
+        ("broken", ExitCode.FAILED, "Failed (transport_error): the connection to the agent"),
+        ("error", ExitCode.FAILED, "Failed (agent_error): the demo agent's model is overloaded"),
+        ("malformed", ExitCode.FAILED, "Failed (protocol_error): event is not a JSON object"),
+    ],
+)
+def test_demo_scenarios_exit_codes_and_explanations(scenario: str, code: int, says: str) -> None:
+    status, out, _ = cli("demo", "--scenario", scenario, "--delay", "0", "--max-depth", "2")
+    assert status == code
+    assert says in out
+
+
+def test_demo_broken_explains_what_was_kept_and_abandoned() -> None:
+    code, out, _ = cli("demo", "--scenario", "broken", "--delay", "0")
+    assert code == ExitCode.FAILED
+    assert "Agent: Let me look up both secret numbers." in out
+    assert "Abandoned, never executed: get_secret_number" in out
+    assert "kept the text already received" in out
+
+
+def test_demo_json_prints_the_final_state_only() -> None:
+    code, out, _ = cli("demo", "--json", "--delay", "0")
+    assert code == ExitCode.OK
+    state = json.loads(out)
+    assert state["status"] == "completed"
+    assert state["reason"] == {"kind": "completed", "message": "the agent answered", "code": None}
+    assert state["runs"] == 2 and state["depth"] == 1
+    roles = [m["role"] for m in state["messages"]]
+    assert roles == ["user", "assistant", "tool", "tool", "assistant"]
+    assistant = state["messages"][1]
+    assert [c["function"]["arguments"] for c in assistant["toolCalls"]] == [
+        '{"name":"alice"}',
+        '{"name":"bob"}',
+    ]
+    assert [m["content"] for m in state["messages"][2:4]] == ["42", "7"]
+    assert state["messages"][2]["toolCallId"] == assistant["toolCalls"][0]["id"]
+
+
+def test_demo_json_of_a_failure_has_the_typed_reason() -> None:
+    code, out, _ = cli("demo", "--json", "--delay", "0", "--scenario", "loop", "--max-depth", "1")
+    assert code == ExitCode.FAILED
+    state = json.loads(out)
+    assert state["status"] == "failed"
+    assert state["reason"]["kind"] == "max_depth"
+    assert [c["name"] for c in state["abandonedCalls"]] == ["get_secret_number"]
+
+
+def test_demo_runs_on_trio() -> None:
+    code, out, _ = cli("demo", "--delay", "0", "--backend", "trio", "--scenario", "multihop")
+    assert code == ExitCode.OK
+    assert "Final answer: Alice lives in Paris" in out
+
+
+def test_demo_rejects_an_unknown_scenario() -> None:
+    code, _, err = cli("demo", "--scenario", "nope")
+    assert code == ExitCode.USAGE
+    assert "invalid choice: 'nope'" in err
+
+
+# --- toolrelay run -----------------------------------------------------------------------
+
+
+def test_run_executes_the_named_registry_and_prints_json(
+    server: DemoServer, tools_module: str
+) -> None:
+    code, out, err = cli(
+        "run",
+        server.url,
+        "--tools",
+        f"{tools_module}:TOOLS",
+        "--message",
+        "What are the secret numbers?",
+        "--thread",
+        "cli-thread-1",
+        "--json",
+        "--header",
+        "X-Api-Key: k-123",
+    )
+    assert code == ExitCode.OK, err
+    state = json.loads(out)
+    assert state["status"] == "completed"
+    assert state["threadId"] == "cli-thread-1"
+    assert state["messages"][-1]["content"] == (
+        "Alice's secret number is 42 and Bob's secret number is 7."
+    )
+    index = [r.thread_id for r in server.app.requests].index("cli-thread-1")
+    assert server.app.headers[index]["x-api-key"] == "k-123"
+
+
+@pytest.mark.parametrize(
+    ("attribute", "message", "says"),
+    [
+        ("SPEC", "secret numbers?", "Alice's secret number is 42"),
+        ("FUNCTIONS", "who do you know?", "I know Zoe."),
+    ],
+)
+def test_run_accepts_a_spec_or_a_list_of_functions(
+    server: DemoServer, tools_module: str, attribute: str, message: str, says: str
+) -> None:
+    code, out, err = cli(
+        "run", server.url, "--tools", f"{tools_module}:{attribute}", "--message", message
+    )
+    assert code == ExitCode.OK, err
+    assert f"Final answer: {says}" in out
+
+
+def test_run_prints_live_and_counts(server: DemoServer, tools_module: str) -> None:
+    code, out, _ = cli(
+        "run", server.url, "--tools", f"{tools_module}:TOOLS", "--message", "the weather?"
+    )
+    assert code == ExitCode.OK
+    assert "Calling: lookup_city" in out
+    assert '  ok   lookup_city({"person":"alice"}) -> Paris' in out
+    assert "Continuing: run 3 (depth 2)" in out
+    assert "Runs: 3 | tool calls: 2 executed (2 completed, 0 failed) | depth: 2" in out
+
+
+def test_run_hits_the_circuit_breaker_with_max_depth(server: DemoServer, tools_module: str) -> None:
+    code, out, _ = cli(
+        "run",
+        server.url,
+        "--tools",
+        f"{tools_module}:TOOLS",
+        "--message",
+        "loop",
+        "--max-depth",
+        "1",
+        "--json",
+    )
+    assert code == ExitCode.FAILED
+    assert json.loads(out)["reason"]["kind"] == "max_depth"
+
+
+def test_run_against_an_unreachable_server_says_so_in_one_line() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code, out, err = cli("run", f"http://127.0.0.1:{port}/", "--message", "hi")
+    assert code == ExitCode.UNREACHABLE
+    assert err.count("\n") == 1
+    assert err.startswith(f"toolrelay run: cannot reach http://127.0.0.1:{port}/: cannot connect")
+    assert "Traceback" not in err + out
+    assert out == ""
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("no_colon_here", "--tools takes MODULE:ATTR"),
+        ("surely_not_a_module_xyz:TOOLS", "cannot import 'surely_not_a_module_xyz'"),
+        ("{module}:MISSING", "has no attribute 'MISSING'"),
+        ("{module}:NOT_TOOLS", "expected a ToolRegistry, a ToolSpec, a function"),
+        ("{module}_broken:TOOLS", "failed: RuntimeError: no luck"),
+    ],
+)
+def test_run_with_bad_tools_is_a_usage_error_without_traceback(
+    tools_module: str, spec: str, says: str
+) -> None:
+    code, out, err = cli(
+        "run", "http://127.0.0.1:9/", "--tools", spec.format(module=tools_module), "--message", "x"
+    )
+    assert code == ExitCode.USAGE
+    assert says in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert out == ""
+
+
+def test_run_rejects_a_malformed_header() -> None:
+    code, _, err = cli("run", "http://127.0.0.1:9/", "--message", "x", "--header", "novalue")
+    assert code == ExitCode.USAGE
+    assert "a header is NAME:VALUE" in err
+
+
+# --- toolrelay replay ----------------------------------------------------------------------
+
+
+def test_replay_of_tools_ready_says_what_would_execute() -> None:
+    code, out, _ = cli("replay", str(CAPTURES / "demo-secret-tools-ready.sse"))
+    assert code == ExitCode.OK
+    assert "assistant: Let me look up both secret numbers." in out
+    assert "Protocol violations: none." in out
+    assert (
+        'would execute: get_secret_number({"name":"alice"}), get_secret_number({"name":"bob"})'
+        in out
+    )
+
+
+def test_replay_of_a_completed_run_exits_0() -> None:
+    code, out, _ = cli("replay", str(CAPTURES / "demo-secret-answer.sse"))
+    assert code == ExitCode.OK
+    assert "Result: the recorded run completed." in out
+
+
+def test_replay_of_a_broken_run_exits_1() -> None:
+    code, out, _ = cli("replay", str(CAPTURES / "demo-broken.sse"))
+    assert code == ExitCode.FAILED
+    assert "Result: failed (protocol_error): the event stream ended before RUN_FINISHED" in out
+    assert 'tool call get_secret_number({"name": "al) [capture-broken-call-2]: abandoned' in out
+
+
+def test_replay_json() -> None:
+    code, out, _ = cli("replay", "--json", str(CAPTURES / "demo-secret-tools-ready.sse"))
+    assert code == ExitCode.OK
+    report: dict[str, Any] = json.loads(out)
+    assert report["status"] == "executing_tools"
+    assert [c["arguments"] for c in report["wouldExecute"]] == [
+        '{"name":"alice"}',
+        '{"name":"bob"}',
+    ]
+    assert report["violations"] == []
+    assert report["sseEvents"] == report["events"] == 20
+
+
+CAPTURE_WITH_PROBLEMS = (
+    b": a recorded stream with problems\r\n"
+    b"\r\n"
+    b'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\r\n'  # line 3
+    b"\r\n"
+    b'data: {"type":"TOOL_CALL_ARGS","toolCallId":"ghost","delta":"{}"}\r\n'  # line 5
+    b"\r\n"
+    b"data: {not json\r\n"  # line 7
+    b"\r\n"
+    b'event: message\r\ndata: {"type":"TEXT_MESSAGE_START",\r\ndata: "messageId":"m"}\r\n'
+    b"\r\n"  # lines 9-11: a multi-line event
+    b'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"kept"}\r\n'  # line 13
+    b"\r\n"
+    b'data: {"type":"TOOL_CALL_START","toolCallId":"c"}\r\n'  # line 15: no toolCallName
+    b"\r\n"
+    b'data: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}\r\n'  # line 17
+    b"\r\n"
+    b'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"late"}\r\n'  # line 19
+    b"\r\n"
+    b'data: {"type":"RUN_STARTED","threadId":"t",'  # line 21: cut off
+)
+
+
+def test_replay_reports_every_violation_with_its_event_and_line(tmp_path: Path) -> None:
+    capture = tmp_path / "problems.sse"
+    capture.write_bytes(CAPTURE_WITH_PROBLEMS)
+    code, out, _ = cli("replay", "--json", str(capture))
+    report = json.loads(out)
+    found = [(v["index"], v["line"], v["code"]) for v in report["violations"]]
+    assert found == [
+        (2, 5, "args_for_unknown_call"),
+        (3, 7, "malformed_event"),
+        (6, 15, "invalid_event"),
+        (7, 17, "text_message_not_ended"),
+        (8, 19, "event_after_run_end"),
+        (None, 21, "incomplete_sse_event"),
+    ]
+    assert report["status"] == "completed"
+    assert code == ExitCode.OK
+    assert report["messages"] == [{"role": "assistant", "id": "m", "content": "kept"}]
+    code, out, _ = cli("replay", str(capture))
+    assert "  event #3, line 7: [malformed_event] ?: event is not a JSON object" in out
+    assert "  line 21: [incomplete_sse_event] ?: the capture ends inside an event" in out
+
+
+def test_replay_of_a_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    code, _, err = cli("replay", str(tmp_path / "nope.sse"))
+    assert code == ExitCode.USAGE
+    assert err.startswith("toolrelay replay: cannot read")
+
+
+def test_replay_of_an_empty_capture_fails() -> None:
+    code, out, _ = cli("replay", "/dev/null")
+    assert code == ExitCode.FAILED
+    assert "ended before RUN_FINISHED" in out
+
+
+# --- the installed entry point ---------------------------------------------------------------
+
+
+def test_the_console_script_runs_the_demo() -> None:
+    script = Path(sys.executable).parent / "toolrelay"
+    done = subprocess.run(
+        [str(script), "demo", "--delay", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Final answer: Alice's secret number is 42 and Bob's secret number is 7." in done.stdout
+    assert done.stderr == ""
