@@ -5,7 +5,7 @@ Strategy: every decoder is built once, at import, and the fast path of
 intermediate ``dict``. Only when that call fails does the slow path run, to explain the
 failure (AG-UI gives no other way to tell "unknown event" from "broken event"):
 
-1. Decode a two-field envelope ``{"type": str}``. msgspec cannot fall back to a default
+1. Decode a one-field envelope ``{"type": str}``. msgspec cannot fall back to a default
    type on an unknown tag, so this is how an unknown ``type`` is told apart. If the
    envelope does not decode either, the payload is not a JSON object with a string
    ``type``: :class:`~toolrelay.errors.MalformedEventError`.
@@ -216,13 +216,13 @@ def encode(obj: msgspec.Struct | Any) -> bytes:
 # --- errors ------------------------------------------------------------------------------
 
 
-def _as_bytes(data: bytes | bytearray | memoryview | str) -> bytes:
+def _as_bytes(data: _Data) -> bytes:
     if isinstance(data, str):
         return data.encode()
     return data if isinstance(data, bytes) else bytes(data)
 
 
-def _excerpt(data: bytes | bytearray | memoryview | str) -> str:
+def _excerpt(data: _Data) -> str:
     text = data[: _EXCERPT_CHARS + 1]
     if not isinstance(text, str):
         text = bytes(text).decode("utf-8", errors="replace")

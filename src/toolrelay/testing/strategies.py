@@ -227,5 +227,5 @@ def run_agent_inputs() -> st.SearchStrategy[RunAgentInput]:
 
 
 def tools() -> st.SearchStrategy[Tool]:
-    """Tool definitions (their ``parameters`` are any JSON value, as AG-UI allows)."""
+    """Tool definitions (their ``parameters`` a JSON object, as a JSON Schema is)."""
     return wire_structs(Tool)
