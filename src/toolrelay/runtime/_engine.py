@@ -49,7 +49,7 @@ import logging
 import math
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
@@ -198,7 +198,17 @@ class Turn:
     ``await`` :meth:`wait_finished`.
     """
 
-    __slots__ = ("_done", "_end", "_engine", "_handle", "_processor", "_scope", "_start", "key")
+    __slots__ = (
+        "_done",
+        "_end",
+        "_engine",
+        "_handle",
+        "_last_published",
+        "_processor",
+        "_scope",
+        "_start",
+        "key",
+    )
 
     def __init__(self, engine: Engine, key: ThreadKey, processor: EventProcessor) -> None:
         self._engine = engine
@@ -207,6 +217,7 @@ class Turn:
         self._scope = anyio.CancelScope()
         self._done = anyio.Event()
         self._handle: RunHandle | None = None
+        self._last_published: TurnSnapshot | None = None
         # This turn's slice of the thread's conversation (its user message is the last
         # one there now; the next turn on the thread closes the slice).
         self._start = max(len(processor.conversation.messages) - 1, 0)
@@ -332,6 +343,8 @@ class Engine:
         forwarded_props: ``RunAgentInput.forwardedProps`` for every run.
         run_id_factory: Makes client-side run ids when the backend does not allocate.
         id_factory: Makes message ids.
+        include_reasoning: Send the agent's reasoning back in continuation runs (as
+            ``reasoning`` messages; servers before AG-UI 1.0 reject them).
     """
 
     def __init__(
@@ -348,6 +361,7 @@ class Engine:
         forwarded_props: Any = None,
         run_id_factory: Callable[[], str] = _new_id,
         id_factory: Callable[[], str] = _new_id,
+        include_reasoning: bool = False,
     ) -> None:
         self.backend = backend
         self.tools = tools if tools is not None else ToolRegistry()
@@ -362,6 +376,7 @@ class Engine:
         self._forwarded_props = forwarded_props
         self._run_id_factory = run_id_factory
         self._id_factory = id_factory
+        self._include_reasoning = include_reasoning
         self._conversations: dict[ThreadKey, Conversation] = {}
         self._turns: dict[ThreadKey, Turn] = {}
         self._live: set[Turn] = set()
@@ -480,6 +495,7 @@ class Engine:
             context=self._context,
             forwarded_props=self._forwarded_props,
             id_factory=self._id_factory,
+            include_reasoning=self._include_reasoning,
         )
         turn = Turn(self, key, processor)
         self._turns[key] = turn
@@ -541,7 +557,7 @@ class Engine:
         turn = self._turns.get(self._focused)
         if turn is None:
             return None
-        self._publish_state(turn)
+        self._publish_state(turn, force=True)
         return turn.snapshot()
 
     def subscribe(
@@ -602,9 +618,16 @@ class Engine:
         if dead:
             self._subscribers = [s for s in self._subscribers if s not in dead]
 
-    def _publish_state(self, turn: Turn) -> None:
-        if self._subscribers:
-            self._publish(turn.key, StateChanged(turn.snapshot()), event=False)
+    def _publish_state(self, turn: Turn, *, force: bool = False) -> None:
+        """Tell subscribers the turn's state, unless it is the one they were last told
+        (``force``: a newly focused view wants it again)."""
+        if not self._subscribers:
+            return
+        snapshot = turn.snapshot()
+        if not force and snapshot == turn._last_published:
+            return
+        turn._last_published = snapshot
+        self._publish(turn.key, StateChanged(snapshot), event=False)
 
     # -- ending a turn from outside its task ---------------------------------------------
 

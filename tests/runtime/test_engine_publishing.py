@@ -1,0 +1,69 @@
+"""What subscribers are told: each state once, and reasoning sent back when asked."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from toolrelay import Engine, StateChanged, ToolRegistry
+from toolrelay.protocol import (
+    Event,
+    ReasoningMessage,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+)
+from toolrelay.testing import ScriptedAgent, text, tool_call
+
+pytestmark = pytest.mark.anyio
+
+
+async def echo(value: str) -> str:
+    """Echo a value."""
+    return value
+
+
+async def test_subscribers_never_get_the_same_snapshot_twice_in_a_row() -> None:
+    agent = ScriptedAgent([tool_call("echo", {"value": "x"})], [text("done")])
+    async with Engine(agent, tools=ToolRegistry().register(echo)) as engine:
+        with engine.subscribe() as stream:
+            turn = engine.start_turn("t", "hi")
+            await turn.wait_finished()
+            snapshots = []
+            while True:
+                try:
+                    note = stream.receive_nowait()
+                except anyio.WouldBlock:
+                    break
+                if isinstance(note, StateChanged):
+                    snapshots.append(note.snapshot)
+    assert snapshots[-1].status.value == "completed"
+    assert all(a != b for a, b in zip(snapshots, snapshots[1:], strict=False))
+
+
+async def test_focus_repeats_the_current_state_to_focused_subscribers() -> None:
+    agent = ScriptedAgent([text("done")])
+    async with Engine(agent) as engine:
+        turn = await engine.run_turn("t", "hi")
+        with engine.subscribe(focused_only=True) as stream:
+            engine.focus("t")
+            engine.focus("t")
+            first = stream.receive_nowait()
+            second = stream.receive_nowait()
+    assert isinstance(first, StateChanged) and isinstance(second, StateChanged)
+    assert first.snapshot == second.snapshot == turn.snapshot()
+
+
+@pytest.mark.parametrize("include", [False, True])
+async def test_reasoning_goes_back_only_when_the_engine_is_asked(include: bool) -> None:
+    thinking: list[Event] = [
+        ReasoningMessageStartEvent(message_id="r1"),
+        ReasoningMessageContentEvent(message_id="r1", delta="let me think"),
+        ReasoningMessageEndEvent(message_id="r1"),
+    ]
+    agent = ScriptedAgent([*thinking, tool_call("echo", {"value": "x"})], [text("done")])
+    engine_ = Engine(agent, tools=ToolRegistry().register(echo), include_reasoning=include)
+    async with engine_ as engine:
+        await engine.run_turn("t", "hi")
+    sent = [m for m in agent.inputs[1].messages if isinstance(m, ReasoningMessage)]
+    assert [m.content for m in sent] == (["let me think"] if include else [])
