@@ -61,13 +61,12 @@ def _imports(path: Path) -> set[str]:
 
 
 def _violations(layer: str) -> list[str]:
-    out = []
-    for path in sorted((SRC / layer).rglob("*.py")):
-        for name in _imports(path):
-            for banned in FORBIDDEN[layer]:
-                if name == banned or name.startswith(banned + "."):
-                    out.append(f"{path.relative_to(SRC)} imports {name}")
-    return out
+    return [
+        f"{path.relative_to(SRC)} imports {name}"
+        for path in sorted((SRC / layer).rglob("*.py"))
+        for name in sorted(_imports(path))
+        if any(name == banned or name.startswith(banned + ".") for banned in FORBIDDEN[layer])
+    ]
 
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))

@@ -35,9 +35,7 @@ def _all_modules() -> list[str]:
 def test_top_level_all_equals_the_public_names() -> None:
     public = {name for name in vars(toolrelay) if not name.startswith("_")}
     modules = {
-        name
-        for name in public
-        if type(getattr(toolrelay, name)).__name__ in ("module", "_Feature")
+        name for name in public if type(getattr(toolrelay, name)).__name__ in ("module", "_Feature")
     }
     assert set(toolrelay.__all__) - {"__version__"} == public - modules
 
