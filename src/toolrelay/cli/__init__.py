@@ -61,6 +61,7 @@ def build_parser(stderr: TextIO) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"toolrelay {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+
     class _SubParser(_Parser):
         # Subcommand usage errors go to the injected stderr too.
         def __init__(self, *args: object, **kwargs: object) -> None:
