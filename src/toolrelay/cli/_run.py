@@ -39,6 +39,7 @@ import msgspec
 
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AgentBackend, AguiHttpBackend, ThreadKey
+from toolrelay.backends.providers import PROVIDERS, provider_backend
 from toolrelay.core import (
     Activity,
     ActivityKind,
@@ -120,7 +121,27 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "JSON)."
         ),
     )
-    parser.add_argument("url", metavar="URL", help="the agent's endpoint (runs are POSTed to it)")
+    parser.add_argument(
+        "url",
+        metavar="URL",
+        nargs="?",
+        default=None,
+        help="the AG-UI agent's endpoint (runs are POSTed to it); omit with --provider",
+    )
+    parser.add_argument(
+        "--provider",
+        choices=sorted(PROVIDERS),
+        default=None,
+        help="drive an LLM provider's streaming API instead of an AG-UI server "
+        "(the API key comes from the provider's environment variable)",
+    )
+    parser.add_argument("--model", default=None, metavar="NAME", help="the provider's model")
+    parser.add_argument(
+        "--base-url",
+        default=None,
+        metavar="URL",
+        help="the provider's API base URL (OpenAI-compatible servers, a local Ollama...)",
+    )
     parser.add_argument(
         "--tools",
         metavar="MODULE:ATTR",
@@ -175,19 +196,41 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except ToolsUsageError as exc:
         stderr.write(f"toolrelay run: {exc}\n")
         return ExitCode.USAGE
+    if (args.url is None) == (args.provider is None):
+        stderr.write("toolrelay run: give either an AG-UI URL or --provider NAME --model NAME\n")
+        return ExitCode.USAGE
+    if args.provider is not None and not args.model:
+        stderr.write(f"toolrelay run: --provider {args.provider} needs --model NAME\n")
+        return ExitCode.USAGE
     headers = dict(args.header)
     timeout = httpx_timeout(args.timeout)
+    target = args.url or f"{args.provider} ({args.base_url or 'default endpoint'})"
+
+    async def turn_on(backend: AgentBackend) -> TurnOutcome:
+        return await run_turn(
+            backend,
+            tools,
+            args.message,
+            thread_id=args.thread or uuid.uuid4().hex,
+            max_depth=args.max_depth,
+            out=None if args.json else stdout,
+        )
 
     async def main() -> TurnOutcome:
-        async with AguiHttpBackend(args.url, headers=headers, timeout=timeout) as backend:
-            return await run_turn(
-                backend,
-                tools,
-                args.message,
-                thread_id=args.thread or uuid.uuid4().hex,
-                max_depth=args.max_depth,
-                out=None if args.json else stdout,
+        if args.provider is not None:
+            provider = provider_backend(
+                args.provider,
+                args.model,
+                base_url=args.base_url,
+                headers=headers,
+                timeout=timeout,
             )
+            try:
+                return await turn_on(provider)
+            finally:
+                await provider.aclose()
+        async with AguiHttpBackend(args.url, headers=headers, timeout=timeout) as backend:
+            return await turn_on(backend)
 
     outcome = anyio.run(main, backend=args.backend)
     code = exit_code(outcome.turn)
@@ -198,7 +241,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if code == ExitCode.UNREACHABLE:
         reason = outcome.turn.reason
         detail = reason.message if reason is not None else "connection failed"
-        stderr.write(f"toolrelay run: cannot reach {args.url}: {detail}\n")
+        stderr.write(f"toolrelay run: cannot reach {target}: {detail}\n")
     return code
 
 

@@ -1,0 +1,973 @@
+"""The Anthropic adapter: the Messages API, streamed.
+
+Streams are written from Anthropic's published streaming format (named SSE events:
+message_start, content_block_start/delta/stop, message_delta, message_stop, ping,
+error). Each is played through the pure translator, through the backend over
+httpx.MockTransport, re-chunked at arbitrary byte boundaries (Hypothesis), and, as a
+multi-hop tool conversation, through the Engine against a loopback HTTP server.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anyio
+import httpx
+import msgspec
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from toolrelay.backends import ThreadKey
+from toolrelay.backends.providers._anthropic import (
+    ANTHROPIC_VERSION,
+    AnthropicBackend,
+    AnthropicTranslator,
+)
+from toolrelay.backends.providers._base import Capabilities
+from toolrelay.core import ToolCallMessage
+from toolrelay.demo import DEMO_TOOLS
+from toolrelay.errors import AgentRunError, ConversationError
+from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay.protocol import (
+    AssistantMessage,
+    AudioPart,
+    DataSource,
+    DeveloperMessage,
+    DocumentPart,
+    Event,
+    FunctionCall,
+    ImagePart,
+    Message,
+    ReasoningEncryptedValueEvent,
+    RunAgentInput,
+    RunFinishedEvent,
+    RunStartedEvent,
+    SystemMessage,
+    TextPart,
+    Tool,
+    ToolCall,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    ToolMessage,
+    UnknownEvent,
+    UrlSource,
+    UserMessage,
+)
+from toolrelay.runtime import Engine
+
+# The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
+sys.path.insert(0, str(Path(__file__).parent))
+from _oa_servers import LoopbackServer, Outcome, ScriptedProvider, sse, summarize
+
+KEY = ThreadKey("t1")
+SSE_HEADERS = {"content-type": "text/event-stream"}
+
+# --- streams, from the published event format ---
+
+
+def message_start(message_id: str = "msg_01") -> dict[str, Any]:
+    return {
+        "type": "message_start",
+        "message": {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": "claude-sonnet-4-5",
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 25, "output_tokens": 1},
+        },
+    }
+
+
+PING = {"type": "ping"}
+
+
+def text_block(index: int, *pieces: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {"type": "text", "text": ""},
+        },
+        *(
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "text_delta", "text": p},
+            }
+            for p in pieces
+        ),
+        {"type": "content_block_stop", "index": index},
+    ]
+
+
+def tool_start(index: int, call_id: str, name: str) -> dict[str, Any]:
+    return {
+        "type": "content_block_start",
+        "index": index,
+        "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
+    }
+
+
+def json_delta(index: int, partial: str) -> dict[str, Any]:
+    return {
+        "type": "content_block_delta",
+        "index": index,
+        "delta": {"type": "input_json_delta", "partial_json": partial},
+    }
+
+
+def stop(index: int) -> dict[str, Any]:
+    return {"type": "content_block_stop", "index": index}
+
+
+def tool_block(index: int, call_id: str, name: str, *pieces: str) -> list[dict[str, Any]]:
+    # Anthropic opens a tool's input with an empty partial_json.
+    return [
+        tool_start(index, call_id, name),
+        json_delta(index, ""),
+        *(json_delta(index, p) for p in pieces),
+        stop(index),
+    ]
+
+
+def thinking_block(index: int, thinking: str, signature: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+        },
+        {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": {"type": "thinking_delta", "thinking": thinking},
+        },
+        {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": {"type": "signature_delta", "signature": signature},
+        },
+        stop(index),
+    ]
+
+
+def message_end(stop_reason: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+            "usage": {"output_tokens": 15},
+        },
+        {"type": "message_stop"},
+    ]
+
+
+OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+
+TEXT_ONLY = [
+    message_start(),
+    *text_block(0, "Hello", ", wörld ✓"),
+    PING,
+    *message_end("end_turn"),
+]
+ONE_CALL = [
+    message_start(),
+    *tool_block(0, "toolu_a", "get_secret_number", '{"na', 'me": "al', 'ice"}'),
+    *message_end("tool_use"),
+]
+PARALLEL = [
+    message_start(),
+    *tool_block(0, "toolu_a", "get_secret_number", '{"name": "alice"}'),
+    *tool_block(1, "toolu_b", "lookup_city", '{"person": ', '"bob"}'),
+    *message_end("tool_use"),
+]
+ZERO_ARG = [message_start(), *tool_block(0, "toolu_z", "list_people"), *message_end("tool_use")]
+TEXT_BEFORE_CALLS = [
+    message_start(),
+    *text_block(0, "Let me ", "check."),
+    *tool_block(1, "toolu_a", "get_secret_number", '{"name"', ': "alice"}'),
+    *message_end("tool_use"),
+]
+ERROR_MID_STREAM = [
+    message_start(),
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "text_delta", "text": "Half an ans"},
+    },
+    OVERLOADED,
+]
+THINKING = [
+    message_start(),
+    *thinking_block(0, "They want a number.", "EqQBCgIYAhIM"),
+    *text_block(1, "42."),
+    *message_end("end_turn"),
+]
+MAX_TOKENS = [message_start(), *text_block(0, "A long ans"), *message_end("max_tokens")]
+REFUSAL = [message_start(), *text_block(0, "I can't"), *message_end("refusal")]
+
+ALICE = ("toolu_a", "get_secret_number", '{"name": "alice"}')
+
+CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
+    "text-only": (
+        TEXT_ONLY,
+        Outcome(
+            texts=["Hello, wörld ✓"],
+            calls=[],
+            ended=[],
+            reasoning=[],
+            finish={"stopReason": "end_turn"},
+        ),
+    ),
+    "one-call": (
+        ONE_CALL,
+        Outcome(
+            texts=[],
+            calls=[ALICE],
+            ended=["toolu_a"],
+            reasoning=[],
+            finish={"stopReason": "tool_use"},
+        ),
+    ),
+    "parallel": (
+        PARALLEL,
+        Outcome(
+            texts=[],
+            calls=[ALICE, ("toolu_b", "lookup_city", '{"person": "bob"}')],
+            ended=["toolu_a", "toolu_b"],
+            reasoning=[],
+            finish={"stopReason": "tool_use"},
+        ),
+    ),
+    "zero-arg": (
+        ZERO_ARG,
+        Outcome(
+            texts=[],
+            calls=[("toolu_z", "list_people", "")],
+            ended=["toolu_z"],
+            reasoning=[],
+            finish={"stopReason": "tool_use"},
+        ),
+    ),
+    "text-before-calls": (
+        TEXT_BEFORE_CALLS,
+        Outcome(
+            texts=["Let me check."],
+            calls=[ALICE],
+            ended=["toolu_a"],
+            reasoning=[],
+            finish={"stopReason": "tool_use"},
+        ),
+    ),
+    "error-mid-stream": (
+        ERROR_MID_STREAM,
+        Outcome(
+            texts=["Half an ans"],
+            calls=[],
+            ended=[],
+            reasoning=[],
+            error=("Overloaded", "overloaded_error"),
+        ),
+    ),
+    "thinking": (
+        THINKING,
+        Outcome(
+            texts=["42."],
+            calls=[],
+            ended=[],
+            reasoning=["They want a number."],
+            finish={"stopReason": "end_turn"},
+        ),
+    ),
+    "max-tokens": (
+        MAX_TOKENS,
+        Outcome(
+            texts=["A long ans"],
+            calls=[],
+            ended=[],
+            reasoning=[],
+            finish={"stopReason": "max_tokens"},
+        ),
+    ),
+    "refusal": (
+        REFUSAL,
+        Outcome(
+            texts=["I can't"], calls=[], ended=[], reasoning=[], finish={"stopReason": "refusal"}
+        ),
+    ),
+}
+
+
+def translate(translator: AnthropicTranslator, chunks: list[dict[str, Any]]) -> list[Event]:
+    events: list[Event] = []
+    for item in chunks:
+        events.extend(translator.feed(item, item["type"]))
+    events.extend(translator.finish())
+    return events
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_translator_turns_each_published_stream_into_its_events(case: str) -> None:
+    chunks, expected = CASES[case]
+    assert summarize(translate(AnthropicTranslator(), chunks)) == expected
+
+
+@pytest.mark.parametrize("case", ["one-call", "parallel", "text-before-calls", "zero-arg"])
+def test_tool_call_end_comes_exactly_at_the_blocks_content_block_stop(case: str) -> None:
+    chunks, _ = CASES[case]
+    translator = AnthropicTranslator()
+    open_tool_blocks: dict[int, str] = {}
+    for item in chunks:
+        events = translator.feed(item, item["type"])
+        ends = [e.tool_call_id for e in events if isinstance(e, ToolCallEndEvent)]
+        if item["type"] == "content_block_start" and item["content_block"]["type"] == "tool_use":
+            open_tool_blocks[item["index"]] = item["content_block"]["id"]
+        if item["type"] == "content_block_stop" and item["index"] in open_tool_blocks:
+            assert ends == [open_tool_blocks.pop(item["index"])]
+        else:
+            # Arguments that already parse do not complete a call.
+            assert ends == []
+
+
+def test_calls_and_the_first_text_name_the_message() -> None:
+    events = translate(AnthropicTranslator(), TEXT_BEFORE_CALLS)
+    (start,) = [e for e in events if isinstance(e, ToolCallStartEvent)]
+    assert start.parent_message_id == "msg_01"
+    assert any(getattr(e, "message_id", None) == "msg_01" for e in events)
+
+
+def test_the_thinking_signature_is_kept_as_an_encrypted_value() -> None:
+    events = translate(AnthropicTranslator(), THINKING)
+    (signature,) = [e for e in events if isinstance(e, ReasoningEncryptedValueEvent)]
+    assert signature.encrypted_value == "EqQBCgIYAhIM"
+
+
+def test_a_stream_closed_after_message_delta_still_finishes_the_run() -> None:
+    outcome = summarize(translate(AnthropicTranslator(), ONE_CALL[:-1]))
+    assert outcome.finish == {"stopReason": "tool_use"}
+    assert outcome.ended == ["toolu_a"]
+
+
+def test_a_stream_closed_mid_call_neither_ends_the_call_nor_the_run() -> None:
+    cut = ONE_CALL.index(stop(0))
+    outcome = summarize(translate(AnthropicTranslator(), ONE_CALL[:cut]))
+    assert outcome.calls == [ALICE] and outcome.ended == []
+    assert outcome.finish is None and outcome.error is None
+
+
+def test_server_tool_blocks_and_redacted_thinking_are_not_client_calls() -> None:
+    stream = [
+        message_start(),
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {
+                "type": "server_tool_use",
+                "id": "srvtoolu_1",
+                "name": "web_search",
+                "input": {},
+            },
+        },
+        json_delta(0, '{"query": "x"}'),
+        stop(0),
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "redacted_thinking", "data": "EmwKAhgB"},
+        },
+        stop(1),
+        *text_block(2, "Done."),
+        *message_end("end_turn"),
+    ]
+    outcome = summarize(translate(AnthropicTranslator(), stream))
+    assert (outcome.calls, outcome.texts) == ([], ["Done."])
+
+
+def test_nothing_is_translated_after_the_end_of_the_run() -> None:
+    translator = AnthropicTranslator()
+    translate(translator, TEXT_ONLY)
+    assert translator.feed(message_start(), "message_start") == []
+    assert translator.feed(OVERLOADED, "error") == []
+
+
+def test_a_later_text_block_gets_its_own_message_id() -> None:
+    stream = [
+        message_start(),
+        *text_block(0, "Checking."),
+        *tool_block(1, "toolu_a", "get_secret_number", '{"name": "alice"}'),
+        *text_block(2, "Asked."),
+        *message_end("tool_use"),
+    ]
+    outcome = summarize(translate(AnthropicTranslator(), stream))
+    assert outcome.texts == ["Checking.", "Asked."]
+
+
+# --- through the backend, over httpx.MockTransport ---
+
+
+class Chunks(httpx.AsyncByteStream):
+    """A response body sent in the given pieces (an iterator class, not a generator)."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self._pieces = iter(pieces)
+
+    def __aiter__(self) -> Chunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return next(self._pieces)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        pass
+
+
+def body_of(chunks: list[dict[str, Any]]) -> bytes:
+    return sse(chunks, named=True)
+
+
+class Recorder:
+    """A MockTransport handler that answers with ``pieces`` and keeps each request."""
+
+    def __init__(self, *pieces: bytes) -> None:
+        self.pieces = list(pieces)
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        return httpx.Response(200, headers=SSE_HEADERS, stream=Chunks(self.pieces))
+
+    def json(self, index: int = 0) -> Any:
+        return msgspec.json.decode(self.requests[index].content)
+
+
+def refuse(request: httpx.Request) -> httpx.Response:
+    raise AssertionError(f"no request may be sent, got {request.method} {request.url}")
+
+
+def run_input(
+    messages: list[Message] | None = None, tools: list[Tool] | None = None
+) -> RunAgentInput:
+    return RunAgentInput(
+        thread_id="t1",
+        run_id="r1",
+        messages=messages if messages is not None else [UserMessage(id="u1", content="hi")],
+        tools=tools if tools is not None else list(DEMO_TOOLS.definitions()),
+    )
+
+
+async def collect(
+    backend: AnthropicBackend, given: RunAgentInput | None = None
+) -> list[Event | UnknownEvent]:
+    try:
+        async with backend.run(KEY, given or run_input()) as events:
+            return [event async for event in events]
+    finally:
+        await backend.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("case", list(CASES))
+async def test_backend_streams_each_published_stream_as_its_events(case: str) -> None:
+    chunks, expected = CASES[case]
+    recorder = Recorder(body_of(chunks))
+    backend = AnthropicBackend(
+        "claude-sonnet-4-5", api_key="sk-ant-test", transport=httpx.MockTransport(recorder)
+    )
+    events = await collect(backend)
+    assert events[0] == RunStartedEvent(thread_id="t1", run_id="r1")
+    assert summarize(events) == expected
+    finished = [e for e in events if isinstance(e, RunFinishedEvent)]
+    assert all((e.thread_id, e.run_id) == ("t1", "r1") for e in finished)
+    (request,) = recorder.requests
+    assert str(request.url) == "https://api.anthropic.com/v1/messages"
+    assert request.headers["x-api-key"] == "sk-ant-test"
+    assert request.headers["anthropic-version"] == ANTHROPIC_VERSION == "2023-06-01"
+    assert "authorization" not in request.headers
+
+
+class ThenHang(httpx.AsyncByteStream):
+    """The body, then a connection that stays open and silent."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body: bytes | None = body
+        self.closed = False
+
+    def __aiter__(self) -> ThenHang:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self.body is not None:
+            body, self.body = self.body, None
+            return body
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.anyio
+async def test_a_connection_held_open_after_message_stop_does_not_hold_up_the_run() -> None:
+    stream = ThenHang(body_of(TEXT_ONLY))
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers=SSE_HEADERS, stream=stream)
+
+    with anyio.fail_after(5):
+        events = await collect(AnthropicBackend("m", transport=httpx.MockTransport(respond)))
+    assert summarize(events).finish == {"stopReason": "end_turn"}
+    assert stream.closed
+
+
+def test_the_api_key_comes_from_the_environment_and_is_never_shown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-env")
+    backend = AnthropicBackend("claude-sonnet-4-5", transport=httpx.MockTransport(refuse))
+    assert backend.auth_headers()["x-api-key"] == "sk-ant-env"
+    assert "sk-ant-env" not in repr(backend)
+    assert AnthropicBackend.name == "anthropic"
+
+
+@pytest.mark.anyio
+async def test_a_non_2xx_answer_is_an_agent_run_error_with_the_providers_message() -> None:
+    def respond(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            529,
+            json={"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        )
+
+    backend = AnthropicBackend("m", api_key="k", transport=httpx.MockTransport(respond))
+    with pytest.raises(AgentRunError) as caught:
+        await collect(backend)
+    assert caught.value.code == "529"
+    assert caught.value.message == "anthropic error 529: Overloaded"
+
+
+# --- the request ---
+
+
+def call(call_id: str, name: str, arguments: str) -> ToolCall:
+    return ToolCall(id=call_id, function=FunctionCall(name=name, arguments=arguments))
+
+
+CONVERSATION: list[Message] = [
+    SystemMessage(id="s1", content="You are terse."),
+    UserMessage(id="u1", content="Secret numbers?"),
+    UserMessage(id="u1b", content="Of alice and bob, please."),
+    AssistantMessage(
+        id="a1",
+        content="Let me check.",
+        tool_calls=[
+            call("toolu_a", "get_secret_number", '{"name": "alice"}'),
+            call("toolu_b", "get_secret_number", '{"name": "bo'),  # cut off: invalid JSON
+            call("toolu_y", "get_secret_number", '["not", "an", "object"]'),
+            call("toolu_z", "list_people", ""),
+        ],
+    ),
+    ToolMessage(id="t1", content="42", tool_call_id="toolu_a"),
+    ToolMessage(
+        id="t2",
+        content='{"error": "the arguments are not JSON"}',
+        tool_call_id="toolu_b",
+        error="the arguments are not JSON",
+    ),
+    ToolMessage(id="t2b", content="7", tool_call_id="toolu_y"),
+    ToolMessage(id="t3", content='["alice","bob"]', tool_call_id="toolu_z"),
+    DeveloperMessage(id="d1", content="Answer in one line."),
+    AssistantMessage(id="a2", content="Alice's is 42."),
+    AssistantMessage(id="a3", content=""),
+    UserMessage(
+        id="u2",
+        content=[
+            TextPart(text="And this?"),
+            ImagePart(source=DataSource(value="aW1n", mime_type="image/png")),
+            DocumentPart(source=UrlSource(value="https://x/doc.pdf")),
+        ],
+    ),
+]
+
+
+@pytest.mark.anyio
+async def test_request_maps_system_tool_use_tool_results_and_merges_roles() -> None:
+    recorder = Recorder(body_of(TEXT_ONLY))
+    backend = AnthropicBackend("claude-sonnet-4-5", transport=httpx.MockTransport(recorder))
+    await collect(backend, run_input(CONVERSATION))
+    body = recorder.json()
+    assert body["model"] == "claude-sonnet-4-5"
+    assert body["max_tokens"] == 4096
+    assert body["stream"] is True
+    assert body["system"] == "You are terse.\n\nAnswer in one line."
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Secret numbers?"},
+                {"type": "text", "text": "Of alice and bob, please."},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me check."},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_a",
+                    "name": "get_secret_number",
+                    "input": {"name": "alice"},
+                },
+                {"type": "tool_use", "id": "toolu_b", "name": "get_secret_number", "input": {}},
+                {"type": "tool_use", "id": "toolu_y", "name": "get_secret_number", "input": {}},
+                {"type": "tool_use", "id": "toolu_z", "name": "list_people", "input": {}},
+            ],
+        },
+        {
+            # All the results of the batch, in ONE user message.
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_a", "content": "42"},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_b",
+                    "content": '{"error": "the arguments are not JSON"}',
+                    "is_error": True,
+                },
+                {"type": "tool_result", "tool_use_id": "toolu_y", "content": "7"},
+                {"type": "tool_result", "tool_use_id": "toolu_z", "content": '["alice","bob"]'},
+            ],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "Alice's is 42."}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "And this?"},
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/png", "data": "aW1n"},
+                },
+                {"type": "document", "source": {"type": "url", "url": "https://x/doc.pdf"}},
+            ],
+        },
+    ]
+    tools = body["tools"]
+    definitions = DEMO_TOOLS.definitions()
+    assert [t["name"] for t in tools] == list(DEMO_TOOLS.names)
+    assert tools[0] == {
+        "name": definitions[0].name,
+        "description": definitions[0].description,
+        "input_schema": definitions[0].parameters,
+    }
+
+
+@pytest.mark.anyio
+async def test_options_override_max_tokens_and_add_fields() -> None:
+    recorder = Recorder(body_of(TEXT_ONLY))
+    backend = AnthropicBackend(
+        "m",
+        transport=httpx.MockTransport(recorder),
+        base_url="http://127.0.0.1:9/",
+        options={"max_tokens": 512, "temperature": 0.2},
+        headers={"anthropic-beta": "x"},
+    )
+    await collect(backend, run_input(tools=[]))
+    body = recorder.json()
+    assert (body["max_tokens"], body["temperature"]) == (512, 0.2)
+    assert "tools" not in body and "system" not in body
+    assert str(recorder.requests[0].url) == "http://127.0.0.1:9/v1/messages"
+    assert recorder.requests[0].headers["anthropic-beta"] == "x"
+
+
+# --- refused before any network call ---
+
+BROKEN_CONVERSATIONS: dict[str, tuple[list[Message], str]] = {
+    "starts-with-assistant": (
+        [AssistantMessage(id="a0", content="Hello!"), UserMessage(id="u1", content="hi")],
+        "must start with a user message",
+    ),
+    "no-user-message": ([SystemMessage(id="s1", content="Be nice.")], "no user message"),
+    "call-without-result": (
+        [
+            UserMessage(id="u1", content="hi"),
+            AssistantMessage(id="a1", tool_calls=[call("toolu_a", "get_secret_number", "{}")]),
+            UserMessage(id="u2", content="well?"),
+        ],
+        "'toolu_a' with no tool message right after it",
+    ),
+    "result-without-call": (
+        [UserMessage(id="u1", content="hi"), ToolMessage(id="t1", content="1", tool_call_id="x")],
+        "answers tool call 'x'",
+    ),
+    "audio": (
+        [UserMessage(id="u1", content=[AudioPart(source=UrlSource(value="https://x/a.wav"))])],
+        "cannot take a audio part",
+    ),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("case", list(BROKEN_CONVERSATIONS))
+async def test_a_conversation_anthropic_would_refuse_is_refused_before_sending(case: str) -> None:
+    messages, message = BROKEN_CONVERSATIONS[case]
+    backend = AnthropicBackend("m", transport=httpx.MockTransport(refuse))
+    with pytest.raises(ConversationError, match=message):
+        await collect(backend, run_input(messages))
+
+
+@pytest.mark.anyio
+async def test_a_provider_without_parallel_calls_refuses_them_before_sending() -> None:
+    class OneCallAtATime(AnthropicBackend):
+        capabilities: ClassVar[Capabilities] = Capabilities(
+            streaming=True, tools=True, tool_ids=True, parallel_calls=False
+        )
+
+    messages: list[Message] = [
+        UserMessage(id="u1", content="hi"),
+        AssistantMessage(id="a1", tool_calls=[call("a", "x", "{}"), call("b", "x", "{}")]),
+        ToolMessage(id="t1", content="1", tool_call_id="a"),
+        ToolMessage(id="t2", content="2", tool_call_id="b"),
+    ]
+    backend = OneCallAtATime("m", transport=httpx.MockTransport(refuse))
+    with pytest.raises(ConversationError, match="several tool calls"):
+        await collect(backend, run_input(messages))
+
+
+# --- re-chunked bytes: the same calls and text (Hypothesis) ---
+
+RECHUNK_BODY = body_of(
+    [
+        message_start(),
+        PING,
+        *thinking_block(0, "Größe ✓", "sig"),
+        *text_block(1, "Let me ", "check 日本語."),
+        *tool_block(2, "toolu_a", "get_secret_number", '{"na', 'me": "ålice"}'),
+        *tool_block(3, "toolu_z", "list_people"),
+        *message_end("tool_use"),
+    ]
+)
+
+
+def split_at(body: bytes, cuts: list[int]) -> list[bytes]:
+    edges = [0, *sorted(set(cuts)), len(body)]
+    return [body[a:b] for a, b in itertools.pairwise(edges) if b > a]
+
+
+def outcome_of(pieces: list[bytes], backend_name: str) -> Outcome:
+    async def main() -> Outcome:
+        backend = AnthropicBackend("m", transport=httpx.MockTransport(Recorder(*pieces)))
+        return summarize(await collect(backend))
+
+    return anyio.run(main, backend=backend_name)
+
+
+@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
+@settings(max_examples=80, deadline=None)
+@given(cuts=st.lists(st.integers(1, len(RECHUNK_BODY) - 1), max_size=40))
+def test_any_rechunking_of_the_bytes_yields_the_same_calls_and_text(
+    backend_name: str, cuts: list[int]
+) -> None:
+    expected = outcome_of([RECHUNK_BODY], backend_name)
+    assert expected.calls == [
+        ("toolu_a", "get_secret_number", '{"name": "ålice"}'),
+        ("toolu_z", "list_people", ""),
+    ]
+    assert expected.texts == ["Let me check 日本語."]
+    assert outcome_of(split_at(RECHUNK_BODY, cuts), backend_name) == expected
+
+
+def test_one_byte_at_a_time_yields_the_same_calls_and_text() -> None:
+    bytewise = [RECHUNK_BODY[i : i + 1] for i in range(len(RECHUNK_BODY))]
+    assert outcome_of(bytewise, "trio") == outcome_of([RECHUNK_BODY], "asyncio")
+
+
+# --- the Engine, end to end, against a loopback server ---
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[LoopbackServer]:
+    with LoopbackServer(ScriptedProvider()) as server:
+        yield server
+
+
+QUESTION = "What are the secret numbers of alice and bob, where does alice live, who is there?"
+ZED_ERROR = "nobody called 'zed' has a secret number"
+
+HOPS = [
+    body_of(
+        [
+            message_start("msg_1"),
+            *text_block(0, "Let me look up ", "both secret numbers."),
+            *tool_block(1, "toolu_a", "get_secret_number", '{"name": "al', 'ice"}'),
+            *tool_block(2, "toolu_b", "get_secret_number", '{"name": "bob"}'),
+            *message_end("tool_use"),
+        ]
+    ),
+    body_of(
+        [
+            message_start("msg_2"),
+            *thinking_block(0, "Now the city, and zed.", "sig2"),
+            *tool_block(1, "toolu_c", "lookup_city", '{"person": "alice"}'),
+            *tool_block(2, "toolu_d", "get_secret_number", '{"name": "zed"}'),
+            *tool_block(3, "toolu_e", "list_people"),
+            *message_end("tool_use"),
+        ]
+    ),
+    body_of(
+        [
+            message_start("msg_3"),
+            *text_block(0, "Alice: 42, Bob: 7. ", "Alice lives in Paris."),
+            *message_end("end_turn"),
+        ]
+    ),
+]
+
+
+@pytest.mark.anyio
+async def test_engine_runs_a_multi_hop_conversation_over_loopback_http(
+    provider: LoopbackServer,
+) -> None:
+    provider.app.script(*HOPS)
+    backend = AnthropicBackend("claude-sonnet-4-5", api_key="sk-ant-loop", base_url=provider.url)
+    try:
+        async with Engine(backend, tools=DEMO_TOOLS) as engine:
+            turn = await engine.run_turn(
+                "thread-1", QUESTION, history=[SystemMessage(id="sys", content="Be brief.")]
+            )
+    finally:
+        await backend.aclose()
+
+    assert turn.status is RunStatus.completed, turn.reason
+    batches = [m for m in turn.conversation.messages if isinstance(m, ToolCallMessage)]
+    assert [[(c.id, c.arguments, c.status) for c in b.calls] for b in batches] == [
+        [
+            ("toolu_a", '{"name": "alice"}', ToolCallStatus.completed),
+            ("toolu_b", '{"name": "bob"}', ToolCallStatus.completed),
+        ],
+        [
+            ("toolu_c", '{"person": "alice"}', ToolCallStatus.completed),
+            ("toolu_d", '{"name": "zed"}', ToolCallStatus.failed),
+            ("toolu_e", "", ToolCallStatus.completed),
+        ],
+    ]
+
+    first, second, third = provider.app.requests
+    for request in (first, second, third):
+        assert request.path == "/v1/messages"
+        assert request.headers["x-api-key"] == "sk-ant-loop"
+        assert request.headers["anthropic-version"] == "2023-06-01"
+        body = request.body
+        assert body["stream"] is True and body["system"] == "Be brief."
+        roles = [m["role"] for m in body["messages"]]
+        # Alternation, starting with the user.
+        assert roles == ["user", "assistant"] * (len(roles) // 2) + ["user"] * (len(roles) % 2)
+        assert roles[-1] == "user"
+    assert first.body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": QUESTION}]}
+    ]
+    assert [t["name"] for t in first.body["tools"]] == list(DEMO_TOOLS.names)
+    assert second.body["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me look up both secret numbers."},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_a",
+                    "name": "get_secret_number",
+                    "input": {"name": "alice"},
+                },
+                {
+                    "type": "tool_use",
+                    "id": "toolu_b",
+                    "name": "get_secret_number",
+                    "input": {"name": "bob"},
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_a", "content": "42"},
+                {"type": "tool_result", "tool_use_id": "toolu_b", "content": "7"},
+            ],
+        },
+    ]
+    assert third.body["messages"][:3] == second.body["messages"]
+    assert third.body["messages"][3:] == [
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_c",
+                    "name": "lookup_city",
+                    "input": {"person": "alice"},
+                },
+                {
+                    "type": "tool_use",
+                    "id": "toolu_d",
+                    "name": "get_secret_number",
+                    "input": {"name": "zed"},
+                },
+                {"type": "tool_use", "id": "toolu_e", "name": "list_people", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_c", "content": "Paris"},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_d",
+                    "content": msgspec.json.encode({"error": ZED_ERROR}).decode(),
+                    "is_error": True,
+                },
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_e",
+                    "content": '["alice","bob","carol"]',
+                },
+            ],
+        },
+    ]
+
+
+@pytest.mark.anyio
+async def test_engine_fails_the_turn_with_the_providers_error_event(
+    provider: LoopbackServer,
+) -> None:
+    provider.app.script(body_of(ERROR_MID_STREAM))
+    backend = AnthropicBackend("m", base_url=provider.url)
+    try:
+        async with Engine(backend, tools=DEMO_TOOLS) as engine:
+            turn = await engine.run_turn("thread-1", "hi")
+    finally:
+        await backend.aclose()
+    assert turn.status is RunStatus.failed
+    assert turn.reason is not None
+    assert (turn.reason.message, turn.reason.code) == ("Overloaded", "overloaded_error")
+
+
+@pytest.mark.anyio
+async def test_engine_fails_the_turn_on_a_non_2xx_answer(provider: LoopbackServer) -> None:
+    provider.app.script()  # nothing scripted: the server answers 500
+    backend = AnthropicBackend("m", base_url=provider.url)
+    try:
+        async with Engine(backend, tools=DEMO_TOOLS) as engine:
+            turn = await engine.run_turn("thread-1", "hi")
+    finally:
+        await backend.aclose()
+    assert turn.status is RunStatus.failed
+    assert turn.reason is not None
+    assert turn.reason.code == "500"
+    assert "no more replies" in turn.reason.message

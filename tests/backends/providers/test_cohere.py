@@ -1,0 +1,781 @@
+"""The Cohere adapter: its translator on published v2 chat stream events, the same streams
+through the backend (real httpx + httpx-sse over MockTransport, re-chunked by
+Hypothesis), the requests it builds and refuses, and the engine against a loopback
+Cohere."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from toolrelay.backends.providers._base import Capabilities
+from toolrelay.backends.providers._cohere import CohereBackend, CohereTranslator
+from toolrelay.core import TextMessage
+from toolrelay.demo import DEMO_TOOLS
+from toolrelay.errors import (
+    AgentRunError,
+    ConversationError,
+    InvalidEventError,
+    MalformedEventError,
+)
+from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay.protocol import (
+    AssistantMessage,
+    AudioPart,
+    DataSource,
+    DeveloperMessage,
+    FunctionCall,
+    ImagePart,
+    Message,
+    ReasoningMessageContentEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    SystemMessage,
+    TextMessageEndEvent,
+    TextPart,
+    ToolCall,
+    ToolCallStartEvent,
+    ToolMessage,
+    UrlSource,
+    UserMessage,
+)
+from toolrelay.runtime import Engine
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _gc_servers import (
+    SSE,
+    LoopbackServer,
+    ScriptedProvider,
+    cohere_sse,
+    collect,
+    cut,
+    mock_backend_transport,
+    run_input,
+    summarize,
+    translate,
+)
+
+MODEL = "command-a-03-2025"
+
+
+def ids(prefix: str) -> Any:
+    numbers = iter(range(1, 1000))
+    return lambda: f"{prefix}{next(numbers)}"
+
+
+def translator() -> CohereTranslator:
+    return CohereTranslator(message_ids=ids("msg_"))
+
+
+# --- published stream events (v2 chat, stream: true) ---------------------------------------
+
+
+def message_start() -> dict[str, Any]:
+    return {
+        "type": "message-start",
+        "id": "fba98ad3-e5a1-413c-a8de-84fbf9baabf7",
+        "delta": {
+            "message": {
+                "role": "assistant",
+                "content": [],
+                "tool_plan": "",
+                "tool_calls": [],
+                "citations": [],
+            }
+        },
+    }
+
+
+def content_start(kind: str = "text") -> dict[str, Any]:
+    return {
+        "type": "content-start",
+        "index": 0,
+        "delta": {"message": {"content": {"type": kind, kind: ""}}},
+    }
+
+
+def content_delta(text: str, kind: str = "text") -> dict[str, Any]:
+    return {"type": "content-delta", "index": 0, "delta": {"message": {"content": {kind: text}}}}
+
+
+def content_end() -> dict[str, Any]:
+    return {"type": "content-end", "index": 0}
+
+
+def plan(text: str) -> dict[str, Any]:
+    return {"type": "tool-plan-delta", "delta": {"message": {"tool_plan": text}}}
+
+
+def call_start(index: int, call_id: str, name: str, arguments: str = "") -> dict[str, Any]:
+    return {
+        "type": "tool-call-start",
+        "index": index,
+        "delta": {
+            "message": {
+                "tool_calls": {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
+            }
+        },
+    }
+
+
+def call_delta(index: int, piece: str) -> dict[str, Any]:
+    return {
+        "type": "tool-call-delta",
+        "index": index,
+        "delta": {"message": {"tool_calls": {"function": {"arguments": piece}}}},
+    }
+
+
+def call_end(index: int) -> dict[str, Any]:
+    return {"type": "tool-call-end", "index": index}
+
+
+def message_end(reason: str, error: str | None = None) -> dict[str, Any]:
+    delta: dict[str, Any] = {
+        "finish_reason": reason,
+        "usage": {
+            "billed_units": {"input_tokens": 37, "output_tokens": 18},
+            "tokens": {"input_tokens": 1187, "output_tokens": 71},
+        },
+    }
+    if error is not None:
+        delta["error"] = error
+    return {"type": "message-end", "delta": delta}
+
+
+def one_call(index: int, call_id: str, name: str, *pieces: str) -> list[dict[str, Any]]:
+    return [
+        call_start(index, call_id, name),
+        *(call_delta(index, p) for p in pieces),
+        call_end(index),
+    ]
+
+
+TEXT_ONLY = [
+    message_start(),
+    content_start(),
+    content_delta("The sky is "),
+    content_delta("blue."),
+    content_end(),
+    message_end("COMPLETE"),
+]
+ONE_CALL = [
+    message_start(),
+    *one_call(0, "get_weather_1byjy32y4hvq", "get_weather", '{"', "location", '":"', 'Madrid"}'),
+    message_end("TOOL_CALL"),
+]
+PARALLEL_CALLS = [
+    message_start(),
+    *one_call(0, "get_secret_number_a", "get_secret_number", '{"name":', '"alice"}'),
+    *one_call(1, "get_secret_number_b", "get_secret_number", '{"name":', '"bob"}'),
+    message_end("TOOL_CALL"),
+]
+ZERO_ARG_CALLS = [
+    message_start(),
+    *one_call(0, "list_people_1", "list_people", "nu", "ll"),
+    *one_call(1, "list_people_2", "list_people"),
+    *one_call(2, "list_people_3", "list_people", '"null"'),
+    message_end("TOOL_CALL"),
+]
+TEXT_BEFORE_CALLS = [
+    message_start(),
+    plan("I will look up "),
+    plan("both secret numbers."),
+    *one_call(0, "get_secret_number_a", "get_secret_number", '{"name":"alice"}'),
+    *one_call(1, "get_secret_number_b", "get_secret_number", '{"name":"bob"}'),
+    message_end("TOOL_CALL"),
+]
+INTERLEAVED_PIECES = [
+    message_start(),
+    call_start(0, "get_weather_m", "get_weather"),
+    call_start(1, "get_weather_b", "get_weather"),
+    call_delta(0, '{"location":'),
+    call_delta(1, '{"location":'),
+    call_delta(1, '"Brasilia"}'),
+    call_delta(0, '"Madrid"}'),
+    call_end(1),
+    call_end(0),
+    message_end("TOOL_CALL"),
+]
+ERROR_MID_STREAM = [
+    message_start(),
+    content_start(),
+    content_delta("Let me"),
+    message_end("ERROR", error="internal server error, this has been reported to our developers"),
+]
+
+FIXTURES = {
+    "text_only": TEXT_ONLY,
+    "one_call": ONE_CALL,
+    "parallel_calls": PARALLEL_CALLS,
+    "zero_arg_calls": ZERO_ARG_CALLS,
+    "text_before_calls": TEXT_BEFORE_CALLS,
+    "interleaved_pieces": INTERLEAVED_PIECES,
+    "error_mid_stream": ERROR_MID_STREAM,
+}
+
+
+# --- the translator -------------------------------------------------------------------
+
+
+def test_text_only_streams_one_message_and_finishes_end_turn() -> None:
+    events = translate(translator(), TEXT_ONLY)
+    summary = summarize(events)
+    assert summary.text == "The sky is blue."
+    assert summary.finished == {"stopReason": "end_turn", "providerStopReason": "COMPLETE"}
+    assert [type(e).__name__ for e in events] == [
+        "TextMessageStartEvent",
+        "TextMessageContentEvent",
+        "TextMessageContentEvent",
+        "TextMessageEndEvent",
+        "RunFinishedEvent",
+    ]
+    finished = events[-1]
+    assert isinstance(finished, RunFinishedEvent)
+    assert finished.usage is not None
+    (usage,) = finished.usage
+    assert (usage.provider, usage.input_tokens, usage.output_tokens) == ("cohere", 1187, 71)
+
+
+def test_one_call_ends_with_its_whole_arguments_at_tool_call_end() -> None:
+    events = translate(translator(), ONE_CALL)
+    assert [type(e).__name__ for e in events] == [
+        "ToolCallStartEvent",
+        "ToolCallArgsEvent",
+        "ToolCallEndEvent",
+        "RunFinishedEvent",
+    ]
+    summary = summarize(events)
+    assert [(c.id, c.name, c.arguments, c.ended) for c in summary.calls] == [
+        ("get_weather_1byjy32y4hvq", "get_weather", '{"location":"Madrid"}', True)
+    ]
+    assert summary.finished == {"stopReason": "tool_use", "providerStopReason": "TOOL_CALL"}
+
+
+def test_the_start_is_said_as_soon_as_cohere_says_it() -> None:
+    t = translator()
+    events = t.feed(call_start(0, "get_weather_x", "get_weather"))
+    assert [type(e).__name__ for e in events] == ["ToolCallStartEvent"]
+    assert t.feed(call_delta(0, '{"location":"Oslo"}')) == []
+
+
+def test_parallel_calls_keep_their_ids() -> None:
+    summary = summarize(translate(translator(), PARALLEL_CALLS))
+    assert [(c.id, c.arguments) for c in summary.calls] == [
+        ("get_secret_number_a", '{"name":"alice"}'),
+        ("get_secret_number_b", '{"name":"bob"}'),
+    ]
+
+
+def test_null_or_missing_arguments_become_an_empty_object() -> None:
+    summary = summarize(translate(translator(), ZERO_ARG_CALLS))
+    assert [(c.name, c.arguments, c.ended) for c in summary.calls] == [
+        ("list_people", "{}", True),
+        ("list_people", "{}", True),
+        ("list_people", "{}", True),
+    ]
+
+
+def test_interleaved_argument_pieces_go_to_their_own_calls() -> None:
+    summary = summarize(translate(translator(), INTERLEAVED_PIECES))
+    assert [(c.id, c.arguments, c.ended) for c in summary.calls] == [
+        ("get_weather_m", '{"location":"Madrid"}', True),
+        ("get_weather_b", '{"location":"Brasilia"}', True),
+    ]
+
+
+def test_the_tool_plan_is_text_closed_before_the_calls_and_their_parent() -> None:
+    events = translate(translator(), TEXT_BEFORE_CALLS)
+    summary = summarize(events)
+    assert summary.text == "I will look up both secret numbers."
+    assert [c.parent for c in summary.calls] == ["msg_1", "msg_1"]
+    end = next(i for i, e in enumerate(events) if isinstance(e, TextMessageEndEvent))
+    first_call = next(i for i, e in enumerate(events) if isinstance(e, ToolCallStartEvent))
+    assert end < first_call
+
+
+def test_an_error_finish_mid_stream_is_a_run_error() -> None:
+    events = translate(translator(), ERROR_MID_STREAM)
+    summary = summarize(events)
+    assert summary.text == "Let me"
+    assert summary.error == (
+        "internal server error, this has been reported to our developers",
+        "error",
+    )
+    assert summary.finished is None
+    assert [type(e).__name__ for e in events][-2:] == ["TextMessageEndEvent", "RunErrorEvent"]
+
+
+@pytest.mark.parametrize(
+    ("reason", "stop_reason"),
+    [
+        ("MAX_TOKENS", "max_tokens"),
+        ("STOP_SEQUENCE", "stop_sequence"),
+        ("ERROR_TOXIC", "content_filter"),
+        ("SOMETHING_NEW", "other"),
+    ],
+)
+def test_finish_reasons_complete_the_run_with_a_stop_reason(reason: str, stop_reason: str) -> None:
+    summary = summarize(translate(translator(), [message_end(reason)]))
+    assert summary.finished == {"stopReason": stop_reason, "providerStopReason": reason}
+
+
+@pytest.mark.parametrize("reason", ["ERROR_LIMIT", "TIMEOUT"])
+def test_failing_finish_reasons_are_run_errors(reason: str) -> None:
+    summary = summarize(translate(translator(), [message_end(reason)]))
+    assert summary.error == (f"Cohere stopped: {reason}", reason.lower())
+
+
+def test_a_call_cohere_never_ended_is_not_ended_here() -> None:
+    stream = [
+        message_start(),
+        call_start(0, "f_1", "f"),
+        call_delta(0, '{"a":'),
+        message_end("MAX_TOKENS"),
+    ]
+    summary = summarize(translate(translator(), stream))
+    assert [(c.id, c.ended) for c in summary.calls] == [("f_1", False)]
+    assert summary.finished == {"stopReason": "max_tokens", "providerStopReason": "MAX_TOKENS"}
+
+
+def test_double_encoded_arguments_are_unwrapped_and_broken_ones_passed_on() -> None:
+    stream = [
+        *one_call(0, "a_1", "a", '"{\\"x\\": 1}"'),
+        *one_call(1, "b_1", "b", '{"x": 1'),
+        *one_call(2, "c_1", "c", '"just words"'),
+        message_end("TOOL_CALL"),
+    ]
+    calls = summarize(translate(translator(), stream)).calls
+    assert [c.arguments for c in calls] == ['{"x": 1}', '{"x": 1', '"just words"']
+
+
+def test_thinking_content_is_reasoning_not_text() -> None:
+    stream = [
+        message_start(),
+        content_start("thinking"),
+        content_delta("Need both numbers.", "thinking"),
+        content_end(),
+        content_start(),
+        content_delta("Done."),
+        content_end(),
+        message_end("COMPLETE"),
+    ]
+    events = translate(translator(), stream)
+    reasoning = [e.delta for e in events if isinstance(e, ReasoningMessageContentEvent)]
+    assert reasoning == ["Need both numbers."]
+    assert summarize(events).text == "Done."
+
+
+def test_the_sse_event_name_is_used_when_the_type_is_missing() -> None:
+    t = translator()
+    events = t.feed(
+        {"index": 0, "delta": {"message": {"content": {"text": "hi"}}}}, "content-delta"
+    )
+    assert summarize(events).text == "hi"
+
+
+def test_unknown_events_are_ignored_and_an_error_object_fails_the_run() -> None:
+    assert translator().feed({"type": "citation-start", "index": 0}) == []
+    summary = summarize(translator().feed({"message": "invalid request: model not found"}))
+    assert summary.error == ("invalid request: model not found", "cohere_error")
+
+
+def test_events_after_the_end_are_ignored() -> None:
+    t = translator()
+    t.feed(message_end("COMPLETE"))
+    assert t.ended
+    assert t.feed(content_delta("late")) == []
+    assert t.finish() == []
+
+
+def test_events_that_break_the_format_are_refused() -> None:
+    with pytest.raises(MalformedEventError):
+        translator().feed(["tool-call-start"])
+    with pytest.raises(InvalidEventError, match="no open tool call 3"):
+        translator().feed(call_delta(3, "{}"))
+    with pytest.raises(InvalidEventError, match="no open tool call 0"):
+        translator().feed(call_end(0))
+    nameless = call_start(0, "x", "")
+    with pytest.raises(InvalidEventError, match="no name"):
+        translator().feed(nameless)
+    with pytest.raises(InvalidEventError, match="content-delta"):
+        translator().feed({"type": "content-delta", "delta": {"message": {"content": 5}}})
+
+
+# --- through the backend: real httpx and httpx-sse ----------------------------------------
+
+
+def sse_bytes(events: list[dict[str, Any]]) -> bytes:
+    return b"".join(cohere_sse(e) for e in events)
+
+
+def backend_for(pieces: list[bytes], requests: list[httpx.Request] | None = None) -> CohereBackend:
+    return CohereBackend(
+        MODEL, api_key="test-key", transport=mock_backend_transport(pieces, SSE, requests)
+    )
+
+
+async def backend_events(pieces: list[bytes]) -> list[Any]:
+    backend = backend_for(pieces)
+    try:
+        return await collect(backend, run_input(tools=DEMO_TOOLS.definitions()))
+    finally:
+        await backend.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+async def test_the_backend_plays_each_fixture_like_the_translator(name: str) -> None:
+    stream = FIXTURES[name]
+    events = await backend_events([sse_bytes(stream)])
+    assert isinstance(events[0], RunStartedEvent)
+    assert summarize(events[1:]).shape() == summarize(translate(CohereTranslator(), stream)).shape()
+    for event in events:
+        if isinstance(event, RunFinishedEvent):
+            assert (event.thread_id, event.run_id) == ("thread-1", "run-1")
+
+
+@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_any_rechunking_of_the_bytes_gives_the_same_calls_and_text(
+    backend_name: str, data: st.DataObject
+) -> None:
+    name = data.draw(st.sampled_from(sorted(FIXTURES)), label="fixture")
+    body = sse_bytes(FIXTURES[name])
+    boundaries = data.draw(st.lists(st.integers(1, len(body) - 1), max_size=40), label="cuts")
+    whole = anyio.run(backend_events, [body], backend=backend_name)
+    pieces = anyio.run(backend_events, cut(body, boundaries), backend=backend_name)
+    assert summarize(pieces[1:]).shape() == summarize(whole[1:]).shape()
+
+
+@pytest.mark.anyio
+async def test_the_request_goes_to_v2_chat_with_a_bearer_key() -> None:
+    requests: list[httpx.Request] = []
+    backend = backend_for([sse_bytes(TEXT_ONLY)], requests)
+    try:
+        await collect(backend, run_input())
+    finally:
+        await backend.aclose()
+    (request,) = requests
+    assert str(request.url) == "https://api.cohere.com/v2/chat"
+    assert request.headers["authorization"] == "Bearer test-key"
+    assert request.headers["accept"] == "text/event-stream"
+
+
+@pytest.mark.anyio
+async def test_an_error_status_is_an_agent_run_error_with_coheres_message() -> None:
+    body = b'{"id":"x","message":"invalid api token"}'
+    backend = CohereBackend(
+        MODEL,
+        api_key="bad",
+        transport=mock_backend_transport([body], "application/json", status=401),
+    )
+    try:
+        with pytest.raises(AgentRunError, match="invalid api token") as caught:
+            await collect(backend, run_input())
+    finally:
+        await backend.aclose()
+    assert caught.value.code == "401"
+
+
+def test_the_key_comes_from_co_api_key_then_cohere_api_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CO_API_KEY", raising=False)
+    monkeypatch.setenv("COHERE_API_KEY", "from-cohere")
+    assert CohereBackend(MODEL).auth_headers() == {"Authorization": "Bearer from-cohere"}
+    monkeypatch.setenv("CO_API_KEY", "from-co")
+    backend = CohereBackend(MODEL)
+    assert backend.auth_headers() == {"Authorization": "Bearer from-co"}
+    assert "from-co" not in repr(backend)
+
+
+# --- requests -----------------------------------------------------------------------------
+
+
+def test_the_conversation_becomes_cohere_messages() -> None:
+    messages: list[Message] = [
+        SystemMessage(id="s1", content="You are terse."),
+        DeveloperMessage(id="d1", content="Use tools."),
+        UserMessage(
+            id="u1",
+            content=[
+                TextPart(text="What is this?"),
+                ImagePart(source=DataSource(value="aGk=", mime_type="image/png")),
+                ImagePart(source=UrlSource(value="https://x.test/cat.png")),
+            ],
+        ),
+        AssistantMessage(id="a0", content="I will look."),
+        AssistantMessage(
+            id="a1",
+            tool_calls=[
+                ToolCall(
+                    id="gsn_1",
+                    function=FunctionCall(name="get_secret_number", arguments='{"name":"alice"}'),
+                ),
+                ToolCall(id="lp_1", function=FunctionCall(name="list_people", arguments="")),
+            ],
+        ),
+        ToolMessage(id="t1", tool_call_id="gsn_1", content="42"),
+        ToolMessage(
+            id="t2", tool_call_id="lp_1", content=[TextPart(text='{"error":"boom"}')], error="boom"
+        ),
+        AssistantMessage(id="a2", content="Alice has 42."),
+        AssistantMessage(id="a3", content="Bye."),
+        AssistantMessage(id="a4"),  # empty: left out
+    ]
+    body = CohereBackend(MODEL, api_key="k", options={"temperature": 0.3}).build_request(
+        run_input(messages, DEMO_TOOLS.definitions())
+    )
+    assert (body["model"], body["stream"], body["temperature"]) == (MODEL, True, 0.3)
+    assert body["messages"] == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "system", "content": "Use tools."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGk="}},
+                {"type": "image_url", "image_url": {"url": "https://x.test/cat.png"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "tool_plan": "I will look.",
+            "tool_calls": [
+                {
+                    "id": "gsn_1",
+                    "type": "function",
+                    "function": {"name": "get_secret_number", "arguments": '{"name":"alice"}'},
+                },
+                {
+                    "id": "lp_1",
+                    "type": "function",
+                    "function": {"name": "list_people", "arguments": "{}"},
+                },
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "gsn_1",
+            "content": [{"type": "document", "document": {"data": "42"}}],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "lp_1",
+            "content": [{"type": "document", "document": {"data": '{"error":"boom"}'}}],
+        },
+        {"role": "assistant", "content": "Alice has 42.\n\nBye."},
+    ]
+    tools = {t["function"]["name"]: t for t in body["tools"]}
+    assert set(tools) == set(DEMO_TOOLS.names)
+    assert tools["lookup_city"]["type"] == "function"
+    assert tools["lookup_city"]["function"]["parameters"]["required"] == ["person"]
+
+
+def calls_message(*call_ids: str) -> AssistantMessage:
+    return AssistantMessage(
+        id="a1",
+        tool_calls=[
+            ToolCall(id=call_id, function=FunctionCall(name="list_people", arguments="{}"))
+            for call_id in call_ids
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("messages", "match"),
+    [
+        (
+            [
+                UserMessage(id="u1", content="Go"),
+                ToolMessage(id="t", tool_call_id="c9", content="1"),
+            ],
+            "does not follow the assistant message",
+        ),
+        (
+            [
+                UserMessage(id="u1", content="Go"),
+                calls_message("c1", "c2"),
+                ToolMessage(id="t1", tool_call_id="c1", content="1"),
+                UserMessage(id="u2", content="And?"),
+            ],
+            r"list_people \(c2\) got no tool result",
+        ),
+        (
+            [UserMessage(id="u1", content="Go"), calls_message("c1")],
+            "got no tool result",
+        ),
+        (
+            [
+                UserMessage(id="u1", content="Go"),
+                calls_message("c1"),
+                ToolMessage(id="t1", tool_call_id="c1", content="1"),
+                ToolMessage(id="t2", tool_call_id="c1", content="1"),
+            ],
+            "answers it twice",
+        ),
+        (
+            [
+                UserMessage(
+                    id="u1",
+                    content=[AudioPart(source=UrlSource(value="https://x.test/a.wav"))],
+                )
+            ],
+            "text and images",
+        ),
+    ],
+)
+def test_conversations_cohere_refuses_are_refused_before_sending(
+    messages: list[Message], match: str
+) -> None:
+    with pytest.raises(ConversationError, match=match):
+        CohereBackend(MODEL, api_key="k").build_request(run_input(messages))
+
+
+@pytest.mark.anyio
+async def test_refusals_happen_before_any_network_call() -> None:
+    requests: list[httpx.Request] = []
+
+    class NoStreaming(CohereBackend):
+        capabilities = Capabilities(streaming=False, tools=True, tool_ids=True, parallel_calls=True)
+
+    quiet = NoStreaming(MODEL, api_key="k", transport=mock_backend_transport([b""], SSE, requests))
+    with pytest.raises(ConversationError, match="cannot stream"):
+        await collect(quiet, run_input())
+    plain = backend_for([b""], requests)
+    with pytest.raises(ConversationError, match="got no tool result"):
+        await collect(plain, run_input([UserMessage(id="u1", content="Go"), calls_message("c1")]))
+    await quiet.aclose()
+    await plain.aclose()
+    assert requests == []
+
+
+def test_capabilities_follow_the_matrix() -> None:
+    caps = CohereBackend.capabilities
+    assert (caps.streaming, caps.tools, caps.tool_ids, caps.parallel_calls) == (
+        True,
+        True,
+        True,
+        True,
+    )
+
+
+# --- end to end: the engine against a loopback Cohere -----------------------------------------
+
+
+def multi_hop_script() -> list[list[Any]]:
+    return [
+        TEXT_BEFORE_CALLS,
+        [
+            message_start(),
+            *one_call(0, "list_people_z", "list_people", "nu", "ll"),
+            *one_call(1, "get_secret_number_d", "get_secret_number", '{"name":', ' "dave"}'),
+            message_end("TOOL_CALL"),
+        ],
+        [
+            message_start(),
+            content_start(),
+            content_delta("Alice's number is 42 and Bob's is 7. "),
+            content_delta("I know alice, bob and carol; nobody called Dave."),
+            content_end(),
+            message_end("COMPLETE"),
+        ],
+    ]
+
+
+@pytest.fixture
+def cohere_server() -> Iterator[LoopbackServer]:
+    with LoopbackServer(ScriptedProvider(cohere_sse, SSE, multi_hop_script())) as server:
+        yield server
+
+
+@pytest.mark.anyio
+async def test_the_engine_runs_a_multi_hop_conversation_against_loopback_cohere(
+    cohere_server: LoopbackServer,
+) -> None:
+    backend = CohereBackend(MODEL, api_key="loopback-key", base_url=cohere_server.url)
+    try:
+        async with Engine(backend, tools=DEMO_TOOLS) as engine:
+            turn = await engine.run_turn("thread-c", "What are the secret numbers?")
+    finally:
+        await backend.aclose()
+
+    assert turn.status is RunStatus.completed, turn.reason
+    assert turn.statistics().runs == 3
+    assert [m.text for m in turn.conversation.messages if isinstance(m, TextMessage)] == [
+        "I will look up both secret numbers.",
+        "Alice's number is 42 and Bob's is 7. I know alice, bob and carol; nobody called Dave.",
+    ]
+    calls = list(turn.conversation.tool_calls())
+    assert [(c.id, c.name, c.arguments, c.status) for c in calls] == [
+        ("get_secret_number_a", "get_secret_number", '{"name":"alice"}', ToolCallStatus.completed),
+        ("get_secret_number_b", "get_secret_number", '{"name":"bob"}', ToolCallStatus.completed),
+        ("list_people_z", "list_people", "{}", ToolCallStatus.completed),
+        ("get_secret_number_d", "get_secret_number", '{"name": "dave"}', ToolCallStatus.failed),
+    ]
+
+    first, second, third = cohere_server.app.requests
+    for request in (first, second, third):
+        assert request.path == "/v2/chat"
+        assert request.headers["authorization"] == "Bearer loopback-key"
+        assert request.body["model"] == MODEL
+        assert request.body["stream"] is True
+        assert [t["function"]["name"] for t in request.body["tools"]] == list(DEMO_TOOLS.names)
+    question = {"role": "user", "content": "What are the secret numbers?"}
+    assert first.body["messages"] == [question]
+
+    def assistant(plan: str | None, *calls: tuple[str, str, str]) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                for i, n, a in calls
+            ],
+        }
+        if plan is not None:
+            entry["tool_plan"] = plan
+        return entry
+
+    def result(call_id: str, data: str) -> dict[str, Any]:
+        return {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": [{"type": "document", "document": {"data": data}}],
+        }
+
+    hop_one = [
+        assistant(
+            "I will look up both secret numbers.",
+            ("get_secret_number_a", "get_secret_number", '{"name":"alice"}'),
+            ("get_secret_number_b", "get_secret_number", '{"name":"bob"}'),
+        ),
+        result("get_secret_number_a", "42"),
+        result("get_secret_number_b", "7"),
+    ]
+    assert second.body["messages"] == [question, *hop_one]
+    dave = calls[3].result
+    assert dave is not None and dave.error is not None
+    assert third.body["messages"] == [
+        question,
+        *hop_one,
+        assistant(
+            None,
+            ("list_people_z", "list_people", "{}"),
+            ("get_secret_number_d", "get_secret_number", '{"name": "dave"}'),
+        ),
+        result("list_people_z", '["alice","bob","carol"]'),
+        result("get_secret_number_d", dave.content),
+    ]

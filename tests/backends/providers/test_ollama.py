@@ -1,0 +1,662 @@
+"""The Ollama adapter: its translator on published ``/api/chat`` NDJSON shapes, the same
+streams through the backend (real httpx line reading over MockTransport, re-chunked by
+Hypothesis), the requests it builds and refuses, and the engine against a loopback
+Ollama."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from toolrelay.backends.providers._base import Capabilities
+from toolrelay.backends.providers._ollama import OllamaBackend, OllamaTranslator
+from toolrelay.core import TextMessage
+from toolrelay.demo import DEMO_TOOLS
+from toolrelay.errors import (
+    AgentRunError,
+    ConversationError,
+    InvalidEventError,
+    MalformedEventError,
+)
+from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay.protocol import (
+    AssistantMessage,
+    AudioPart,
+    DataSource,
+    DeveloperMessage,
+    FunctionCall,
+    ImagePart,
+    Message,
+    ReasoningMessage,
+    ReasoningMessageContentEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    SystemMessage,
+    TextMessageEndEvent,
+    TextPart,
+    ToolCall,
+    ToolCallStartEvent,
+    ToolMessage,
+    UserMessage,
+)
+from toolrelay.runtime import Engine
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _gc_servers import (
+    NDJSON,
+    LoopbackServer,
+    ScriptedProvider,
+    collect,
+    cut,
+    mock_backend_transport,
+    ndjson,
+    run_input,
+    summarize,
+    translate,
+)
+
+MODEL = "qwen3"
+
+
+def ids(prefix: str) -> Any:
+    numbers = iter(range(1, 1000))
+    return lambda: f"{prefix}{next(numbers)}"
+
+
+def translator() -> OllamaTranslator:
+    return OllamaTranslator(message_ids=ids("msg_"))
+
+
+# --- published stream shapes (one ChatResponse per line) ----------------------------------
+
+
+def line(
+    content: str = "",
+    *,
+    tool_calls: list[dict[str, Any]] | None = None,
+    thinking: str | None = None,
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls is not None:
+        message["tool_calls"] = tool_calls
+    if thinking is not None:
+        message["thinking"] = thinking
+    return {
+        "model": MODEL,
+        "created_at": "2025-05-27T22:54:57.641643Z",
+        "message": message,
+        "done": False,
+    }
+
+
+def done(reason: str = "stop") -> dict[str, Any]:
+    return {
+        "model": MODEL,
+        "created_at": "2025-05-27T22:54:58.100509Z",
+        "message": {"role": "assistant", "content": ""},
+        "done_reason": reason,
+        "done": True,
+        "total_duration": 885095291,
+        "prompt_eval_count": 122,
+        "eval_count": 33,
+    }
+
+
+def tc(name: str, arguments: Any = None, *, index: int | None = 0, **extra: Any) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": name}
+    if index is not None:
+        function["index"] = index
+    if arguments is not None:
+        function["arguments"] = arguments
+    return {"function": function, **extra}
+
+
+TEXT_ONLY = [line("The sky"), line(" is blue."), done()]
+ONE_CALL = [
+    line(tool_calls=[tc("get_current_weather", {"format": "celsius", "location": "Toronto"})]),
+    done(),
+]
+# Ollama often gives every call of a response the same index, and no id.
+PARALLEL_SAME_INDEX = [
+    line(
+        tool_calls=[
+            tc("get_secret_number", {"name": "alice"}),
+            tc("get_secret_number", {"name": "bob"}),
+        ]
+    ),
+    done(),
+]
+SAME_CALL_ON_TWO_LINES = [
+    line(tool_calls=[tc("get_secret_number", {"name": "alice"})]),
+    line(tool_calls=[tc("get_secret_number", {"name": "alice"})]),
+    done(),
+]
+ZERO_ARG_CALLS = [
+    line(tool_calls=[tc("list_people", {}), tc("list_people", index=None)]),
+    done(),
+]
+TEXT_BEFORE_CALLS = [
+    line("Let me look up "),
+    line("both secret numbers."),
+    line(
+        tool_calls=[
+            tc("get_secret_number", {"name": "alice"}),
+            tc("get_secret_number", {"name": "bob"}),
+        ]
+    ),
+    done(),
+]
+ERROR_MID_STREAM = [
+    line("Let me"),
+    {"error": "an error was encountered while running the model: unexpected EOF"},
+]
+THINKING_THEN_ANSWER = [
+    line(thinking="The user asks about the sky. "),
+    line(thinking="Rayleigh."),
+    line("Because of Rayleigh scattering."),
+    done(),
+]
+
+FIXTURES = {
+    "text_only": TEXT_ONLY,
+    "one_call": ONE_CALL,
+    "parallel_same_index": PARALLEL_SAME_INDEX,
+    "same_call_on_two_lines": SAME_CALL_ON_TWO_LINES,
+    "zero_arg_calls": ZERO_ARG_CALLS,
+    "text_before_calls": TEXT_BEFORE_CALLS,
+    "error_mid_stream": ERROR_MID_STREAM,
+    "thinking_then_answer": THINKING_THEN_ANSWER,
+}
+
+
+# --- the translator -------------------------------------------------------------------
+
+
+def test_text_only_streams_one_message_and_finishes_end_turn() -> None:
+    events = translate(translator(), TEXT_ONLY)
+    summary = summarize(events)
+    assert summary.text == "The sky is blue."
+    assert summary.finished == {"stopReason": "end_turn", "providerStopReason": "stop"}
+    finished = events[-1]
+    assert isinstance(finished, RunFinishedEvent)
+    assert finished.usage is not None
+    (usage,) = finished.usage
+    assert (usage.provider, usage.model, usage.input_tokens, usage.output_tokens) == (
+        "ollama",
+        MODEL,
+        122,
+        33,
+    )
+
+
+def test_one_call_is_started_given_its_arguments_and_ended_at_once() -> None:
+    events = translate(translator(), ONE_CALL)
+    assert [type(e).__name__ for e in events] == [
+        "ToolCallStartEvent",
+        "ToolCallArgsEvent",
+        "ToolCallEndEvent",
+        "RunFinishedEvent",
+    ]
+    summary = summarize(events)
+    assert [(c.id, c.name, c.arguments, c.ended) for c in summary.calls] == [
+        ("call_1", "get_current_weather", '{"format":"celsius","location":"Toronto"}', True)
+    ]
+    assert summary.finished == {"stopReason": "tool_use", "providerStopReason": "stop"}
+
+
+def test_calls_sharing_an_index_are_never_merged() -> None:
+    summary = summarize(translate(translator(), PARALLEL_SAME_INDEX))
+    assert [(c.id, c.arguments, c.ended) for c in summary.calls] == [
+        ("call_1", '{"name":"alice"}', True),
+        ("call_2", '{"name":"bob"}', True),
+    ]
+
+
+def test_identical_calls_on_two_lines_are_two_calls() -> None:
+    summary = summarize(translate(translator(), SAME_CALL_ON_TWO_LINES))
+    assert [(c.id, c.arguments) for c in summary.calls] == [
+        ("call_1", '{"name":"alice"}'),
+        ("call_2", '{"name":"alice"}'),
+    ]
+
+
+def test_a_call_without_arguments_gets_an_empty_object() -> None:
+    summary = summarize(translate(translator(), ZERO_ARG_CALLS))
+    assert [(c.name, c.arguments, c.ended) for c in summary.calls] == [
+        ("list_people", "{}", True),
+        ("list_people", "{}", True),
+    ]
+
+
+def test_text_before_calls_is_closed_and_named_as_their_parent() -> None:
+    events = translate(translator(), TEXT_BEFORE_CALLS)
+    summary = summarize(events)
+    assert summary.text == "Let me look up both secret numbers."
+    assert [c.parent for c in summary.calls] == ["msg_1", "msg_1"]
+    end = next(i for i, e in enumerate(events) if isinstance(e, TextMessageEndEvent))
+    first_call = next(i for i, e in enumerate(events) if isinstance(e, ToolCallStartEvent))
+    assert end < first_call
+
+
+def test_an_error_line_mid_stream_is_a_run_error() -> None:
+    events = translate(translator(), ERROR_MID_STREAM)
+    summary = summarize(events)
+    assert summary.text == "Let me"
+    assert summary.error == (
+        "an error was encountered while running the model: unexpected EOF",
+        "ollama_error",
+    )
+    assert summary.finished is None
+    assert [type(e).__name__ for e in events][-2:] == ["TextMessageEndEvent", "RunErrorEvent"]
+
+
+def test_thinking_is_reasoning_not_text() -> None:
+    events = translate(translator(), THINKING_THEN_ANSWER)
+    reasoning = [e.delta for e in events if isinstance(e, ReasoningMessageContentEvent)]
+    assert reasoning == ["The user asks about the sky. ", "Rayleigh."]
+    assert summarize(events).text == "Because of Rayleigh scattering."
+    names = [type(e).__name__ for e in events]
+    assert names.index("ReasoningEndEvent") < names.index("TextMessageStartEvent")
+
+
+def test_ids_ollama_gives_are_kept_unless_repeated() -> None:
+    stream = [
+        line(
+            tool_calls=[
+                tc("a", {}, id="call_x1"),
+                tc("b", {}, id="call_x1"),  # a repeat: gets its own id
+                tc("c", {}),
+            ]
+        ),
+        done(),
+    ]
+    assert [c.id for c in summarize(translate(translator(), stream)).calls] == [
+        "call_x1",
+        "call_1",
+        "call_2",
+    ]
+
+
+def test_string_arguments_are_passed_on_as_raw_json() -> None:
+    stream = [
+        line(tool_calls=[tc("f", '{"a": 1}'), tc("g", "null"), tc("h", " ")]),
+        done(),
+    ]
+    calls = summarize(translate(translator(), stream)).calls
+    assert [c.arguments for c in calls] == ['{"a": 1}', "{}", "{}"]
+
+
+def test_length_finishes_max_tokens() -> None:
+    summary = summarize(translate(translator(), [line("Once upon"), done("length")]))
+    assert summary.finished == {"stopReason": "max_tokens", "providerStopReason": "length"}
+
+
+def test_lines_after_done_are_ignored_and_an_unfinished_stream_stays_open() -> None:
+    t = translator()
+    t.feed(done())
+    assert t.ended
+    assert t.feed(line("late")) == []
+    assert t.finish() == []
+    events = translate(translator(), [line("cut sh")])
+    assert summarize(events).finished is None
+    assert isinstance(events[-1], TextMessageEndEvent)
+
+
+def test_lines_that_are_not_chat_responses_are_refused() -> None:
+    with pytest.raises(MalformedEventError):
+        translator().feed("done")
+    with pytest.raises(InvalidEventError, match="ChatResponse"):
+        translator().feed({"message": {"tool_calls": [{"function": {"arguments": {}}}]}})
+
+
+# --- through the backend: real httpx NDJSON line reading ---------------------------------
+
+
+def ndjson_bytes(lines: list[dict[str, Any]]) -> bytes:
+    return b"".join(ndjson(each) for each in lines)
+
+
+def backend_for(pieces: list[bytes], requests: list[httpx.Request] | None = None) -> OllamaBackend:
+    return OllamaBackend(MODEL, transport=mock_backend_transport(pieces, NDJSON, requests))
+
+
+async def backend_events(pieces: list[bytes]) -> list[Any]:
+    backend = backend_for(pieces)
+    try:
+        return await collect(backend, run_input(tools=DEMO_TOOLS.definitions()))
+    finally:
+        await backend.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+async def test_the_backend_plays_each_fixture_like_the_translator(name: str) -> None:
+    lines = FIXTURES[name]
+    events = await backend_events([ndjson_bytes(lines)])
+    assert isinstance(events[0], RunStartedEvent)
+    assert summarize(events[1:]).shape() == summarize(translate(OllamaTranslator(), lines)).shape()
+    for event in events:
+        if isinstance(event, RunFinishedEvent):
+            assert (event.thread_id, event.run_id) == ("thread-1", "run-1")
+
+
+@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_any_rechunking_of_the_bytes_gives_the_same_calls_and_text(
+    backend_name: str, data: st.DataObject
+) -> None:
+    name = data.draw(st.sampled_from(sorted(FIXTURES)), label="fixture")
+    body = ndjson_bytes(FIXTURES[name])
+    boundaries = data.draw(st.lists(st.integers(1, len(body) - 1), max_size=40), label="cuts")
+    whole = anyio.run(backend_events, [body], backend=backend_name)
+    pieces = anyio.run(backend_events, cut(body, boundaries), backend=backend_name)
+    assert summarize(pieces[1:]).shape() == summarize(whole[1:]).shape()
+
+
+@pytest.mark.anyio
+async def test_the_request_goes_to_api_chat_without_a_key() -> None:
+    requests: list[httpx.Request] = []
+    backend = backend_for([ndjson_bytes(TEXT_ONLY)], requests)
+    try:
+        await collect(backend, run_input())
+    finally:
+        await backend.aclose()
+    (request,) = requests
+    assert str(request.url) == "http://localhost:11434/api/chat"
+    assert "authorization" not in request.headers
+    assert OllamaBackend(MODEL, api_key="proxy").auth_headers() == {"Authorization": "Bearer proxy"}
+
+
+@pytest.mark.anyio
+async def test_an_error_status_is_an_agent_run_error_with_ollamas_message() -> None:
+    body = b'{"error":"model \\"qwen9\\" not found, try pulling it first"}'
+    backend = OllamaBackend(
+        "qwen9", transport=mock_backend_transport([body], "application/json", status=404)
+    )
+    try:
+        with pytest.raises(AgentRunError, match="not found, try pulling it first") as caught:
+            await collect(backend, run_input())
+    finally:
+        await backend.aclose()
+    assert caught.value.code == "404"
+
+
+# --- requests -----------------------------------------------------------------------------
+
+
+def test_the_conversation_becomes_ollama_messages() -> None:
+    messages: list[Message] = [
+        SystemMessage(id="s1", content="You are terse."),
+        DeveloperMessage(id="d1", content="Use tools."),
+        UserMessage(
+            id="u1",
+            content=[
+                TextPart(text="What is this?"),
+                ImagePart(source=DataSource(value="aGk=", mime_type="image/png")),
+            ],
+        ),
+        AssistantMessage(
+            id="a1",
+            content="Let me look.",
+            tool_calls=[
+                ToolCall(
+                    id="call_1",
+                    function=FunctionCall(name="get_secret_number", arguments='{"name":"alice"}'),
+                ),
+                ToolCall(id="call_2", function=FunctionCall(name="list_people", arguments="")),
+            ],
+        ),
+        ToolMessage(id="t1", tool_call_id="call_1", content="42"),
+        ToolMessage(id="t2", tool_call_id="call_2", content='{"error":"boom"}', error="boom"),
+        ReasoningMessage(id="r1", content="kept local"),
+        AssistantMessage(id="a2"),  # empty: left out
+        AssistantMessage(id="a3", content="Done."),
+    ]
+    backend = OllamaBackend(MODEL, options={"options": {"temperature": 0}, "think": True})
+    body = backend.build_request(run_input(messages, DEMO_TOOLS.definitions()))
+    assert body["model"] == MODEL
+    assert body["stream"] is True
+    assert body["options"] == {"temperature": 0}
+    assert body["think"] is True
+    assert body["messages"] == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "system", "content": "Use tools."},
+        {"role": "user", "content": "What is this?", "images": ["aGk="]},
+        {
+            "role": "assistant",
+            "content": "Let me look.",
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "function": {
+                        "index": 0,
+                        "name": "get_secret_number",
+                        "arguments": {"name": "alice"},
+                    },
+                },
+                {
+                    "type": "function",
+                    "function": {"index": 1, "name": "list_people", "arguments": {}},
+                },
+            ],
+        },
+        {"role": "tool", "tool_name": "get_secret_number", "content": "42"},
+        {"role": "tool", "tool_name": "list_people", "content": '{"error":"boom"}'},
+        {"role": "assistant", "content": "Done."},
+    ]
+    tools = {t["function"]["name"]: t for t in body["tools"]}
+    assert set(tools) == set(DEMO_TOOLS.names)
+    assert tools["get_weather"]["type"] == "function"
+    assert tools["get_weather"]["function"]["parameters"]["required"] == ["city"]
+
+
+@pytest.mark.parametrize(
+    ("messages", "match"),
+    [
+        (
+            [
+                UserMessage(id="u1", content="Go"),
+                ToolMessage(id="t1", tool_call_id="c9", content="1"),
+            ],
+            "which no assistant message asked for",
+        ),
+        (
+            [
+                UserMessage(id="u1", content="Go"),
+                AssistantMessage(
+                    id="a1",
+                    tool_calls=[ToolCall(id="c1", function=FunctionCall(name="f", arguments="7"))],
+                ),
+            ],
+            "not a JSON object",
+        ),
+        (
+            [
+                UserMessage(id="u1", content="Go"),
+                AssistantMessage(
+                    id="a1",
+                    tool_calls=[ToolCall(id="c1", function=FunctionCall(name="f", arguments="{"))],
+                ),
+            ],
+            "not JSON",
+        ),
+        (
+            [
+                UserMessage(
+                    id="u1",
+                    content=[AudioPart(source=DataSource(value="AAA", mime_type="audio/wav"))],
+                )
+            ],
+            "text and inline",
+        ),
+    ],
+)
+def test_conversations_ollama_cannot_take_are_refused_before_sending(
+    messages: list[Message], match: str
+) -> None:
+    with pytest.raises(ConversationError, match=match):
+        OllamaBackend(MODEL).build_request(run_input(messages))
+
+
+@pytest.mark.anyio
+async def test_refusals_happen_before_any_network_call() -> None:
+    requests: list[httpx.Request] = []
+
+    class NoTools(OllamaBackend):
+        capabilities = Capabilities(
+            streaming=True, tools=False, tool_ids=False, parallel_calls=True
+        )
+
+    class OneCallAtATime(OllamaBackend):
+        capabilities = Capabilities(
+            streaming=True, tools=True, tool_ids=False, parallel_calls=False
+        )
+
+    no_tools = NoTools(MODEL, transport=mock_backend_transport([b""], NDJSON, requests))
+    with pytest.raises(ConversationError, match="does not support tools"):
+        await collect(no_tools, run_input(tools=DEMO_TOOLS.definitions()))
+    serial = OneCallAtATime(MODEL, transport=mock_backend_transport([b""], NDJSON, requests))
+    two_calls = AssistantMessage(
+        id="a1",
+        tool_calls=[
+            ToolCall(id="c1", function=FunctionCall(name="list_people", arguments="{}")),
+            ToolCall(id="c2", function=FunctionCall(name="list_people", arguments="{}")),
+        ],
+    )
+    with pytest.raises(ConversationError, match="several tool calls"):
+        await collect(serial, run_input([UserMessage(id="u", content="Go"), two_calls]))
+    await no_tools.aclose()
+    await serial.aclose()
+    assert requests == []
+
+
+def test_capabilities_follow_the_matrix() -> None:
+    caps = OllamaBackend.capabilities
+    assert (caps.streaming, caps.tools, caps.tool_ids, caps.parallel_calls) == (
+        True,
+        True,
+        False,
+        True,
+    )
+    assert OllamaBackend.stream_format == "ndjson"
+
+
+# --- end to end: the engine against a loopback Ollama -----------------------------------------
+
+
+def multi_hop_script() -> list[list[Any]]:
+    return [
+        TEXT_BEFORE_CALLS,
+        [
+            line(tool_calls=[tc("list_people", {}), tc("get_secret_number", {"name": "dave"})]),
+            done(),
+        ],
+        [
+            line("Alice's number is 42 and Bob's is 7. "),
+            line("I know alice, bob and carol; nobody called Dave."),
+            done(),
+        ],
+    ]
+
+
+@pytest.fixture
+def ollama_server() -> Iterator[LoopbackServer]:
+    with LoopbackServer(ScriptedProvider(ndjson, NDJSON, multi_hop_script())) as server:
+        yield server
+
+
+@pytest.mark.anyio
+async def test_the_engine_runs_a_multi_hop_conversation_against_loopback_ollama(
+    ollama_server: LoopbackServer,
+) -> None:
+    backend = OllamaBackend(MODEL, base_url=ollama_server.url)
+    try:
+        async with Engine(backend, tools=DEMO_TOOLS) as engine:
+            turn = await engine.run_turn("thread-o", "What are the secret numbers?")
+    finally:
+        await backend.aclose()
+
+    assert turn.status is RunStatus.completed, turn.reason
+    assert turn.statistics().runs == 3
+    assert [m.text for m in turn.conversation.messages if isinstance(m, TextMessage)] == [
+        "Let me look up both secret numbers.",
+        "Alice's number is 42 and Bob's is 7. I know alice, bob and carol; nobody called Dave.",
+    ]
+    calls = list(turn.conversation.tool_calls())
+    assert [(c.name, c.arguments, c.status) for c in calls] == [
+        ("get_secret_number", '{"name":"alice"}', ToolCallStatus.completed),
+        ("get_secret_number", '{"name":"bob"}', ToolCallStatus.completed),
+        ("list_people", "{}", ToolCallStatus.completed),
+        ("get_secret_number", '{"name":"dave"}', ToolCallStatus.failed),
+    ]
+    assert len({c.id for c in calls}) == 4, "ids never repeat across the conversation"
+
+    first, second, third = ollama_server.app.requests
+    for request in (first, second, third):
+        assert request.path == "/api/chat"
+        assert request.body["model"] == MODEL
+        assert request.body["stream"] is True
+        assert [t["function"]["name"] for t in request.body["tools"]] == list(DEMO_TOOLS.names)
+    question = {"role": "user", "content": "What are the secret numbers?"}
+    assert first.body["messages"] == [question]
+    hop_one = [
+        {
+            "role": "assistant",
+            "content": "Let me look up both secret numbers.",
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "function": {
+                        "index": 0,
+                        "name": "get_secret_number",
+                        "arguments": {"name": "alice"},
+                    },
+                },
+                {
+                    "type": "function",
+                    "function": {
+                        "index": 1,
+                        "name": "get_secret_number",
+                        "arguments": {"name": "bob"},
+                    },
+                },
+            ],
+        },
+        {"role": "tool", "tool_name": "get_secret_number", "content": "42"},
+        {"role": "tool", "tool_name": "get_secret_number", "content": "7"},
+    ]
+    assert second.body["messages"] == [question, *hop_one]
+    dave = calls[3].result
+    assert dave is not None and dave.error is not None
+    assert third.body["messages"] == [
+        question,
+        *hop_one,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "function": {"index": 0, "name": "list_people", "arguments": {}},
+                },
+                {
+                    "type": "function",
+                    "function": {
+                        "index": 1,
+                        "name": "get_secret_number",
+                        "arguments": {"name": "dave"},
+                    },
+                },
+            ],
+        },
+        {"role": "tool", "tool_name": "list_people", "content": '["alice","bob","carol"]'},
+        {"role": "tool", "tool_name": "get_secret_number", "content": dave.content},
+    ]

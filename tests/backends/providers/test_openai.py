@@ -1,0 +1,1490 @@
+"""The OpenAI adapters: Chat Completions and the Responses API.
+
+Streams are written from OpenAI's published streaming formats. Each is played through
+the pure translator, through the backend over httpx.MockTransport (the real httpx and
+httpx-sse code runs), re-chunked at arbitrary byte boundaries (Hypothesis), and, as a
+multi-hop tool conversation, through the Engine against a loopback HTTP server.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anyio
+import httpx
+import msgspec
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from toolrelay.backends import ThreadKey
+from toolrelay.backends.providers._base import Capabilities, ProviderBackend
+from toolrelay.backends.providers._openai import (
+    OpenAIChatBackend,
+    OpenAIChatTranslator,
+    OpenAIResponsesBackend,
+    OpenAIResponsesTranslator,
+)
+from toolrelay.core import ToolCallMessage
+from toolrelay.demo import DEMO_TOOLS
+from toolrelay.errors import AgentRunError, ConversationError
+from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay.protocol import (
+    AssistantMessage,
+    AudioPart,
+    ContentPart,
+    DataSource,
+    DeveloperMessage,
+    Event,
+    FunctionCall,
+    ImagePart,
+    Message,
+    ReasoningMessage,
+    RunAgentInput,
+    RunFinishedEvent,
+    RunStartedEvent,
+    SystemMessage,
+    TextPart,
+    Tool,
+    ToolCall,
+    ToolCallEndEvent,
+    ToolMessage,
+    UnknownEvent,
+    UrlSource,
+    UserMessage,
+)
+from toolrelay.runtime import Engine
+
+# The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
+sys.path.insert(0, str(Path(__file__).parent))
+from _oa_servers import LoopbackServer, Outcome, ScriptedProvider, sse, summarize
+
+KEY = ThreadKey("t1")
+SSE_HEADERS = {"content-type": "text/event-stream"}
+
+# --- Chat Completions streams, from the published chunk format ---
+
+
+def chunk(
+    delta: dict[str, Any] | None = None, finish: str | None = None, id: str = "chatcmpl-1"
+) -> dict[str, Any]:
+    return {
+        "id": id,
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish}],
+    }
+
+
+def head(index: int, call_id: str | None, name: str) -> dict[str, Any]:
+    """The first piece of a call: id, type and name, empty arguments."""
+    piece: dict[str, Any] = {
+        "index": index,
+        "type": "function",
+        "function": {"name": name, "arguments": ""},
+    }
+    if call_id is not None:
+        piece["id"] = call_id
+    return piece
+
+
+def piece(index: int, arguments: str) -> dict[str, Any]:
+    return {"index": index, "function": {"arguments": arguments}}
+
+
+def calls(*pieces: dict[str, Any]) -> dict[str, Any]:
+    return chunk({"tool_calls": list(pieces)})
+
+
+ROLE = chunk({"role": "assistant", "content": None})
+
+CHAT_TEXT_ONLY = [
+    chunk({"role": "assistant", "content": ""}),
+    chunk({"content": "Hello"}),
+    chunk({"content": ", wörld ✓"}),
+    chunk({}, "stop"),
+]
+CHAT_ONE_CALL = [
+    ROLE,
+    calls(head(0, "call_abc", "get_secret_number")),
+    calls(piece(0, '{"na')),
+    calls(piece(0, 'me": "al')),
+    calls(piece(0, 'ice"}')),
+    chunk({}, "tool_calls"),
+]
+CHAT_PARALLEL = [
+    ROLE,
+    calls(head(0, "call_a", "get_secret_number")),
+    calls(piece(0, '{"name": "alice"}')),
+    calls(head(1, "call_b", "lookup_city")),
+    calls(piece(1, '{"person": "bob"}')),
+    chunk({}, "tool_calls"),
+]
+CHAT_INTERLEAVED = [
+    ROLE,
+    calls(head(0, "call_a", "get_secret_number")),
+    calls(head(1, "call_b", "lookup_city")),
+    calls(piece(0, '{"name"')),
+    calls(piece(1, '{"person"')),
+    calls(piece(0, ': "alice"}'), piece(1, ': "bob"}')),
+    chunk({}, "tool_calls"),
+]
+CHAT_ZERO_ARG = [ROLE, calls(head(0, "call_z", "list_people")), chunk({}, "tool_calls")]
+CHAT_TEXT_BEFORE_CALLS = [
+    chunk({"role": "assistant", "content": ""}),
+    chunk({"content": "Let me "}),
+    chunk({"content": "check."}),
+    calls(head(0, "call_a", "get_secret_number")),
+    calls(piece(0, '{"name": "alice"}')),
+    chunk({}, "tool_calls"),
+]
+CHAT_ERROR_MID_STREAM = [
+    chunk({"role": "assistant", "content": ""}),
+    chunk({"content": "Half an ans"}),
+    {
+        "error": {
+            "message": "The server had an error while processing your request.",
+            "type": "server_error",
+            "param": None,
+            "code": None,
+        }
+    },
+]
+CHAT_NO_IDS = [
+    ROLE,
+    calls(head(0, None, "get_secret_number"), head(1, None, "list_people")),
+    calls(piece(0, '{"name": "bob"}')),
+    chunk({}, "tool_calls"),
+]
+CHAT_STOP_WITH_CALLS = [*CHAT_ONE_CALL[:-1], chunk({}, "stop")]
+CHAT_LENGTH = [chunk({"content": "A long ans"}), chunk({}, "length")]
+CHAT_REASONING = [
+    chunk({"role": "assistant", "reasoning_content": "The user says hi."}),
+    chunk({"content": "Hi!"}),
+    chunk({}, "stop"),
+]
+
+ALICE = ("call_a", "get_secret_number", '{"name": "alice"}')
+BOB_CITY = ("call_b", "lookup_city", '{"person": "bob"}')
+
+CHAT_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
+    "text-only": (
+        CHAT_TEXT_ONLY,
+        Outcome(
+            texts=["Hello, wörld ✓"],
+            calls=[],
+            ended=[],
+            reasoning=[],
+            finish={"stopReason": "stop"},
+        ),
+    ),
+    "one-call": (
+        CHAT_ONE_CALL,
+        Outcome(
+            texts=[],
+            calls=[("call_abc", "get_secret_number", '{"name": "alice"}')],
+            ended=["call_abc"],
+            reasoning=[],
+            finish={"stopReason": "tool_calls"},
+        ),
+    ),
+    "parallel": (
+        CHAT_PARALLEL,
+        Outcome(
+            texts=[],
+            calls=[ALICE, BOB_CITY],
+            ended=["call_a", "call_b"],
+            reasoning=[],
+            finish={"stopReason": "tool_calls"},
+        ),
+    ),
+    "interleaved": (
+        CHAT_INTERLEAVED,
+        Outcome(
+            texts=[],
+            calls=[
+                ("call_a", "get_secret_number", '{"name": "alice"}'),
+                ("call_b", "lookup_city", '{"person": "bob"}'),
+            ],
+            ended=["call_a", "call_b"],
+            reasoning=[],
+            finish={"stopReason": "tool_calls"},
+        ),
+    ),
+    "zero-arg": (
+        CHAT_ZERO_ARG,
+        Outcome(
+            texts=[],
+            calls=[("call_z", "list_people", "")],
+            ended=["call_z"],
+            reasoning=[],
+            finish={"stopReason": "tool_calls"},
+        ),
+    ),
+    "text-before-calls": (
+        CHAT_TEXT_BEFORE_CALLS,
+        Outcome(
+            texts=["Let me check."],
+            calls=[ALICE],
+            ended=["call_a"],
+            reasoning=[],
+            finish={"stopReason": "tool_calls"},
+        ),
+    ),
+    "error-mid-stream": (
+        CHAT_ERROR_MID_STREAM,
+        Outcome(
+            texts=["Half an ans"],
+            calls=[],
+            ended=[],
+            reasoning=[],
+            error=("The server had an error while processing your request.", "server_error"),
+        ),
+    ),
+    "stop-with-calls": (
+        CHAT_STOP_WITH_CALLS,
+        Outcome(
+            texts=[],
+            calls=[("call_abc", "get_secret_number", '{"name": "alice"}')],
+            ended=["call_abc"],
+            reasoning=[],
+            finish={"stopReason": "stop"},
+        ),
+    ),
+    "length": (
+        CHAT_LENGTH,
+        Outcome(
+            texts=["A long ans"], calls=[], ended=[], reasoning=[], finish={"stopReason": "length"}
+        ),
+    ),
+    "reasoning": (
+        CHAT_REASONING,
+        Outcome(
+            texts=["Hi!"],
+            calls=[],
+            ended=[],
+            reasoning=["The user says hi."],
+            finish={"stopReason": "stop"},
+        ),
+    ),
+}
+
+
+def translate(translator: Any, chunks: list[dict[str, Any]], *, named: bool = False) -> list[Event]:
+    events: list[Event] = []
+    for item in chunks:
+        events.extend(translator.feed(item, item.get("type") if named else None))
+    events.extend(translator.finish())
+    return events
+
+
+@pytest.mark.parametrize("case", list(CHAT_CASES))
+def test_chat_translator_turns_each_published_stream_into_its_events(case: str) -> None:
+    chunks, expected = CHAT_CASES[case]
+    assert summarize(translate(OpenAIChatTranslator(), chunks)) == expected
+
+
+@pytest.mark.parametrize("case", ["one-call", "parallel", "interleaved", "text-before-calls"])
+def test_chat_tool_call_end_waits_for_the_finish_reason(case: str) -> None:
+    chunks, _ = CHAT_CASES[case]
+    translator = OpenAIChatTranslator()
+    for item in chunks[:-1]:
+        # The arguments may already parse: the call is still not complete.
+        assert not any(isinstance(e, ToolCallEndEvent) for e in translator.feed(item))
+    last = translator.feed(chunks[-1])
+    assert [type(e) for e in last][-1] is RunFinishedEvent
+    assert any(isinstance(e, ToolCallEndEvent) for e in last)
+
+
+def test_chat_calls_without_ids_get_call_n_ids() -> None:
+    outcome = summarize(translate(OpenAIChatTranslator(), CHAT_NO_IDS))
+    assert outcome.calls == [
+        ("call_0", "get_secret_number", '{"name": "bob"}'),
+        ("call_1", "list_people", ""),
+    ]
+    assert outcome.ended == ["call_0", "call_1"]
+
+
+def test_chat_call_numbers_can_be_shared_so_ids_stay_unique_across_runs() -> None:
+    numbers = itertools.count()
+    first = summarize(translate(OpenAIChatTranslator(call_numbers=numbers), CHAT_NO_IDS))
+    second = summarize(translate(OpenAIChatTranslator(call_numbers=numbers), CHAT_NO_IDS))
+    assert [c[0] for c in first.calls + second.calls] == ["call_0", "call_1", "call_2", "call_3"]
+
+
+def test_chat_a_stream_without_finish_reason_ends_its_calls_but_not_the_run() -> None:
+    outcome = summarize(translate(OpenAIChatTranslator(), CHAT_ONE_CALL[:-1]))
+    assert outcome.ended == ["call_abc"]
+    assert outcome.finish is None and outcome.error is None
+
+
+def test_chat_calls_and_text_name_the_response_as_their_message() -> None:
+    events = translate(OpenAIChatTranslator(), CHAT_TEXT_BEFORE_CALLS)
+    starts = [e for e in events if type(e).__name__ == "ToolCallStartEvent"]
+    texts = [e for e in events if type(e).__name__ == "TextMessageStartEvent"]
+    assert [getattr(e, "parent_message_id", None) for e in starts] == ["chatcmpl-1"]
+    assert [getattr(e, "message_id", None) for e in texts] == ["chatcmpl-1"]
+
+
+def test_chat_reasoning_ends_before_the_answer_or_a_call_starts() -> None:
+    stream = [
+        chunk({"role": "assistant", "reasoning_content": "Need alice's number."}),
+        calls(head(0, "call_a", "get_secret_number"), piece(0, '{"name": "alice"}')),
+        chunk({}, "tool_calls"),
+    ]
+    kinds = [type(e).__name__ for e in translate(OpenAIChatTranslator(), stream)]
+    assert kinds == [
+        "ReasoningMessageStartEvent",
+        "ReasoningMessageContentEvent",
+        "ReasoningMessageEndEvent",
+        "ToolCallStartEvent",
+        "ToolCallArgsEvent",
+        "ToolCallEndEvent",
+        "RunFinishedEvent",
+    ]
+
+
+def test_chat_nothing_is_translated_after_the_end_of_the_run() -> None:
+    translator = OpenAIChatTranslator()
+    translate(translator, CHAT_TEXT_ONLY)
+    assert translator.feed(chunk({"content": "late"})) == []
+    assert translator.finish() == []
+
+
+def test_chat_a_usage_chunk_with_no_choices_is_ignored() -> None:
+    translator = OpenAIChatTranslator()
+    assert translator.feed({"id": "chatcmpl-1", "choices": [], "usage": {"total_tokens": 9}}) == []
+
+
+def test_chat_servers_that_send_the_name_after_the_id_or_objects_as_arguments() -> None:
+    translator = OpenAIChatTranslator()
+    stream = [
+        calls({"index": 0, "id": "call_x", "function": {"arguments": '{"na'}}),
+        calls({"index": 0, "function": {"name": "get_secret_number", "arguments": 'me": 1}'}}),
+        chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 1,
+                        "id": "call_y",
+                        "function": {"name": "lookup_city", "arguments": {"person": "bob"}},
+                    }
+                ]
+            }
+        ),
+        chunk({}, "tool_calls"),
+    ]
+    outcome = summarize(translate(translator, stream))
+    assert outcome.calls == [
+        ("call_x", "get_secret_number", '{"name": 1}'),
+        ("call_y", "lookup_city", '{"person":"bob"}'),
+    ]
+
+
+# --- Responses API streams, from the published event format ---
+
+
+def created(response_id: str = "resp_1") -> dict[str, Any]:
+    return {
+        "type": "response.created",
+        "sequence_number": 0,
+        "response": {
+            "id": response_id,
+            "object": "response",
+            "status": "in_progress",
+            "output": [],
+        },
+    }
+
+
+def message_added(index: int, item_id: str) -> dict[str, Any]:
+    return {
+        "type": "response.output_item.added",
+        "output_index": index,
+        "item": {
+            "id": item_id,
+            "type": "message",
+            "status": "in_progress",
+            "role": "assistant",
+            "content": [],
+        },
+    }
+
+
+def text_delta(index: int, item_id: str, delta: str) -> dict[str, Any]:
+    return {
+        "type": "response.output_text.delta",
+        "item_id": item_id,
+        "output_index": index,
+        "content_index": 0,
+        "delta": delta,
+    }
+
+
+def message_done(index: int, item_id: str, text: str) -> list[dict[str, Any]]:
+    part = {"type": "output_text", "text": text, "annotations": []}
+    return [
+        {
+            "type": "response.output_text.done",
+            "item_id": item_id,
+            "output_index": index,
+            "content_index": 0,
+            "text": text,
+        },
+        {
+            "type": "response.content_part.done",
+            "item_id": item_id,
+            "output_index": index,
+            "content_index": 0,
+            "part": part,
+        },
+        {
+            "type": "response.output_item.done",
+            "output_index": index,
+            "item": {
+                "id": item_id,
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": [part],
+            },
+        },
+    ]
+
+
+def call_added(index: int, item_id: str, call_id: str, name: str) -> dict[str, Any]:
+    return {
+        "type": "response.output_item.added",
+        "output_index": index,
+        "item": {
+            "id": item_id,
+            "type": "function_call",
+            "status": "in_progress",
+            "arguments": "",
+            "call_id": call_id,
+            "name": name,
+        },
+    }
+
+
+def args_delta(index: int, item_id: str, delta: str) -> dict[str, Any]:
+    return {
+        "type": "response.function_call_arguments.delta",
+        "item_id": item_id,
+        "output_index": index,
+        "delta": delta,
+    }
+
+
+def call_done(
+    index: int, item_id: str, call_id: str, name: str, arguments: str
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "response.function_call_arguments.done",
+            "item_id": item_id,
+            "output_index": index,
+            "arguments": arguments,
+        },
+        {
+            "type": "response.output_item.done",
+            "output_index": index,
+            "item": {
+                "id": item_id,
+                "type": "function_call",
+                "status": "completed",
+                "arguments": arguments,
+                "call_id": call_id,
+                "name": name,
+            },
+        },
+    ]
+
+
+def completed(response_id: str = "resp_1") -> dict[str, Any]:
+    return {
+        "type": "response.completed",
+        "response": {"id": response_id, "object": "response", "status": "completed"},
+    }
+
+
+RESP_TEXT_ONLY = [
+    created(),
+    message_added(0, "msg_1"),
+    text_delta(0, "msg_1", "Hello"),
+    text_delta(0, "msg_1", ", wörld ✓"),
+    *message_done(0, "msg_1", "Hello, wörld ✓"),
+    completed(),
+]
+RESP_ONE_CALL = [
+    created(),
+    call_added(0, "fc_1", "call_a", "get_secret_number"),
+    args_delta(0, "fc_1", '{"name"'),
+    args_delta(0, "fc_1", ': "alice"}'),
+    *call_done(0, "fc_1", "call_a", "get_secret_number", '{"name": "alice"}'),
+    completed(),
+]
+RESP_INTERLEAVED = [
+    created(),
+    call_added(0, "fc_1", "call_a", "get_secret_number"),
+    call_added(1, "fc_2", "call_b", "lookup_city"),
+    args_delta(0, "fc_1", '{"name"'),
+    args_delta(1, "fc_2", '{"person"'),
+    args_delta(1, "fc_2", ': "bob"}'),
+    args_delta(0, "fc_1", ': "alice"}'),
+    *call_done(1, "fc_2", "call_b", "lookup_city", '{"person": "bob"}'),
+    *call_done(0, "fc_1", "call_a", "get_secret_number", '{"name": "alice"}'),
+    completed(),
+]
+RESP_ZERO_ARG = [
+    created(),
+    call_added(0, "fc_1", "call_z", "list_people"),
+    *call_done(0, "fc_1", "call_z", "list_people", "{}"),
+    completed(),
+]
+RESP_TEXT_BEFORE_CALLS = [
+    created(),
+    message_added(0, "msg_1"),
+    text_delta(0, "msg_1", "Let me check."),
+    *message_done(0, "msg_1", "Let me check."),
+    call_added(1, "fc_1", "call_a", "get_secret_number"),
+    args_delta(1, "fc_1", '{"name": "alice"}'),
+    *call_done(1, "fc_1", "call_a", "get_secret_number", '{"name": "alice"}'),
+    completed(),
+]
+RESP_ERROR_MID_STREAM = [
+    created(),
+    message_added(0, "msg_1"),
+    text_delta(0, "msg_1", "Half an ans"),
+    {
+        "type": "error",
+        "code": "server_error",
+        "message": "The server had an error",
+        "param": None,
+        "sequence_number": 4,
+    },
+]
+RESP_FAILED = [
+    created(),
+    {
+        "type": "response.failed",
+        "response": {
+            "id": "resp_1",
+            "status": "failed",
+            "error": {"code": "rate_limit_exceeded", "message": "Slow down"},
+        },
+    },
+]
+RESP_INCOMPLETE = [
+    created(),
+    call_added(0, "fc_1", "call_a", "get_secret_number"),
+    args_delta(0, "fc_1", '{"name": "al'),
+    {
+        "type": "response.incomplete",
+        "response": {
+            "id": "resp_1",
+            "status": "incomplete",
+            "incomplete_details": {"reason": "max_output_tokens"},
+        },
+    },
+]
+RESP_REASONING = [
+    created(),
+    {
+        "type": "response.output_item.added",
+        "output_index": 0,
+        "item": {"id": "rs_1", "type": "reasoning", "summary": []},
+    },
+    {
+        "type": "response.reasoning_summary_text.delta",
+        "item_id": "rs_1",
+        "output_index": 0,
+        "summary_index": 0,
+        "delta": "Thinking about it.",
+    },
+    {
+        "type": "response.output_item.done",
+        "output_index": 0,
+        "item": {"id": "rs_1", "type": "reasoning", "summary": []},
+    },
+    message_added(1, "msg_1"),
+    text_delta(1, "msg_1", "Hi!"),
+    *message_done(1, "msg_1", "Hi!"),
+    completed(),
+]
+
+RESP_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
+    "text-only": (
+        RESP_TEXT_ONLY,
+        Outcome(
+            texts=["Hello, wörld ✓"],
+            calls=[],
+            ended=[],
+            reasoning=[],
+            finish={"stopReason": "stop"},
+        ),
+    ),
+    "one-call": (
+        RESP_ONE_CALL,
+        Outcome(
+            texts=[],
+            calls=[ALICE],
+            ended=["call_a"],
+            reasoning=[],
+            finish={"stopReason": "tool_calls"},
+        ),
+    ),
+    "interleaved": (
+        RESP_INTERLEAVED,
+        Outcome(
+            texts=[],
+            calls=[ALICE, BOB_CITY],
+            ended=["call_b", "call_a"],
+            reasoning=[],
+            finish={"stopReason": "tool_calls"},
+        ),
+    ),
+    "zero-arg": (
+        RESP_ZERO_ARG,
+        Outcome(
+            texts=[],
+            calls=[("call_z", "list_people", "{}")],
+            ended=["call_z"],
+            reasoning=[],
+            finish={"stopReason": "tool_calls"},
+        ),
+    ),
+    "text-before-calls": (
+        RESP_TEXT_BEFORE_CALLS,
+        Outcome(
+            texts=["Let me check."],
+            calls=[ALICE],
+            ended=["call_a"],
+            reasoning=[],
+            finish={"stopReason": "tool_calls"},
+        ),
+    ),
+    "error-mid-stream": (
+        RESP_ERROR_MID_STREAM,
+        Outcome(
+            texts=["Half an ans"],
+            calls=[],
+            ended=[],
+            reasoning=[],
+            error=("The server had an error", "server_error"),
+        ),
+    ),
+    "failed": (
+        RESP_FAILED,
+        Outcome(
+            texts=[], calls=[], ended=[], reasoning=[], error=("Slow down", "rate_limit_exceeded")
+        ),
+    ),
+    "incomplete": (
+        RESP_INCOMPLETE,
+        # The call was cut off before its done: it stays open and is never run.
+        Outcome(
+            texts=[],
+            calls=[("call_a", "get_secret_number", '{"name": "al')],
+            ended=[],
+            reasoning=[],
+            finish={"stopReason": "max_output_tokens"},
+        ),
+    ),
+    "reasoning": (
+        RESP_REASONING,
+        Outcome(
+            texts=["Hi!"],
+            calls=[],
+            ended=[],
+            reasoning=["Thinking about it."],
+            finish={"stopReason": "stop"},
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(RESP_CASES))
+def test_responses_translator_turns_each_published_stream_into_its_events(case: str) -> None:
+    chunks, expected = RESP_CASES[case]
+    assert summarize(translate(OpenAIResponsesTranslator(), chunks, named=True)) == expected
+
+
+def test_responses_tool_call_end_waits_for_the_arguments_done() -> None:
+    translator = OpenAIResponsesTranslator()
+    done_at = RESP_ONE_CALL.index(
+        call_done(0, "fc_1", "call_a", "get_secret_number", '{"name": "alice"}')[0]
+    )
+    for item in RESP_ONE_CALL[:done_at]:
+        assert not any(isinstance(e, ToolCallEndEvent) for e in translator.feed(item))
+    assert any(isinstance(e, ToolCallEndEvent) for e in translator.feed(RESP_ONE_CALL[done_at]))
+
+
+def test_responses_arguments_only_in_done_are_sent_once() -> None:
+    stream = [
+        created(),
+        call_added(0, "fc_1", "call_a", "get_secret_number"),
+        *call_done(0, "fc_1", "call_a", "get_secret_number", '{"name": "alice"}'),
+        completed(),
+    ]
+    outcome = summarize(translate(OpenAIResponsesTranslator(), stream, named=True))
+    assert outcome.calls == [ALICE]
+
+
+def test_responses_a_call_given_whole_in_output_item_done_is_started_and_ended() -> None:
+    stream = [
+        created(),
+        call_done(0, "fc_1", "call_a", "get_secret_number", '{"name": "alice"}')[1],
+        completed(),
+    ]
+    outcome = summarize(translate(OpenAIResponsesTranslator(), stream, named=True))
+    assert (outcome.calls, outcome.ended) == ([ALICE], ["call_a"])
+
+
+def test_responses_calls_name_the_text_before_them_as_their_message() -> None:
+    events = translate(OpenAIResponsesTranslator(), RESP_TEXT_BEFORE_CALLS, named=True)
+    (start,) = [e for e in events if type(e).__name__ == "ToolCallStartEvent"]
+    assert getattr(start, "parent_message_id", None) == "msg_1"
+
+
+def test_responses_a_stream_that_stops_early_ends_no_call_and_not_the_run() -> None:
+    outcome = summarize(translate(OpenAIResponsesTranslator(), RESP_ONE_CALL[:3], named=True))
+    assert outcome.ended == [] and outcome.finish is None and outcome.error is None
+
+
+# --- through the backend, over httpx.MockTransport ---
+
+
+class Chunks(httpx.AsyncByteStream):
+    """A response body sent in the given pieces (an iterator class, not a generator)."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self._pieces = iter(pieces)
+
+    def __aiter__(self) -> Chunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return next(self._pieces)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        pass
+
+
+def chat_body(chunks: list[dict[str, Any]]) -> bytes:
+    return sse(chunks, done=True)
+
+
+def responses_body(chunks: list[dict[str, Any]]) -> bytes:
+    return sse(chunks, named=True)
+
+
+class Recorder:
+    """A MockTransport handler that answers with ``body`` and keeps each request."""
+
+    def __init__(self, body: bytes | Callable[[], httpx.AsyncByteStream]) -> None:
+        self.body = body
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        if isinstance(self.body, bytes):
+            return httpx.Response(200, headers=SSE_HEADERS, content=self.body)
+        return httpx.Response(200, headers=SSE_HEADERS, stream=self.body())
+
+    def json(self, index: int = 0) -> Any:
+        return msgspec.json.decode(self.requests[index].content)
+
+
+def refuse(request: httpx.Request) -> httpx.Response:
+    raise AssertionError(f"no request may be sent, got {request.method} {request.url}")
+
+
+def run_input(
+    messages: list[Message] | None = None, tools: list[Tool] | None = None
+) -> RunAgentInput:
+    return RunAgentInput(
+        thread_id="t1",
+        run_id="r1",
+        messages=messages if messages is not None else [UserMessage(id="u1", content="hi")],
+        tools=tools if tools is not None else list(DEMO_TOOLS.definitions()),
+    )
+
+
+async def collect(
+    backend: ProviderBackend, given: RunAgentInput | None = None
+) -> list[Event | UnknownEvent]:
+    try:
+        async with backend.run(KEY, given or run_input()) as events:
+            return [event async for event in events]
+    finally:
+        await backend.aclose()
+
+
+BACKENDS: dict[
+    str,
+    tuple[
+        Callable[..., ProviderBackend],
+        Callable[[list[dict[str, Any]]], bytes],
+        dict[str, tuple[list[dict[str, Any]], Outcome]],
+    ],
+] = {
+    "chat": (OpenAIChatBackend, chat_body, CHAT_CASES),
+    "responses": (OpenAIResponsesBackend, responses_body, RESP_CASES),
+}
+BACKEND_CASES = [
+    pytest.param(api, case, id=f"{api}-{case}")
+    for api, (_, _, cases) in BACKENDS.items()
+    for case in cases
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("api", "case"), BACKEND_CASES)
+async def test_backend_streams_each_published_stream_as_its_events(api: str, case: str) -> None:
+    cls, body, cases = BACKENDS[api]
+    chunks, expected = cases[case]
+    recorder = Recorder(body(chunks))
+    backend = cls("gpt-4o-mini", api_key="sk-test", transport=httpx.MockTransport(recorder))
+    events = await collect(backend)
+    assert events[0] == RunStartedEvent(thread_id="t1", run_id="r1")
+    assert summarize(events) == expected
+    finished = [e for e in events if isinstance(e, RunFinishedEvent)]
+    assert all((e.thread_id, e.run_id) == ("t1", "r1") for e in finished)
+    (request,) = recorder.requests
+    assert request.headers["authorization"] == "Bearer sk-test"
+    assert request.headers["accept"] == "text/event-stream"
+
+
+@pytest.mark.anyio
+async def test_backend_endpoints_and_the_base_url_of_a_compatible_server() -> None:
+    chat = Recorder(chat_body(CHAT_TEXT_ONLY))
+    await collect(OpenAIChatBackend("m", transport=httpx.MockTransport(chat)))
+    assert str(chat.requests[0].url) == "https://api.openai.com/v1/chat/completions"
+    local = Recorder(chat_body(CHAT_TEXT_ONLY))
+    await collect(
+        OpenAIChatBackend(
+            "llama",
+            base_url="http://127.0.0.1:8080/v1/",
+            api_key="",
+            transport=httpx.MockTransport(local),
+        )
+    )
+    assert str(local.requests[0].url) == "http://127.0.0.1:8080/v1/chat/completions"
+    assert "authorization" not in local.requests[0].headers
+    responses = Recorder(responses_body(RESP_TEXT_ONLY))
+    await collect(OpenAIResponsesBackend("m", transport=httpx.MockTransport(responses)))
+    assert str(responses.requests[0].url) == "https://api.openai.com/v1/responses"
+
+
+class Tracked(Chunks):
+    """Chunks that remember whether the whole body was read."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        super().__init__(pieces)
+        self.exhausted = False
+
+    async def __anext__(self) -> bytes:
+        try:
+            return await super().__anext__()
+        except StopAsyncIteration:
+            self.exhausted = True
+            raise
+
+
+@pytest.mark.anyio
+async def test_the_rest_of_the_body_is_read_once_the_run_has_ended() -> None:
+    # RUN_FINISHED comes with the finish_reason; "data: [DONE]" is still on the wire.
+    body = chat_body(CHAT_ONE_CALL)
+    stream = Tracked([body[: body.index(b"data: [DONE]")], b"data: [DONE]\n\n"])
+    backend = OpenAIChatBackend("m", transport=httpx.MockTransport(Recorder(lambda: stream)))
+    async with backend.run(KEY, run_input()) as events:
+        async for event in events:
+            if isinstance(event, RunFinishedEvent):
+                break  # as the engine does
+        assert stream.exhausted
+    await backend.aclose()
+
+
+def test_the_api_key_comes_from_the_environment_and_is_never_shown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    backend = OpenAIChatBackend("gpt-4o-mini", transport=httpx.MockTransport(refuse))
+    assert backend.auth_headers() == {"Authorization": "Bearer sk-from-env"}
+    assert "sk-from-env" not in repr(backend)
+    assert OpenAIResponsesBackend.api_key_env == "OPENAI_API_KEY"
+    assert (OpenAIChatBackend.name, OpenAIResponsesBackend.name) == ("openai", "openai-responses")
+
+
+@pytest.mark.anyio
+async def test_a_non_2xx_answer_is_an_agent_run_error_with_the_providers_message() -> None:
+    def respond(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            401,
+            json={
+                "error": {
+                    "message": "Incorrect API key provided: sk-bad.",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_api_key",
+                }
+            },
+        )
+
+    with pytest.raises(AgentRunError) as caught:
+        await collect(
+            OpenAIChatBackend("m", api_key="sk-bad", transport=httpx.MockTransport(respond))
+        )
+    assert caught.value.code == "401"
+    assert "Incorrect API key provided" in caught.value.message
+
+
+# --- the request ---
+
+
+def call(call_id: str, name: str, arguments: str) -> ToolCall:
+    return ToolCall(id=call_id, function=FunctionCall(name=name, arguments=arguments))
+
+
+CONVERSATION: list[Message] = [
+    SystemMessage(id="s1", content="You are terse."),
+    DeveloperMessage(id="d1", content="Use the tools."),
+    UserMessage(id="u1", content="Secret numbers of alice, and everyone?"),
+    ReasoningMessage(id="r1", content="not sent"),
+    AssistantMessage(
+        id="a1",
+        content="Let me check.",
+        tool_calls=[
+            call("call_a", "get_secret_number", '{"name": "alice"}'),
+            call("call_z", "list_people", ""),
+        ],
+    ),
+    ToolMessage(id="t1", content="42", tool_call_id="call_a"),
+    ToolMessage(
+        id="t2",
+        content='{"error": "the people list is down"}',
+        tool_call_id="call_z",
+        error="the people list is down",
+    ),
+    AssistantMessage(id="a2", content="Alice's is 42."),
+    UserMessage(
+        id="u2",
+        content=[TextPart(text="And this?"), ImagePart(source=UrlSource(value="https://x/y.png"))],
+    ),
+]
+
+
+@pytest.mark.anyio
+async def test_chat_request_maps_every_message_and_tool() -> None:
+    recorder = Recorder(chat_body(CHAT_TEXT_ONLY))
+    backend = OpenAIChatBackend(
+        "gpt-4o-mini", transport=httpx.MockTransport(recorder), options={"temperature": 0}
+    )
+    await collect(backend, run_input(CONVERSATION))
+    body = recorder.json()
+    assert body["model"] == "gpt-4o-mini" and body["stream"] is True
+    assert body["temperature"] == 0
+    assert body["messages"] == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "developer", "content": "Use the tools."},
+        {"role": "user", "content": "Secret numbers of alice, and everyone?"},
+        {
+            "role": "assistant",
+            "content": "Let me check.",
+            "tool_calls": [
+                {
+                    "id": "call_a",
+                    "type": "function",
+                    "function": {"name": "get_secret_number", "arguments": '{"name": "alice"}'},
+                },
+                {
+                    "id": "call_z",
+                    "type": "function",
+                    "function": {"name": "list_people", "arguments": "{}"},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_a", "content": "42"},
+        {
+            "role": "tool",
+            "tool_call_id": "call_z",
+            "content": '{"error": "the people list is down"}',
+        },
+        {"role": "assistant", "content": "Alice's is 42."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "And this?"},
+                {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+            ],
+        },
+    ]
+    tools = body["tools"]
+    assert [t["type"] for t in tools] == ["function"] * 4
+    assert [t["function"]["name"] for t in tools] == list(DEMO_TOOLS.names)
+    assert tools[0]["function"]["parameters"] == DEMO_TOOLS.definitions()[0].parameters
+    assert tools[0]["function"]["description"] == DEMO_TOOLS.definitions()[0].description
+
+
+@pytest.mark.anyio
+async def test_responses_request_maps_messages_to_input_items() -> None:
+    recorder = Recorder(responses_body(RESP_TEXT_ONLY))
+    backend = OpenAIResponsesBackend("gpt-4.1", transport=httpx.MockTransport(recorder))
+    await collect(backend, run_input(CONVERSATION))
+    body = recorder.json()
+    assert body["stream"] is True and body["model"] == "gpt-4.1"
+    assert body["input"] == [
+        {"type": "message", "role": "system", "content": "You are terse."},
+        {"type": "message", "role": "developer", "content": "Use the tools."},
+        {"type": "message", "role": "user", "content": "Secret numbers of alice, and everyone?"},
+        {"type": "message", "role": "assistant", "content": "Let me check."},
+        {
+            "type": "function_call",
+            "call_id": "call_a",
+            "name": "get_secret_number",
+            "arguments": '{"name": "alice"}',
+        },
+        {"type": "function_call", "call_id": "call_z", "name": "list_people", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_a", "output": "42"},
+        {
+            "type": "function_call_output",
+            "call_id": "call_z",
+            "output": '{"error": "the people list is down"}',
+        },
+        {"type": "message", "role": "assistant", "content": "Alice's is 42."},
+        {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "And this?"},
+                {"type": "input_image", "image_url": "https://x/y.png"},
+            ],
+        },
+    ]
+    assert body["tools"][0] == {
+        "type": "function",
+        "name": "get_secret_number",
+        "description": DEMO_TOOLS.definitions()[0].description,
+        "parameters": DEMO_TOOLS.definitions()[0].parameters,
+        "strict": False,
+    }
+
+
+# --- refused before any network call ---
+
+BROKEN_CONVERSATIONS: dict[str, tuple[list[Message], str]] = {
+    "call-without-result": (
+        [
+            UserMessage(id="u1", content="hi"),
+            AssistantMessage(id="a1", tool_calls=[call("call_a", "get_secret_number", "{}")]),
+            UserMessage(id="u2", content="well?"),
+        ],
+        "asks for tool call\\(s\\) 'call_a' with no tool message right after it",
+    ),
+    "one-result-of-two": (
+        [
+            UserMessage(id="u1", content="hi"),
+            AssistantMessage(
+                id="a1", tool_calls=[call("call_a", "x", "{}"), call("call_b", "x", "{}")]
+            ),
+            ToolMessage(id="t1", content="1", tool_call_id="call_a"),
+        ],
+        "'call_b'",
+    ),
+    "result-without-call": (
+        [
+            UserMessage(id="u1", content="hi"),
+            ToolMessage(id="t1", content="1", tool_call_id="call_ghost"),
+        ],
+        "tool message 't1' answers tool call 'call_ghost'",
+    ),
+    "result-after-a-user-message": (
+        [
+            UserMessage(id="u1", content="hi"),
+            AssistantMessage(id="a1", tool_calls=[call("call_a", "x", "{}")]),
+            ToolMessage(id="t1", content="1", tool_call_id="call_a"),
+            UserMessage(id="u2", content="and?"),
+            ToolMessage(id="t2", content="1", tool_call_id="call_a"),
+        ],
+        "'t2' answers tool call 'call_a'",
+    ),
+    "two-results-for-one-call": (
+        [
+            UserMessage(id="u1", content="hi"),
+            AssistantMessage(id="a1", tool_calls=[call("call_a", "x", "{}")]),
+            ToolMessage(id="t1", content="1", tool_call_id="call_a"),
+            ToolMessage(id="t2", content="2", tool_call_id="call_a"),
+        ],
+        "two results",
+    ),
+    "audio-from-a-url": (
+        [UserMessage(id="u1", content=[AudioPart(source=UrlSource(value="https://x/a.wav"))])],
+        "cannot take a audio part from a url source",
+    ),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("cls", [OpenAIChatBackend, OpenAIResponsesBackend])
+@pytest.mark.parametrize("case", list(BROKEN_CONVERSATIONS))
+async def test_a_conversation_the_provider_would_refuse_is_refused_before_sending(
+    cls: Callable[..., ProviderBackend], case: str
+) -> None:
+    messages, message = BROKEN_CONVERSATIONS[case]
+    backend = cls("m", transport=httpx.MockTransport(refuse))
+    with pytest.raises(ConversationError, match=message):
+        await collect(backend, run_input(messages))
+
+
+@pytest.mark.anyio
+async def test_a_provider_without_tools_refuses_tools_before_sending() -> None:
+    class NoTools(OpenAIChatBackend):
+        capabilities: ClassVar[Capabilities] = Capabilities(
+            streaming=True, tools=False, tool_ids=False, parallel_calls=False
+        )
+
+    with pytest.raises(ConversationError, match="does not support tools"):
+        await collect(NoTools("m", transport=httpx.MockTransport(refuse)))
+
+
+@pytest.mark.anyio
+async def test_inline_audio_and_images_are_sent_as_content_parts() -> None:
+    recorder = Recorder(chat_body(CHAT_TEXT_ONLY))
+    parts: list[ContentPart] = [
+        ImagePart(source=DataSource(value="aW1n", mime_type="image/png")),
+        AudioPart(source=DataSource(value="d2F2", mime_type="audio/wav")),
+    ]
+    await collect(
+        OpenAIChatBackend("m", transport=httpx.MockTransport(recorder)),
+        run_input([UserMessage(id="u1", content=parts)]),
+    )
+    assert recorder.json()["messages"][0]["content"] == [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,aW1n"}},
+        {"type": "input_audio", "input_audio": {"data": "d2F2", "format": "wav"}},
+    ]
+
+
+# --- re-chunked bytes: the same calls and text (Hypothesis) ---
+
+RECHUNK_STREAMS: dict[str, tuple[Callable[..., ProviderBackend], bytes]] = {
+    "chat": (
+        OpenAIChatBackend,
+        chat_body(
+            [
+                chunk({"role": "assistant", "content": ""}),
+                chunk({"content": "Größe: ✓ "}),
+                chunk({"content": "日本語"}),
+                *CHAT_INTERLEAVED[1:-1],
+                calls(head(2, "call_z", "list_people")),
+                chunk({}, "tool_calls"),
+            ]
+        ),
+    ),
+    "responses": (
+        OpenAIResponsesBackend,
+        responses_body(
+            [
+                *RESP_TEXT_BEFORE_CALLS[:-1],
+                call_added(2, "fc_2", "call_b", "lookup_city"),
+                args_delta(2, "fc_2", '{"person": "bøb ✓"}'),
+                *call_done(2, "fc_2", "call_b", "lookup_city", '{"person": "bøb ✓"}'),
+                completed(),
+            ]
+        ),
+    ),
+}
+
+
+def split_at(body: bytes, cuts: list[int]) -> list[bytes]:
+    edges = [0, *sorted(set(cuts)), len(body)]
+    return [body[a:b] for a, b in itertools.pairwise(edges) if b > a]
+
+
+def outcome_of(
+    cls: Callable[..., ProviderBackend], pieces: list[bytes], backend_name: str
+) -> Outcome:
+    async def main() -> Outcome:
+        transport = httpx.MockTransport(Recorder(lambda: Chunks(list(pieces))))
+        return summarize(await collect(cls("m", transport=transport)))
+
+    return anyio.run(main, backend=backend_name)
+
+
+@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
+@pytest.mark.parametrize("api", list(RECHUNK_STREAMS))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_any_rechunking_of_the_bytes_yields_the_same_calls_and_text(
+    api: str, backend_name: str, data: st.DataObject
+) -> None:
+    cls, body = RECHUNK_STREAMS[api]
+    cuts = data.draw(st.lists(st.integers(1, len(body) - 1), max_size=40), label="cuts")
+    expected = outcome_of(cls, [body], backend_name)
+    assert expected.calls and expected.texts and expected.finish is not None
+    assert outcome_of(cls, split_at(body, cuts), backend_name) == expected
+
+
+def test_one_byte_at_a_time_yields_the_same_calls_and_text() -> None:
+    for cls, body in RECHUNK_STREAMS.values():
+        expected = outcome_of(cls, [body], "asyncio")
+        bytewise = [body[i : i + 1] for i in range(len(body))]
+        assert outcome_of(cls, bytewise, "trio") == expected
+
+
+# --- the Engine, end to end, against a loopback server ---
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[LoopbackServer]:
+    with LoopbackServer(ScriptedProvider()) as server:
+        yield server
+
+
+QUESTION = "What are the secret numbers of alice and bob, where does alice live, who is there?"
+
+CHAT_HOPS = [
+    # Run 1: text, then two calls whose arguments interleave.
+    chat_body(
+        [
+            chunk({"role": "assistant", "content": ""}, id="chatcmpl-1"),
+            chunk({"content": "Let me look up "}, id="chatcmpl-1"),
+            chunk({"content": "both secret numbers."}, id="chatcmpl-1"),
+            chunk({"tool_calls": [head(0, "call_a", "get_secret_number")]}, id="chatcmpl-1"),
+            chunk({"tool_calls": [head(1, "call_b", "get_secret_number")]}, id="chatcmpl-1"),
+            chunk({"tool_calls": [piece(0, '{"name": "al')]}, id="chatcmpl-1"),
+            chunk({"tool_calls": [piece(1, '{"name": "bob"}')]}, id="chatcmpl-1"),
+            chunk({"tool_calls": [piece(0, 'ice"}')]}, id="chatcmpl-1"),
+            chunk({}, "tool_calls", id="chatcmpl-1"),
+        ]
+    ),
+    # Run 2: three calls, one of which fails, one without arguments; "stop" with calls.
+    chat_body(
+        [
+            chunk({"role": "assistant", "content": None}, id="chatcmpl-2"),
+            chunk(
+                {"tool_calls": [head(0, "call_c", "lookup_city"), piece(0, '{"person": "alice"}')]},
+                id="chatcmpl-2",
+            ),
+            chunk(
+                {
+                    "tool_calls": [
+                        head(1, "call_d", "get_secret_number"),
+                        piece(1, '{"name": "zed"}'),
+                    ]
+                },
+                id="chatcmpl-2",
+            ),
+            chunk({"tool_calls": [head(2, "call_e", "list_people")]}, id="chatcmpl-2"),
+            chunk({}, "stop", id="chatcmpl-2"),
+        ]
+    ),
+    # Run 3: the answer.
+    chat_body(
+        [
+            chunk({"role": "assistant", "content": "Alice: 42, Bob: 7. "}, id="chatcmpl-3"),
+            chunk({"content": "Alice lives in Paris."}, id="chatcmpl-3"),
+            chunk({}, "stop", id="chatcmpl-3"),
+        ]
+    ),
+]
+
+RESPONSES_HOPS = [
+    responses_body(
+        [
+            created("resp_1"),
+            message_added(0, "msg_1"),
+            text_delta(0, "msg_1", "Let me look up both secret numbers."),
+            *message_done(0, "msg_1", "Let me look up both secret numbers."),
+            call_added(1, "fc_a", "call_a", "get_secret_number"),
+            call_added(2, "fc_b", "call_b", "get_secret_number"),
+            args_delta(1, "fc_a", '{"name": "al'),
+            args_delta(2, "fc_b", '{"name": "bob"}'),
+            args_delta(1, "fc_a", 'ice"}'),
+            *call_done(1, "fc_a", "call_a", "get_secret_number", '{"name": "alice"}'),
+            *call_done(2, "fc_b", "call_b", "get_secret_number", '{"name": "bob"}'),
+            completed("resp_1"),
+        ]
+    ),
+    responses_body(
+        [
+            created("resp_2"),
+            call_added(0, "fc_c", "call_c", "lookup_city"),
+            args_delta(0, "fc_c", '{"person": "alice"}'),
+            *call_done(0, "fc_c", "call_c", "lookup_city", '{"person": "alice"}'),
+            call_added(1, "fc_d", "call_d", "get_secret_number"),
+            args_delta(1, "fc_d", '{"name": "zed"}'),
+            *call_done(1, "fc_d", "call_d", "get_secret_number", '{"name": "zed"}'),
+            call_added(2, "fc_e", "call_e", "list_people"),
+            *call_done(2, "fc_e", "call_e", "list_people", ""),
+            completed("resp_2"),
+        ]
+    ),
+    responses_body(
+        [
+            created("resp_3"),
+            message_added(0, "msg_3"),
+            text_delta(0, "msg_3", "Alice: 42, Bob: 7. "),
+            text_delta(0, "msg_3", "Alice lives in Paris."),
+            *message_done(0, "msg_3", "Alice: 42, Bob: 7. Alice lives in Paris."),
+            completed("resp_3"),
+        ]
+    ),
+]
+
+ZED_ERROR = "nobody called 'zed' has a secret number"
+
+
+async def run_engine(backend: ProviderBackend) -> Any:
+    try:
+        async with Engine(backend, tools=DEMO_TOOLS) as engine:
+            return await engine.run_turn("thread-1", QUESTION)
+    finally:
+        await backend.aclose()
+
+
+def check_the_turn(turn: Any) -> None:
+    assert turn.status is RunStatus.completed, turn.reason
+    batches = [m for m in turn.conversation.messages if isinstance(m, ToolCallMessage)]
+    assert [[(c.id, c.name, c.arguments, c.status) for c in b.calls] for b in batches] == [
+        [
+            ("call_a", "get_secret_number", '{"name": "alice"}', ToolCallStatus.completed),
+            ("call_b", "get_secret_number", '{"name": "bob"}', ToolCallStatus.completed),
+        ],
+        [
+            ("call_c", "lookup_city", '{"person": "alice"}', ToolCallStatus.completed),
+            ("call_d", "get_secret_number", '{"name": "zed"}', ToolCallStatus.failed),
+            ("call_e", "list_people", "", ToolCallStatus.completed),
+        ],
+    ]
+    assert turn.statistics().runs == 3
+
+
+@pytest.mark.anyio
+async def test_engine_runs_a_multi_hop_chat_conversation_over_loopback_http(
+    provider: LoopbackServer,
+) -> None:
+    provider.app.script(*CHAT_HOPS)
+    backend = OpenAIChatBackend("gpt-4o-mini", api_key="sk-loop", base_url=provider.url + "/v1")
+    turn = await run_engine(backend)
+    check_the_turn(turn)
+    first, second, third = provider.app.requests
+    assert {r.path for r in (first, second, third)} == {"/v1/chat/completions"}
+    assert first.headers["authorization"] == "Bearer sk-loop"
+    assert all(
+        r.body["stream"] is True and r.body["model"] == "gpt-4o-mini"
+        for r in (first, second, third)
+    )
+    assert [t["function"]["name"] for t in first.body["tools"]] == list(DEMO_TOOLS.names)
+    assert [m["role"] for m in first.body["messages"]] == ["user"]
+    assert first.body["messages"][0]["content"] == QUESTION
+    # Run 2 carries the text and both calls as ONE assistant message, then the results.
+    assert second.body["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": "Let me look up both secret numbers.",
+            "tool_calls": [
+                {
+                    "id": "call_a",
+                    "type": "function",
+                    "function": {"name": "get_secret_number", "arguments": '{"name": "alice"}'},
+                },
+                {
+                    "id": "call_b",
+                    "type": "function",
+                    "function": {"name": "get_secret_number", "arguments": '{"name": "bob"}'},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_a", "content": "42"},
+        {"role": "tool", "tool_call_id": "call_b", "content": "7"},
+    ]
+    # Run 3 adds the second batch: the failed call's error reaches the model as its result.
+    assert third.body["messages"][:4] == second.body["messages"]
+    assistant, *results = third.body["messages"][4:]
+    assert assistant["role"] == "assistant" and not assistant["content"]
+    assert [(c["id"], c["function"]["arguments"]) for c in assistant["tool_calls"]] == [
+        ("call_c", '{"person": "alice"}'),
+        ("call_d", '{"name": "zed"}'),
+        ("call_e", "{}"),
+    ]
+    assert results == [
+        {"role": "tool", "tool_call_id": "call_c", "content": "Paris"},
+        {
+            "role": "tool",
+            "tool_call_id": "call_d",
+            "content": msgspec.json.encode({"error": ZED_ERROR}).decode(),
+        },
+        {"role": "tool", "tool_call_id": "call_e", "content": '["alice","bob","carol"]'},
+    ]
+
+
+@pytest.mark.anyio
+async def test_engine_runs_a_multi_hop_responses_conversation_over_loopback_http(
+    provider: LoopbackServer,
+) -> None:
+    provider.app.script(*RESPONSES_HOPS)
+    backend = OpenAIResponsesBackend("gpt-4.1", api_key="sk-loop", base_url=provider.url + "/v1")
+    turn = await run_engine(backend)
+    check_the_turn(turn)
+    first, second, third = provider.app.requests
+    assert {r.path for r in (first, second, third)} == {"/v1/responses"}
+    assert first.body["input"] == [{"type": "message", "role": "user", "content": QUESTION}]
+    assert second.body["input"][1:] == [
+        {"type": "message", "role": "assistant", "content": "Let me look up both secret numbers."},
+        {
+            "type": "function_call",
+            "call_id": "call_a",
+            "name": "get_secret_number",
+            "arguments": '{"name": "alice"}',
+        },
+        {
+            "type": "function_call",
+            "call_id": "call_b",
+            "name": "get_secret_number",
+            "arguments": '{"name": "bob"}',
+        },
+        {"type": "function_call_output", "call_id": "call_a", "output": "42"},
+        {"type": "function_call_output", "call_id": "call_b", "output": "7"},
+    ]
+    assert third.body["input"][-6:] == [
+        {
+            "type": "function_call",
+            "call_id": "call_c",
+            "name": "lookup_city",
+            "arguments": '{"person": "alice"}',
+        },
+        {
+            "type": "function_call",
+            "call_id": "call_d",
+            "name": "get_secret_number",
+            "arguments": '{"name": "zed"}',
+        },
+        {"type": "function_call", "call_id": "call_e", "name": "list_people", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_c", "output": "Paris"},
+        {
+            "type": "function_call_output",
+            "call_id": "call_d",
+            "output": msgspec.json.encode({"error": ZED_ERROR}).decode(),
+        },
+        {"type": "function_call_output", "call_id": "call_e", "output": '["alice","bob","carol"]'},
+    ]
+
+
+@pytest.mark.anyio
+async def test_engine_fails_the_turn_with_the_providers_error_mid_stream(
+    provider: LoopbackServer,
+) -> None:
+    provider.app.script(chat_body(CHAT_ERROR_MID_STREAM))
+    turn = await run_engine(OpenAIChatBackend("m", base_url=provider.url + "/v1"))
+    assert turn.status is RunStatus.failed
+    assert turn.reason is not None
+    assert turn.reason.message == "The server had an error while processing your request."
+    assert turn.reason.code == "server_error"
