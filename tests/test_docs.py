@@ -22,3 +22,9 @@ def test_every_code_block_on_the_page_runs(page: Path) -> None:
     for number, block in enumerate(blocks, 1):
         code = compile(block, f"{page.name}[block {number}]", "exec")
         exec(code, namespace)
+
+
+def test_the_provider_capability_table_in_the_docs_is_the_live_one() -> None:
+    from toolrelay.backends.providers import capability_table
+
+    assert capability_table() in (DOCS / "providers.md").read_text(encoding="utf-8")
