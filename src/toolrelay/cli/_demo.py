@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import uuid
+from pathlib import Path
 from typing import Any, Final, TextIO
 
 import anyio
@@ -28,6 +29,7 @@ import anyio
 from toolrelay.backends import AguiHttpBackend
 from toolrelay.cli._run import TurnOutcome, exit_code, run_turn, state_json, write_summary
 from toolrelay.demo import DEMO_TOOLS, SCENARIOS, DemoAgent, serve_demo
+from toolrelay.diagrams import trace_diagram_for_turn
 from toolrelay.machines import RunStatus
 
 __all__ = ("register", "run")
@@ -127,11 +129,20 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         default="asyncio",
         help="the async library to run on (default: asyncio)",
     )
+    parser.add_argument(
+        "--diagram",
+        type=Path,
+        default=None,
+        metavar="OUT",
+        help="also write the finished turn as a Mermaid sequence diagram to OUT",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """Run ``toolrelay demo``; returns an :class:`~toolrelay.cli.ExitCode`."""
+    from toolrelay.cli import ExitCode
+
     scenario: str = args.scenario
     message = _MESSAGES.get(scenario, scenario)
     live = None if args.json else stdout
@@ -154,6 +165,12 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 )
 
     outcome = anyio.run(main, backend=args.backend)
+    if args.diagram is not None:
+        try:
+            args.diagram.write_text(trace_diagram_for_turn(outcome.turn), encoding="utf-8")
+        except OSError as exc:
+            stderr.write(f"toolrelay demo: cannot write {args.diagram}: {exc.strerror or exc}\n")
+            return ExitCode.USAGE
     if args.json:
         stdout.write(state_json(outcome))
     else:

@@ -47,6 +47,7 @@ from toolrelay.core import (
     ToolCallMessage,
     to_agui_messages,
 )
+from toolrelay.diagrams import trace_diagram
 from toolrelay.errors import InvalidEventError, LimitExceededError, MalformedEventError
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import Event, RunStartedEvent, UnknownEvent, decode_event, encode
@@ -220,6 +221,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("file", type=Path, metavar="FILE", help="the capture (raw SSE bytes)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--diagram",
+        type=Path,
+        default=None,
+        metavar="OUT",
+        help="also write the recorded run as a Mermaid sequence diagram to OUT",
+    )
     parser.set_defaults(func=run)
 
 
@@ -234,6 +242,20 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         stderr.write(f"toolrelay replay: cannot read {path}: {exc.strerror or exc}\n")
         return ExitCode.USAGE
     report = replay_capture(data)
+    if args.diagram is not None:
+        processor = report.processor
+        diagram = trace_diagram(
+            processor.conversation,
+            status=processor.status,
+            reason=processor.reason,
+            runs=processor.run_count,
+            abandoned=processor.abandoned,
+        )
+        try:
+            args.diagram.write_text(diagram, encoding="utf-8")
+        except OSError as exc:
+            stderr.write(f"toolrelay replay: cannot write {args.diagram}: {exc.strerror or exc}\n")
+            return ExitCode.USAGE
     if args.json:
         stdout.write(_json(report, path))
     else:
