@@ -1,0 +1,329 @@
+"""Case 4: the engine with N concurrent two-hop turns, on asyncio and on trio.
+
+Every turn asks the in-process :class:`ScriptedAgent` three runs: the first two end
+with one tool call each (``lookup``), the third answers. So each turn makes two
+continuations. Measured:
+
+- wall time for N turns started at once, and that every one completed;
+- the engine's overhead per continuation: from the moment the processor returns
+  ``ToolsReady`` to the moment the backend's ``run()`` is called for the next run,
+  minus the time the tool itself ran. The processor is instrumented by a subclass
+  (patched into the engine module for the measurement only) and the backend by a
+  wrapper. It is measured on an otherwise idle engine (turns one after another: the
+  engine's own cost, the target), and under the N-turn load (which adds the time a
+  continuation waits for the other turns' work: a scheduling latency, reported);
+- memory per registered idle turn: N turns parked right after RUN_STARTED (their
+  script hangs), traced with ``tracemalloc``, divided by N.
+
+The garbage collector stays on here: the engine is measured as it runs.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any
+from unittest import mock
+
+import anyio
+import anyio.lowlevel
+from bench_harness import Report, Sample, Target, no_gc
+
+from toolrelay.backends import EventStream, ThreadKey
+from toolrelay.core import Effect, EventProcessor, ToolRegistry, ToolsReady
+from toolrelay.machines import RunStatus
+from toolrelay.protocol import Event, RunAgentInput, ToolMessage, UnknownEvent
+from toolrelay.runtime import Engine, Turn, _engine
+from toolrelay.testing import Hang, ScriptedAgent, text, tool_call
+from toolrelay.testing._scripted import Script
+
+__all__ = ("run_engine",)
+
+CASE = "4. engine"
+HOPS = 2
+BACKENDS = ("asyncio", "trio")
+
+
+_Stamp = tuple[int, int]  # (perf_counter_ns, thread_time_ns)
+
+
+def _stamp() -> _Stamp:
+    return time.perf_counter_ns(), time.thread_time_ns()
+
+
+@dataclass(slots=True)
+class Probe:
+    """Timestamps of one measurement, keyed by (thread, hop): wall clock and this
+    thread's CPU clock, so that time the process was not running can be told apart."""
+
+    ready: dict[tuple[str, int], _Stamp] = field(default_factory=dict)
+    tool: dict[tuple[str, int], tuple[_Stamp, _Stamp]] = field(default_factory=dict)
+    called: dict[tuple[str, int], _Stamp] = field(default_factory=dict)
+
+    def overheads_us(self, clock: int) -> list[float]:
+        """Per continuation: run() called - ToolsReady returned - tool time, in µs, by
+        the wall clock (``clock=0``) or the thread's CPU clock (``clock=1``)."""
+        values: list[float] = []
+        for (thread, hop), ready in self.ready.items():
+            start, end = self.tool[(thread, hop)]
+            called = self.called[(thread, hop + 1)]
+            if not ready[0] <= start[0] <= end[0] <= called[0]:
+                raise AssertionError(f"continuation of {thread} hop {hop} out of order")
+            tool = end[clock] - start[clock]
+            values.append((called[clock] - ready[clock] - tool) / 1_000)
+        return values
+
+
+_probe = Probe()
+
+
+def _hops(run_input: RunAgentInput) -> int:
+    return sum(1 for message in run_input.messages if isinstance(message, ToolMessage))
+
+
+class _TimedProcessor(EventProcessor):
+    """The processor, stamping the moment it returns ``ToolsReady``."""
+
+    __slots__ = ()
+
+    def receive(self, event: Event | UnknownEvent) -> Sequence[Effect]:
+        effects = super().receive(event)
+        if effects:
+            for effect in effects:
+                if type(effect) is ToolsReady:
+                    _probe.ready[(self.conversation.thread_id, self.depth)] = _stamp()
+        return effects
+
+
+class _TimedBackend:
+    """The scripted agent, stamping the moment the engine calls ``run()``."""
+
+    def __init__(self, agent: ScriptedAgent) -> None:
+        self.agent = agent
+
+    async def allocate_run(self, key: ThreadKey) -> str | None:
+        return await self.agent.allocate_run(key)
+
+    def run(
+        self, key: ThreadKey, run_input: RunAgentInput
+    ) -> AbstractAsyncContextManager[EventStream]:
+        now = _stamp()
+        _probe.called[(key.thread_id, _hops(run_input))] = now
+        return self.agent.run(key, run_input)
+
+
+async def lookup(thread: str, hop: int) -> str:
+    """Look something up (the benchmark's tool: records when it ran)."""
+    start = _stamp()
+    _probe.tool[(thread, hop)] = (start, _stamp())
+    return f"result {hop} for {thread}"
+
+
+TOOLS = ToolRegistry().register(lookup)
+
+
+def _two_hops(key: ThreadKey, run_input: RunAgentInput) -> Script:
+    hop = _hops(run_input)
+    if hop < HOPS:
+        return [tool_call("lookup", {"thread": key.thread_id, "hop": hop})]
+    return [text("Both lookups are done.")]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineRun:
+    wall_s: float
+    turns: int
+    errors: int
+    overheads_us: list[float]
+    cpu_overheads_us: list[float]
+
+
+async def _turns(n: int, start: Callable[[Engine, int], Awaitable[Turn | None]]) -> EngineRun:
+    global _probe
+    _probe = Probe()
+    agent = ScriptedAgent(respond=_two_hops)
+    with mock.patch.object(_engine, "EventProcessor", _TimedProcessor):
+        async with Engine(_TimedBackend(agent), tools=TOOLS) as engine:
+            began = time.perf_counter_ns()
+            started = [await start(engine, i) for i in range(n)]
+            turns = [turn for turn in started if turn is not None]
+            for turn in turns:
+                await turn.wait_finished()
+            wall = (time.perf_counter_ns() - began) / 1e9
+    errors = sum(1 for turn in turns if turn.status is not RunStatus.completed)
+    errors += abs(agent.run_count - (HOPS + 1) * n) + abs(len(turns) - n)
+    return EngineRun(wall, n, errors, _probe.overheads_us(0), _probe.overheads_us(1))
+
+
+async def concurrent(n: int) -> EngineRun:
+    """N turns started at once, then waited for."""
+
+    async def start(engine: Engine, i: int) -> Turn:
+        return engine.start_turn(f"turn-{i:06d}", "Look it up twice, please.")
+
+    return await _turns(n, start)
+
+
+async def sequential(n: int) -> EngineRun:
+    """N turns one after another: each continuation on an otherwise idle engine."""
+
+    async def start(engine: Engine, i: int) -> Turn:
+        return await engine.run_turn(f"turn-{i:06d}", "Look it up twice, please.")
+
+    return await _turns(n, start)
+
+
+# --- Memory per idle turn ---------------------------------------------------------------
+
+
+def _park(key: ThreadKey, run_input: RunAgentInput) -> Script:
+    return [Hang()]  # RUN_STARTED (the envelope), then nothing until cancelled
+
+
+async def _until_parked(agent: ScriptedAgent, turns: Sequence[Turn]) -> None:
+    with anyio.fail_after(120):
+        while agent.open_streams < len(turns) or any(
+            turn._processor.server_run_id is None for turn in turns
+        ):
+            await anyio.lowlevel.checkpoint()
+
+
+async def idle_memory(n: int) -> tuple[float, float, int]:
+    """Bytes per parked turn (retained, peak) and how many were registered."""
+    agent = ScriptedAgent(respond=_park)
+    async with Engine(agent, tools=TOOLS) as engine:
+        warm = [engine.start_turn(f"warm-{i}", "hello") for i in range(50)]
+        await _until_parked(agent, warm)
+        gc.collect()
+        tracemalloc.start()
+        try:
+            turns = [engine.start_turn(f"idle-{i:06d}", "hello") for i in range(n)]
+            await _until_parked(agent, [*warm, *turns])
+            current, peak = tracemalloc.get_traced_memory()
+            registered = len(engine.registry) - len(warm)
+        finally:
+            tracemalloc.stop()
+        for turn in (*warm, *turns):
+            turn.cancel()
+    return current / n, peak / n, registered
+
+
+# --- The case ---------------------------------------------------------------------------
+
+
+def _run(backend: str, func: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    return anyio.run(func, *args, backend=backend)
+
+
+def run_engine(report: Report, *, quick: bool) -> None:
+    """Case 4 on asyncio and trio."""
+    sizes = (100, 1_000) if quick else (1_000, 10_000)
+    repeats = 1 if quick else 3
+    sequential_turns = 100 if quick else 500
+    memory_turns = 1_000 if quick else 10_000
+    for backend in BACKENDS:
+        _run(backend, sequential, 20)  # warm-up: imports, first-use caches
+        for n in sizes:
+            runs: list[EngineRun] = [_run(backend, concurrent, n) for _ in range(repeats)]
+            errors = sum(run.errors for run in runs)
+            if errors and n != sizes[-1]:
+                report.errors.append(f"{backend}: {n} concurrent turns had {errors} errors")
+            report.add(
+                Sample(
+                    CASE,
+                    f"{backend}: {n:,} concurrent two-hop turns, wall time",
+                    "s",
+                    tuple(run.wall_s for run in runs),
+                    note=f"{n * (HOPS + 1):,} runs; errors: {errors}",
+                )
+            )
+            if n == sizes[-1]:
+                with no_gc():
+                    without_gc: EngineRun = _run(backend, concurrent, n)
+                report.add(
+                    Sample(
+                        CASE,
+                        f"{backend}: {n:,} concurrent two-hop turns, wall time, gc disabled",
+                        "s",
+                        (without_gc.wall_s,),
+                        note="for comparison: the cyclic collector's share of the run above",
+                    )
+                )
+            loaded = [value for run in runs for value in run.overheads_us]
+            report.add(
+                Sample(
+                    CASE,
+                    f"{backend}: continuation latency under the {n:,}-turn load",
+                    "µs",
+                    tuple(loaded),
+                    note="includes waiting for the other turns' work",
+                    distribution=True,
+                )
+            )
+            if n == sizes[-1]:
+                report.target(
+                    Target(
+                        f"engine_{backend}_{n}_turns_ok",
+                        f"{backend}: {n:,} concurrent two-hop turns, turns not completed",
+                        errors,
+                        0,
+                        "errors",
+                    )
+                )
+        idle: EngineRun = _run(backend, sequential, sequential_turns)
+        if idle.errors:
+            report.errors.append(f"{backend}: sequential turns had {idle.errors} errors")
+        overhead = report.add(
+            Sample(
+                CASE,
+                f"{backend}: engine overhead per continuation (idle engine)",
+                "µs",
+                tuple(idle.overheads_us),
+                note=f"{len(idle.overheads_us)} continuations, tool time excluded; wall clock",
+                distribution=True,
+            )
+        )
+        report.add(
+            Sample(
+                CASE,
+                f"{backend}: engine CPU per continuation (idle engine)",
+                "µs",
+                tuple(idle.cpu_overheads_us),
+                note="the same windows on this thread's CPU clock: what the engine "
+                "spends, without the time the OS ran other processes",
+                distribution=True,
+            )
+        )
+        report.target(
+            Target(
+                f"continuation_overhead_{backend}",
+                f"{backend}: engine overhead per continuation, p99",
+                overhead.p99 / 1_000,
+                1.0,
+                "ms",
+            )
+        )
+        retained, peak, registered = _run(backend, idle_memory, memory_turns)
+        for label, value in (("retained", retained), ("peak", peak)):
+            report.add(
+                Sample(
+                    CASE,
+                    f"{backend}: memory per registered idle turn, {label} ({registered:,} parked)",
+                    "KB",
+                    (value / 1_000,),
+                    note="tracemalloc; includes the scripted agent's record of the run",
+                )
+            )
+        report.target(
+            Target(
+                f"idle_turn_memory_{backend}",
+                f"{backend}: peak memory per registered idle turn",
+                peak / 1_000,
+                20.0,
+                "KB",
+            )
+        )

@@ -1,0 +1,360 @@
+"""Cases 1 and 2: the processor's throughput against its floors, and its flat cost.
+
+Case 1 decodes and processes a realistic 100,000-event stream (``bench_streams``) the
+way the engine does, one :class:`EventProcessor` per turn: ``start_run``, then
+``decode_event`` + ``receive`` for every payload, ``record_result`` for every call of
+a ``ToolsReady``, ``start_run`` for the continuation, and so on. The floors read the
+same bytes: a bare ``msgspec.json.Decoder(Event)`` (decoding only, the least any
+typed client can do) and the official SDK's ``TypeAdapter(ag_ui.core.Event)
+.validate_json`` (parsing only).
+
+Case 2 checks promise 8: the cost of an event must not grow with the conversation
+(10 vs 10,000 messages of history) nor with the tool call it belongs to (10 vs
+100,000 argument deltas). ``start_run`` itself maps the whole conversation into the
+next request, which is linear by nature (the request carries every message); it is
+reported beside, not counted per event.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+from bench_harness import Report, Sample, Target, interleaved
+from bench_streams import TOOL_NAMES, TurnStream, args_payloads, mixed_run, realistic_turns
+
+from toolrelay.core import (
+    ChatMessage,
+    Conversation,
+    EventProcessor,
+    TextMessage,
+    ToolResult,
+    ToolsReady,
+)
+from toolrelay.machines import RunStatus
+from toolrelay.protocol import (
+    AssistantMessage,
+    Event,
+    FunctionCall,
+    RunStartedEvent,
+    Tool,
+    ToolCall,
+    ToolCallStartEvent,
+    ToolMessage,
+    UserMessage,
+    decode_event,
+    encode_event,
+)
+
+__all__ = ("run_flat", "run_throughput")
+
+CASE_1 = "1. processor"
+CASE_2 = "2. flat cost"
+
+#: The tool declarations sent with every run.
+TOOLS = tuple(
+    Tool(
+        name=name,
+        description=f"The {name} tool.",
+        parameters={"type": "object", "properties": {"q": {"type": "string"}}},
+    )
+    for name in TOOL_NAMES
+)
+RESULT = ToolResult.success('{"ok": true, "value": 42}')
+USER = UserMessage(id="msg_user", content="What is the weather in Paris, and my secret number?")
+
+
+# --- Case 1 ---------------------------------------------------------------------------
+
+
+def drive(turns: Sequence[TurnStream], decode: Callable[[bytes], Any]) -> list[EventProcessor]:
+    """Decode and process every turn as the engine does; returns the processors."""
+    processors: list[EventProcessor] = []
+    for turn in turns:
+        processor = EventProcessor(Conversation(turn.thread_id, (USER,)), tools=TOOLS)
+        for run in turn.runs:
+            processor.start_run(run.run_id)
+            receive = processor.receive
+            for payload in run.payloads:
+                effects = receive(decode(payload))
+                if effects:
+                    for effect in effects:
+                        if type(effect) is ToolsReady:
+                            for call in effect.calls:
+                                processor.record_result(call, RESULT)
+        processors.append(processor)
+    return processors
+
+
+def check_drive(turns: Sequence[TurnStream]) -> None:
+    """The streams are what the processor accepts: every turn completes, no violation."""
+    for processor in drive(turns, decode_event):
+        if processor.status is not RunStatus.completed or processor.violations:
+            raise AssertionError(
+                f"benchmark stream is not clean: {processor.status}, {processor.violations[:3]}"
+            )
+
+
+def run_throughput(report: Report, *, repeats: int, events: int) -> None:
+    """Case 1: decode + process per event, against msgspec alone and pydantic alone."""
+    import pydantic
+    from ag_ui.core import Event as SdkEvent
+
+    turns = realistic_turns(events)
+    payloads = [payload for turn in turns for run in turn.runs for payload in run.payloads]
+    count = len(payloads)
+    check_drive(turns)
+
+    def processor() -> float:
+        start = time.perf_counter_ns()
+        drive(turns, decode_event)
+        return (time.perf_counter_ns() - start) / count
+
+    bare = msgspec.json.Decoder(Event)
+
+    def msgspec_alone() -> float:
+        decode = bare.decode
+        start = time.perf_counter_ns()
+        for payload in payloads:
+            decode(payload)
+        return (time.perf_counter_ns() - start) / count
+
+    validate = pydantic.TypeAdapter(SdkEvent).validate_json
+
+    def pydantic_alone() -> float:
+        start = time.perf_counter_ns()
+        for payload in payloads:
+            validate(payload)
+        return (time.perf_counter_ns() - start) / count
+
+    values = interleaved((processor, msgspec_alone, pydantic_alone), repeats)
+    ours = report.add(
+        Sample(
+            CASE_1,
+            f"decode_event + EventProcessor.receive ({count:,} events, {len(turns)} turns, "
+            f"{sum(len(t.runs) for t in turns)} runs)",
+            "ns/event",
+            values[0],
+            "engine-style: start_run, receive, record_result per turn",
+        )
+    )
+    floor = report.add(
+        Sample(
+            CASE_1,
+            "msgspec.json.Decoder(Event).decode alone (floor)",
+            "ns/event",
+            values[1],
+        )
+    )
+    sdk = report.add(
+        Sample(
+            CASE_1,
+            "ag-ui-protocol TypeAdapter(Event).validate_json alone",
+            "ns/event",
+            values[2],
+        )
+    )
+    over_floor = report.ratio(
+        "processor / msgspec decode", ours, floor, "x the floor (target <= 3)", paired=True
+    )
+    faster = report.ratio(
+        "pydantic parse / processor", sdk, ours, "x faster (target >= 3)", paired=True
+    )
+    report.target(
+        Target(
+            "processor_vs_msgspec",
+            "processor (decode + process) vs msgspec decode alone",
+            over_floor,
+            3.0,
+            "x",
+        )
+    )
+    report.target(
+        Target(
+            "processor_vs_pydantic",
+            "processor speed-up over the ag-ui-protocol pydantic parse alone",
+            faster,
+            3.0,
+            "x",
+            upper=False,
+        )
+    )
+
+
+# --- Case 2 ---------------------------------------------------------------------------
+
+
+def history(size: int) -> list[ChatMessage]:
+    """``size`` messages of an earlier conversation: questions, answers, tool rounds."""
+    messages: list[ChatMessage] = []
+    i = 0
+    while len(messages) < size:
+        kind = i % 4
+        if kind == 0:
+            messages.append(UserMessage(id=f"u{i}", content=f"question number {i}, please"))
+        elif kind == 1:
+            call = ToolCall(
+                id=f"call{i}", function=FunctionCall(name="get_weather", arguments='{"q":"x"}')
+            )
+            messages.append(AssistantMessage(id=f"a{i}", tool_calls=[call]))
+        elif kind == 2:
+            messages.append(ToolMessage(id=f"t{i}", tool_call_id=f"call{i - 1}", content="sunny"))
+        else:
+            messages.append(TextMessage(f"m{i}", "assistant", f"the answer to question {i}"))
+        i += 1
+    return messages
+
+
+def _timer_overhead() -> float:
+    """ns one ``perf_counter_ns`` pair adds around an empty window (median of many)."""
+    clock = time.perf_counter_ns
+    samples = []
+    for _ in range(20_001):
+        start = clock()
+        samples.append(clock() - start)
+    samples.sort()
+    return float(samples[len(samples) // 2])
+
+
+def run_flat(report: Report, *, repeats: int, quick: bool) -> None:
+    """Case 2: per-event cost at 10 vs 10,000 messages, per delta at 10 vs 100,000 deltas."""
+    _flat_conversation(report, repeats=repeats, quick=quick)
+    _flat_arguments(report, repeats=repeats, quick=quick)
+
+
+def _flat_conversation(report: Report, *, repeats: int, quick: bool) -> None:
+    thread_id = "thread-flat"
+    run = mixed_run(thread_id, seed=7, text_deltas=2_000, arg_deltas=2_000)
+    loops = 5 if quick else 20
+    sizes = (10, 10_000)
+    histories = {size: history(size) for size in sizes}
+
+    def per_event(earlier: list[ChatMessage]) -> float:
+        total = 0
+        for _ in range(loops):
+            processor = EventProcessor(Conversation(thread_id, earlier), tools=TOOLS)
+            processor.start_run(run.run_id)
+            receive = processor.receive
+            start = time.perf_counter_ns()
+            for payload in run.payloads:
+                receive(decode_event(payload))
+            total += time.perf_counter_ns() - start
+            if processor.status is not RunStatus.executing_tools or processor.violations:
+                raise AssertionError("flat-cost run did not end with its tools ready")
+        return total / (loops * len(run.payloads))
+
+    def start_run(earlier: list[ChatMessage]) -> float:
+        total = 0
+        for _ in range(loops):
+            processor = EventProcessor(Conversation(thread_id, earlier), tools=TOOLS)
+            start = time.perf_counter_ns()
+            processor.start_run(run.run_id)
+            total += time.perf_counter_ns() - start
+        return total / loops / 1_000
+
+    events = interleaved([functools.partial(per_event, histories[size]) for size in sizes], repeats)
+    runs = interleaved([functools.partial(start_run, histories[size]) for size in sizes], repeats)
+    samples: dict[int, Sample] = {}
+    for size, per_event_values, start_run_values in zip(sizes, events, runs, strict=True):
+        samples[size] = report.add(
+            Sample(
+                CASE_2,
+                f"decode + receive, conversation of {size:,} messages",
+                "ns/event",
+                per_event_values,
+                note=f"one run of {len(run.payloads):,} events; start_run not counted",
+            )
+        )
+        report.add(
+            Sample(
+                CASE_2,
+                f"start_run (maps {size:,} messages into RunAgentInput)",
+                "µs/run",
+                start_run_values,
+                note="once per run, linear by nature: the request carries every message",
+            )
+        )
+    ratio = report.ratio(
+        "per event, 10,000 / 10 messages",
+        samples[10_000],
+        samples[10],
+        "flat if ~1 (target <= 1.3)",
+        paired=True,
+    )
+    report.target(
+        Target("flat_conversation", "per-event cost at 10,000 messages vs at 10", ratio, 1.3, "x")
+    )
+
+
+def _flat_arguments(report: Report, *, repeats: int, quick: bool) -> None:
+    thread_id = "thread-args"
+    run_id = "run_args"
+    call_id = "call_args"
+    started = encode_event(RunStartedEvent(thread_id=thread_id, run_id=run_id))
+    call_start = encode_event(
+        ToolCallStartEvent(tool_call_id=call_id, tool_call_name="search_documents")
+    )
+    overhead = _timer_overhead()
+    small_calls = 2_000 if quick else 10_000
+    big_deltas = 20_000 if quick else 100_000
+    big_calls = 2 if quick else 1
+    small = list(args_payloads(call_id, 10, seed=11))
+    big = list(args_payloads(call_id, big_deltas, seed=11))
+
+    def per_delta(deltas: list[bytes], calls: int) -> float:
+        total = 0.0
+        for _ in range(calls):
+            processor = EventProcessor(Conversation(thread_id, (USER,)), tools=TOOLS)
+            processor.start_run(run_id)
+            processor.receive(decode_event(started))
+            processor.receive(decode_event(call_start))
+            receive = processor.receive
+            start = time.perf_counter_ns()
+            for payload in deltas:
+                receive(decode_event(payload))
+            total += time.perf_counter_ns() - start - overhead
+            if processor.violations or len(processor.tool_calls) != 1:
+                raise AssertionError("argument run was not clean")
+        return total / (calls * len(deltas))
+
+    small_values, big_values = interleaved(
+        (
+            functools.partial(per_delta, small, small_calls),
+            functools.partial(per_delta, big, big_calls),
+        ),
+        repeats,
+    )
+    note = f"call(s) per repeat; timer overhead ({overhead:.0f} ns) removed"
+    ten = report.add(
+        Sample(
+            CASE_2,
+            "TOOL_CALL_ARGS decode + receive, one call of 10 deltas",
+            "ns/delta",
+            small_values,
+            note=f"{small_calls:,} {note}",
+        )
+    )
+    many = report.add(
+        Sample(
+            CASE_2,
+            f"TOOL_CALL_ARGS decode + receive, one call of {big_deltas:,} deltas",
+            "ns/delta",
+            big_values,
+            note=f"{big_calls} {note}",
+        )
+    )
+    ratio = report.ratio(
+        f"per delta, {big_deltas:,} / 10 deltas",
+        many,
+        ten,
+        "flat if ~1 (target <= 1.3)",
+        paired=True,
+    )
+    report.target(
+        Target(
+            "flat_arguments", f"per-delta cost at {big_deltas:,} deltas vs at 10", ratio, 1.3, "x"
+        )
+    )
