@@ -1366,13 +1366,15 @@ def test_an_internal_error_fails_the_turn_and_is_re_raised(monkeypatch: pytest.M
         ToolCallStartEvent(tool_call_id="b", tool_call_name="g"),
     )
     handlers: dict[Any, Any] = _processor._HANDLERS
-    monkeypatch.setitem(handlers, ToolCallArgsEvent, broken)
+    # A delta for an open call takes the hot path; a bug in a handler shows on the
+    # events that go through one, such as TOOL_CALL_END.
+    monkeypatch.setitem(handlers, ToolCallEndEvent, broken)
     with pytest.raises(RuntimeError, match="handler bug"):
-        processor.receive(ToolCallArgsEvent(tool_call_id="b", delta="{}"))
+        processor.receive(ToolCallEndEvent(tool_call_id="b"))
     assert status_of(processor) is RunStatus.failed
     assert processor.reason is not None
     assert processor.reason.kind is ReasonKind.INTERNAL_ERROR
-    assert "TOOL_CALL_ARGS" in processor.reason.message
+    assert "TOOL_CALL_END" in processor.reason.message
     assert processor.tool_calls == ()
     assert {c.id: c.status for c in processor.abandoned} == {
         "a": ToolCallStatus.failed,

@@ -545,3 +545,98 @@ def test_the_accumulator_chunk_list_is_collapsed_on_join(deltas: list[str]) -> N
     assert call._args.chunk_count == (1 if appended else 0)
     call.append_arguments("z")
     assert call._args.chunk_count == (2 if appended else 1)
+
+
+# -- the hot path changes nothing but the cost ------------------------------------------
+
+
+def _outcome(processor: EventProcessor, effects: list[object]) -> object:
+    messages = [
+        (type(m).__name__, getattr(m, "id", None), getattr(m, "text", None))
+        for m in processor.conversation.messages
+    ]
+    calls = [
+        (c.id, c.name, c.arguments, c.status, c.result)
+        for c in (*committed(processor), *processor.tool_calls, *processor.abandoned)
+    ]
+    return (
+        processor.status,
+        processor.reason,
+        messages,
+        calls,
+        list(processor.violations),
+        [repr(effect) for effect in effects],  # calls compare by identity; reprs by content
+    )
+
+
+class _FullPathOnly(EventProcessor):
+    """The processor with its hot path switched off: every event takes the full path."""
+
+    __slots__ = ()
+
+    def _refresh_fast(self) -> None:
+        self._sync_hot()
+
+
+def _play(stream: list[AnyEvent], limits: Limits, *, hot_path: bool) -> object:
+    counter = itertools.count(1)
+    cls = EventProcessor if hot_path else _FullPathOnly
+    processor = cls(
+        Conversation(THREAD, [USER]), id_factory=lambda: f"gen-{next(counter)}", limits=limits
+    )
+    processor.start_run("run-1")
+    effects: list[object] = []
+    for event in stream:
+        effects.extend(processor.receive(event))
+    effects.extend(processor.end_stream())
+    return _outcome(processor, effects)
+
+
+@settings(max_examples=300)
+@given(
+    runs(),
+    st.sampled_from(
+        [
+            Limits(),
+            Limits(max_argument_bytes=6, max_events_per_run=12),
+            Limits(max_argument_bytes=9, max_events_per_run=1000),
+        ]
+    ),
+)
+def test_the_hot_path_gives_exactly_what_the_full_path_gives(
+    stream: list[AnyEvent], limits: Limits
+) -> None:
+    assert _play(stream, limits, hot_path=True) == _play(stream, limits, hot_path=False)
+
+
+def _status(processor: EventProcessor) -> RunStatus:
+    return processor.status  # read afresh (mypy would keep an earlier narrowing)
+
+
+@pytest.mark.parametrize("char", ["a", "é", "€", "😀"])
+def test_the_argument_limit_holds_on_the_hot_path_for_every_utf8_width(char: str) -> None:
+    width = len(char.encode())
+    processor = new_processor(limits=Limits(max_argument_bytes=8 * width))
+    processor.start_run("run-1")
+    processor.receive(RunStartedEvent(thread_id=THREAD, run_id="srv"))
+    processor.receive(ToolCallStartEvent(tool_call_id="c", tool_call_name="f"))
+    for _ in range(8):
+        assert processor.receive(ToolCallArgsEvent(tool_call_id="c", delta=char)) == ()
+    assert processor.status is RunStatus.running
+    effects = processor.receive(ToolCallArgsEvent(tool_call_id="c", delta=char))
+    assert _status(processor) is RunStatus.failed
+    assert processor.reason is not None and processor.reason.code == "max_argument_bytes"
+    assert effects
+
+
+def test_the_event_limit_holds_on_the_hot_path() -> None:
+    processor = new_processor(limits=Limits(max_events_per_run=5))
+    processor.start_run("run-1")
+    processor.receive(TextMessageStartEvent(message_id="m", role="assistant"))
+    for _ in range(4):
+        processor.receive(TextMessageContentEvent(message_id="m", delta="x"))
+    assert processor.status is RunStatus.running
+    processor.receive(TextMessageContentEvent(message_id="m", delta="x"))
+    assert _status(processor) is RunStatus.failed
+    assert processor.reason is not None and processor.reason.code == "max_events_per_run"
+    assert [m.text for m in processor.conversation.texts()] == ["xxxx"]

@@ -37,6 +37,7 @@ from toolrelay.protocol import (
     RunAgentInput,
     RunFinishedEvent,
     TextMessageContentEvent,
+    TextMessageEndEvent,
     ToolMessage,
     UserMessage,
 )
@@ -1295,7 +1296,8 @@ async def test_a_bug_in_event_handling_fails_the_turn_as_internal_error_and_is_l
     def broken_handler(processor: EventProcessor, event: object) -> tuple[()]:
         raise KeyError("handler bug")
 
-    event_type: type[Any] = TextMessageContentEvent
+    # TEXT_MESSAGE_END goes through its handler (deltas take the processor's hot path).
+    event_type: type[Any] = TextMessageEndEvent
     monkeypatch.setitem(_processor._HANDLERS, event_type, broken_handler)
     agent = ScriptedAgent([text("hello"), Hang()])
     with caplog.at_level(logging.ERROR, logger="toolrelay"), anyio.fail_after(5):

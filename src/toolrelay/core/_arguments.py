@@ -2,12 +2,19 @@
 
 Strategy: a delta is appended to a list of chunks, which is O(1) and never touches
 what came before. The full string is joined once, when someone asks for it, and the
-join is cached until the next delta. A stream of n deltas therefore costs O(n) in
-total, whether it has 10 deltas or 100,000, instead of the O(n^2) of ``s += delta``
-on a string that something else also holds a reference to.
+list is collapsed (in place) to that one string. A stream of n deltas therefore costs
+O(n) in total, whether it has 10 deltas or 100,000, instead of the O(n^2) of
+``s += delta`` on a string that something else also holds a reference to.
 
-The byte count (for the argument-size limit) is kept as deltas arrive; an ASCII
-delta is counted by its length, anything else by its UTF-8 encoding.
+The chunk list is the accumulator's :attr:`~TextAccumulator.sink`: the event
+processor's hot path appends deltas to it directly (one C-level ``list.append`` per
+event, no Python call). Everything else reads through the accumulator, which settles
+what was appended directly before it answers.
+
+The byte count is settled lazily, only when asked: deltas appended through
+:meth:`~TextAccumulator.append` are counted as they come (an ASCII delta by its length,
+anything else by its UTF-8 encoding); deltas appended to the sink are counted when
+someone asks, in one encode of the joined text if a join came first.
 """
 
 from __future__ import annotations
@@ -21,35 +28,73 @@ def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-class TextAccumulator:
-    """An append-only string built from deltas, with O(1) appends and a cached join."""
+def utf8_len(text: str) -> int:
+    """UTF-8 size of ``text`` (fast for ASCII; lone surrogates count 3 bytes)."""
+    return len(text) if text.isascii() else _utf8_len(text)
 
-    __slots__ = ("_cache", "_chunks", "byte_count")
+
+class TextAccumulator:
+    """An append-only string built from deltas, with O(1) appends and a lazy join."""
+
+    __slots__ = ("_bytes", "_chunks", "_counted")
 
     def __init__(self, initial: str = "") -> None:
         self._chunks: list[str] = [initial] if initial else []
-        self._cache: str | None = initial
-        #: UTF-8 bytes received so far.
-        self.byte_count = _utf8_len(initial)
+        # UTF-8 size of _chunks[:_counted], or None when nothing is counted yet (a join
+        # over deltas appended to the sink drops the count: one encode of the joined
+        # string is cheaper than one per delta, and often nobody asks).
+        self._bytes: int | None = _utf8_len(initial)
+        self._counted = len(self._chunks)
+
+    @property
+    def sink(self) -> list[str]:
+        """The chunk list itself: appending a non-empty string to it appends a delta.
+
+        It stays the same list object for the accumulator's whole life (joins collapse
+        it in place), so a hot path may keep a reference to it.
+        """
+        return self._chunks
+
+    def _settle(self) -> int:
+        chunks = self._chunks
+        counted = self._bytes
+        if counted is None:
+            text = self.text
+            counted = utf8_len(text)
+            self._counted = len(chunks)
+        elif self._counted != len(chunks):
+            counted += sum(utf8_len(chunk) for chunk in chunks[self._counted :])
+            self._counted = len(chunks)
+        self._bytes = counted
+        return counted
 
     def append(self, delta: str) -> int:
         """Append ``delta`` and return the new total byte count."""
+        total = self._settle()
         if delta:
             self._chunks.append(delta)
-            self._cache = None
-            self.byte_count += len(delta) if delta.isascii() else _utf8_len(delta)
-        return self.byte_count
+            self._counted += 1
+            total += utf8_len(delta)
+            self._bytes = total
+        return total
+
+    @property
+    def byte_count(self) -> int:
+        """UTF-8 bytes received so far."""
+        return self._settle()
 
     @property
     def text(self) -> str:
-        """Everything received so far, joined (cached until the next append)."""
-        cache = self._cache
-        if cache is None:
-            cache = "".join(self._chunks)
-            # Collapse to one chunk so the next join only copies new deltas once.
-            self._chunks = [cache] if cache else []
-            self._cache = cache
-        return cache
+        """Everything received so far, joined (the list collapses to the one string)."""
+        chunks = self._chunks
+        if len(chunks) > 1:
+            joined = "".join(chunks)
+            if self._counted != len(chunks):
+                self._bytes = None  # deltas came through the sink: count the whole later
+            # In place: whoever holds the sink keeps appending to the same list.
+            chunks[:] = (joined,)
+            self._counted = 1
+        return chunks[0] if chunks else ""
 
     @property
     def chunk_count(self) -> int:

@@ -87,6 +87,11 @@ class ToolCallInfo:
         """Append an argument delta (no transition); returns the new byte count."""
         return self._args.append(delta)
 
+    @property
+    def argument_sink(self) -> list[str]:
+        """The argument chunk list (see :attr:`TextAccumulator.sink`), for the hot path."""
+        return self._args.sink
+
     def send(self, event: ToolCallEvent) -> ToolCallStatus:
         """Move the call through its machine; raises ``IllegalTransition`` if refused."""
         return self._cursor.send(event)
@@ -124,6 +129,11 @@ class TextMessage:
 
     def append(self, delta: str) -> int:
         return self._text.append(delta)
+
+    @property
+    def sink(self) -> list[str]:
+        """The text chunk list (see :attr:`TextAccumulator.sink`), for the hot path."""
+        return self._text.sink
 
     def __repr__(self) -> str:
         return f"TextMessage(id={self.id!r}, role={self.role!r}, text={self.text!r})"
