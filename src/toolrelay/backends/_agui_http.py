@@ -436,7 +436,12 @@ class _BoundedEventBlocks(httpx.AsyncByteStream):
         assert self._chunks is not None, "iterate with async for"
         chunk = await self._chunks.__anext__()
         window = self._tail + chunk
-        end = max(_end_of(window, boundary) for boundary in self._BOUNDARIES)
+        # "\n\n" ends nearly every event on the wire; the other three line-ending
+        # combinations are only possible where a "\r" is.
+        end = _end_of(window, b"\n\n")
+        if b"\r" in window:
+            for boundary in self._BOUNDARIES[1:]:
+                end = max(end, _end_of(window, boundary))
         if end >= 0:
             self._since_boundary = len(window) - end
         else:
