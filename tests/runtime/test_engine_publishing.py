@@ -5,15 +5,16 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from toolrelay import Engine, StateChanged, ToolRegistry
+from toolrelay import Engine, EventReceived, StateChanged, ToolRegistry
 from toolrelay.protocol import (
     Event,
     ReasoningMessage,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
+    TextMessageContentEvent,
 )
-from toolrelay.testing import ScriptedAgent, text, tool_call
+from toolrelay.testing import Gate, ScriptedAgent, text, tool_call
 
 pytestmark = pytest.mark.anyio
 
@@ -67,3 +68,25 @@ async def test_reasoning_goes_back_only_when_the_engine_is_asked(include: bool) 
         await engine.run_turn("t", "hi")
     sent = [m for m in agent.inputs[1].messages if isinstance(m, ReasoningMessage)]
     assert [m.content for m in sent] == (["let me think"] if include else [])
+
+
+async def test_a_subscriber_that_asks_for_events_mid_run_gets_the_rest_of_them() -> None:
+    gate = anyio.Event()
+    agent = ScriptedAgent([text("before"), Gate(gate), text("after")])
+    async with Engine(agent) as engine:
+        turn = engine.start_turn("t", "hi")
+        await anyio.wait_all_tasks_blocked()
+        with engine.subscribe(events=True) as stream:
+            gate.set()
+            await turn.wait_finished()
+            deltas = []
+            while True:
+                try:
+                    note = stream.receive_nowait()
+                except anyio.WouldBlock:
+                    break
+                if isinstance(note, EventReceived) and isinstance(
+                    note.event, TextMessageContentEvent
+                ):
+                    deltas.append(note.event.delta)
+    assert deltas == ["after"]

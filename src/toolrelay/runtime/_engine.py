@@ -381,6 +381,8 @@ class Engine:
         self._turns: dict[ThreadKey, Turn] = {}
         self._live: set[Turn] = set()
         self._subscribers: list[_Subscriber] = []
+        # How many subscribers asked for every event (checked per event, so kept counted).
+        self._event_subscribers = 0
         self._focused: ThreadKey | None = None
         self._group: TaskGroup | None = None
         self._closed = False
@@ -437,6 +439,7 @@ class Engine:
         for subscriber in self._subscribers:
             subscriber.send.close()
         self._subscribers.clear()
+        self._event_subscribers = 0
 
     def _check_open(self) -> TaskGroup:
         if self._closed or self._group is None:
@@ -584,6 +587,7 @@ class Engine:
             return receive
         thread = key if key is None or isinstance(key, ThreadKey) else ThreadKey(key)
         self._subscribers.append(_Subscriber(send, focused_only, events, thread))
+        self._event_subscribers += events
         return receive
 
     def statistics(self) -> EngineStatistics:
@@ -617,6 +621,7 @@ class Engine:
                 dead.append(subscriber)
         if dead:
             self._subscribers = [s for s in self._subscribers if s not in dead]
+            self._event_subscribers = sum(s.events for s in self._subscribers)
 
     def _publish_state(self, turn: Turn, *, force: bool = False) -> None:
         """Tell subscribers the turn's state, unless it is the one they were last told
@@ -758,7 +763,6 @@ class Engine:
 
     async def _stream(self, turn: Turn, handle: RunHandle, run_input: RunAgentInput) -> None:
         processor = turn._processor
-        want_events = any(s.events for s in self._subscribers)
         with anyio.CancelScope() as scope:
             handle.on_dispose(scope.cancel)
             try:
@@ -768,7 +772,7 @@ class Engine:
                         # backend's: safety check 7, then stop reading the stream.
                         try:
                             effects = processor.receive(event)
-                            if want_events:
+                            if self._event_subscribers:
                                 self._publish(turn.key, EventReceived(turn.key, event), event=True)
                             if effects:
                                 self._apply(turn, effects)
