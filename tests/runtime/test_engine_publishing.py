@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
+
 import anyio
 import pytest
 
-from toolrelay import Engine, EventReceived, StateChanged, ToolRegistry
+from toolrelay import Engine, EventReceived, StateChanged, ThreadKey, ToolRegistry, Turn
+from toolrelay.backends import EventStream
 from toolrelay.protocol import (
     Event,
     ReasoningMessage,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
+    RunAgentInput,
+    RunStartedEvent,
     TextMessageContentEvent,
 )
 from toolrelay.testing import Gate, ScriptedAgent, text, tool_call
@@ -90,3 +96,49 @@ async def test_a_subscriber_that_asks_for_events_mid_run_gets_the_rest_of_them()
                 ):
                     deltas.append(note.event.delta)
     assert deltas == ["after"]
+
+
+class _EagerAgent(ScriptedAgent):
+    """Yields its events without giving the event loop a turn in between."""
+
+    def __init__(self, cancel_after: int) -> None:
+        super().__init__(envelope=False)
+        self.cancel_after = cancel_after
+        self.turn: object = None
+
+    @asynccontextmanager
+    async def run(self, key: ThreadKey, run_input: RunAgentInput) -> AsyncIterator[EventStream]:
+        async def events() -> AsyncGenerator[Event, None]:
+            yield RunStartedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id)
+            for index, event in enumerate(text("a b c d", chunk=1)):
+                if index == self.cancel_after:
+                    assert isinstance(self.turn, Turn)
+                    self.turn.cancel()
+                yield event
+
+        stream = events()
+        try:
+            yield stream
+        finally:
+            await stream.aclose()
+
+
+async def test_events_the_backend_yields_after_a_cancel_are_neither_processed_nor_shown() -> None:
+    agent = _EagerAgent(cancel_after=3)
+    async with Engine(agent) as engine:
+        with engine.subscribe(events=True) as stream:
+            turn = engine.start_turn("t", "hi")
+            agent.turn = turn
+            await turn.wait_finished()
+            shown = []
+            while True:
+                try:
+                    note = stream.receive_nowait()
+                except anyio.WouldBlock:
+                    break
+                if isinstance(note, EventReceived):
+                    shown.append(note.event)
+    assert turn.status.value == "cancelled"
+    # RUN_STARTED, TEXT_MESSAGE_START, then "a" and " ": the cancel came before "b".
+    assert len(shown) == 4
+    assert [m.text for m in turn.conversation.texts()] == ["a "]

@@ -768,6 +768,10 @@ class Engine:
             try:
                 async with self.backend.run(turn.key, run_input) as events:
                     async for event in events:
+                        if turn.finished:
+                            # Ended from outside (cancelled, superseded) while the
+                            # backend already had this event: not processed, not shown.
+                            break
                         # An exception here is ours (processor, observers), not the
                         # backend's: safety check 7, then stop reading the stream.
                         try:
