@@ -71,6 +71,7 @@ class _Envelope(msgspec.Struct):
 
 
 _EVENT_DECODER: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)
+_decode_typed = _EVENT_DECODER.decode  # bound once: the fast path is this one call
 _ENVELOPE_DECODER = msgspec.json.Decoder(_Envelope)
 _RUN_INPUT_DECODER = msgspec.json.Decoder(RunAgentInput)
 _MESSAGE_DECODER: msgspec.json.Decoder[Message] = msgspec.json.Decoder(Message)
@@ -105,7 +106,7 @@ def decode_event(data: bytes | bytearray | memoryview | str) -> Event | UnknownE
     Decoding is stateless: after an exception the next payload decodes as usual.
     """
     try:
-        return _EVENT_DECODER.decode(data)
+        return _decode_typed(data)
     except msgspec.ValidationError as exc:
         error = exc
     except msgspec.DecodeError as exc:

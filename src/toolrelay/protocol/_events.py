@@ -185,6 +185,7 @@ class AguiEvent(
     frozen=True,
     kw_only=True,
     omit_defaults=True,
+    gc=False,
 ):
     """The fields every AG-UI event carries (AG-UI ``BaseEvent``).
 
@@ -195,6 +196,10 @@ class AguiEvent(
 
     Event classes repeat ``frozen=True, kw_only=True``: msgspec applies ``kw_only`` only to
     the fields a class itself declares, and mypy does not see ``frozen`` inherited.
+
+    Events are not tracked by the cycle collector (``gc=False``, inherited): an agent
+    streams hundreds of thousands of them, they are frozen, and a decoded event cannot
+    be part of a reference cycle. Do not put an event inside its own ``metadata``.
     """
 
     timestamp: int | None = None
