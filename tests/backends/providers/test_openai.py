@@ -920,7 +920,7 @@ def test_the_api_key_comes_from_the_environment_and_is_never_shown(
     backend = OpenAIChatBackend("gpt-4o-mini", transport=httpx.MockTransport(refuse))
     assert backend.auth_headers() == {"Authorization": "Bearer sk-from-env"}
     assert "sk-from-env" not in repr(backend)
-    assert OpenAIResponsesBackend.api_key_env == "OPENAI_API_KEY"
+    assert OpenAIResponsesBackend.api_key_env == ("OPENAI_API_KEY",)
     assert (OpenAIChatBackend.name, OpenAIResponsesBackend.name) == ("openai", "openai-responses")
 
 

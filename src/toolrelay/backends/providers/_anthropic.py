@@ -292,7 +292,7 @@ class AnthropicBackend(ProviderBackend):
     """
 
     name: ClassVar[str] = "anthropic"
-    api_key_env: ClassVar[str | None] = "ANTHROPIC_API_KEY"
+    api_key_env: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
     capabilities: ClassVar[Capabilities] = Capabilities(
         streaming=True, tools=True, tool_ids=True, parallel_calls=True

@@ -149,8 +149,9 @@ class ProviderBackend(ABC):
 
     #: The provider's name as ``toolrelay run --provider`` spells it.
     name: ClassVar[str]
-    #: The environment variable that holds the API key (``None``: no key needed).
-    api_key_env: ClassVar[str | None]
+    #: The environment variables that may hold the API key, tried in order (empty: no
+    #: key needed).
+    api_key_env: ClassVar[tuple[str, ...]]
     #: The default base URL.
     default_base_url: ClassVar[str]
     capabilities: ClassVar[Capabilities]
@@ -168,8 +169,11 @@ class ProviderBackend(ABC):
         options: Mapping[str, Any] | None = None,
     ) -> None:
         self.model = model
-        env = self.api_key_env
-        self._api_key = api_key if api_key is not None else (os.environ.get(env) if env else None)
+        if api_key is None:
+            api_key = next(
+                (os.environ[name] for name in self.api_key_env if os.environ.get(name)), None
+            )
+        self._api_key = api_key
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self._own_client = client is None
         self._client = client or httpx.AsyncClient(
@@ -178,6 +182,10 @@ class ProviderBackend(ABC):
         )
         self._headers = dict(headers or {})
         self.options: dict[str, Any] = dict(options or {})
+        self._init_state()
+
+    def _init_state(self) -> None:  # noqa: B027 - a hook, empty by design
+        """Set up per-backend state a provider keeps across runs (none by default)."""
 
     def __repr__(self) -> str:
         key = "set" if self._api_key else "unset"

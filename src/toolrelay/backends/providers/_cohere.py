@@ -42,13 +42,11 @@ before any network call (:class:`ConversationError`).
 from __future__ import annotations
 
 import itertools
-import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-import httpx
 import msgspec
 
 from toolrelay.backends.providers._base import Capabilities, ProviderBackend, StreamTranslator
@@ -425,37 +423,14 @@ class CohereBackend(ProviderBackend):
     """
 
     name: ClassVar[str] = "cohere"
-    api_key_env: ClassVar[str | None] = "CO_API_KEY"
+    api_key_env: ClassVar[tuple[str, ...]] = ("CO_API_KEY", "COHERE_API_KEY")
     default_base_url: ClassVar[str] = "https://api.cohere.com"
     capabilities: ClassVar[Capabilities] = Capabilities(
         streaming=True, tools=True, tool_ids=True, parallel_calls=True
     )
     stream_format: ClassVar[str] = "sse"
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        client: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        timeout: httpx.Timeout | float | None = None,
-        headers: Mapping[str, str] | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> None:
-        if api_key is None:
-            api_key = os.environ.get("CO_API_KEY") or os.environ.get("COHERE_API_KEY")
-        super().__init__(
-            model,
-            api_key=api_key,
-            base_url=base_url,
-            client=client,
-            transport=transport,
-            timeout=timeout,
-            headers=headers,
-            options=options,
-        )
+    def _init_state(self) -> None:
         self._next_call = _counter("call_")
 
     def endpoint(self) -> str:

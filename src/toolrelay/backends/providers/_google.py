@@ -53,14 +53,12 @@ and puts them back on those calls in later requests.
 from __future__ import annotations
 
 import itertools
-import os
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import httpx
 import msgspec
 
 from toolrelay.backends.providers._base import Capabilities, ProviderBackend, StreamTranslator
@@ -398,37 +396,14 @@ class GoogleBackend(ProviderBackend):
     """
 
     name: ClassVar[str] = "google"
-    api_key_env: ClassVar[str | None] = "GEMINI_API_KEY"
+    api_key_env: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com/v1beta"
     capabilities: ClassVar[Capabilities] = Capabilities(
         streaming=True, tools=True, tool_ids=False, parallel_calls=True
     )
     stream_format: ClassVar[str] = "sse"
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        client: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        timeout: httpx.Timeout | float | None = None,
-        headers: Mapping[str, str] | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> None:
-        if api_key is None:
-            api_key = os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
-        super().__init__(
-            model,
-            api_key=api_key,
-            base_url=base_url,
-            client=client,
-            transport=transport,
-            timeout=timeout,
-            headers=headers,
-            options=options,
-        )
+    def _init_state(self) -> None:
         self._next_call = _counter("call_")
         self._signatures: _Signatures = _Signatures()
 

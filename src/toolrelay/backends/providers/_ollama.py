@@ -309,7 +309,7 @@ class OllamaBackend(ProviderBackend):
     """
 
     name: ClassVar[str] = "ollama"
-    api_key_env: ClassVar[str | None] = None
+    api_key_env: ClassVar[tuple[str, ...]] = ()
     default_base_url: ClassVar[str] = "http://localhost:11434"
     capabilities: ClassVar[Capabilities] = Capabilities(
         streaming=True, tools=True, tool_ids=False, parallel_calls=True

@@ -651,7 +651,7 @@ def _function_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
 
 
 class _OpenAIBase(ProviderBackend):
-    api_key_env: ClassVar[str | None] = "OPENAI_API_KEY"
+    api_key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
     capabilities: ClassVar[Capabilities] = Capabilities(
         streaming=True, tools=True, tool_ids=True, parallel_calls=True
