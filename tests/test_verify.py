@@ -206,7 +206,7 @@ def test_the_suite_gets_the_arguments(stub_suite: Callable[[Any], list[dict[str,
     assert calls == [{"examples": 7, "seed": 3, "backend": "trio", "tools": "the tools"}]
     suite = result.results[-1]
     assert suite.ok
-    assert suite.name == "stateful property suite, promises 1-8 (7 examples, seed 3, trio)"
+    assert suite.name == "stateful property suite, promises 1-7 (7 examples, seed 3, trio)"
     assert result.ok
 
 
