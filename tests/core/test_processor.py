@@ -1520,3 +1520,11 @@ def test_the_secret_number_story_end_to_end() -> None:
     assert all(c.status is ToolCallStatus.completed for c in batch.calls)
     assert [t.text for t in processor.conversation.texts()][-1] == "Alice's is 42, Bob's is 7."
     assert isinstance(processor.conversation.messages[-1], TextMessage)
+
+
+def test_a_state_snapshot_an_old_encoder_left_empty_sets_the_state_to_null() -> None:
+    processor = running()
+    processor.conversation.state = {"counter": 1}
+    processor.receive(decode_event(b'{"type":"STATE_SNAPSHOT"}'))
+    assert processor.conversation.state is None
+    assert processor.violations == []

@@ -143,7 +143,7 @@ def test_unknown_event_encodes_back_to_its_raw_bytes() -> None:
         (b'{"type":"STATE_DELTA","delta":[{"op":"frobnicate"}]}', "STATE_DELTA", "$.delta[0].op"),
         (b'{"type":"TEXT_MESSAGE_CHUNK","messageId":5}', "TEXT_MESSAGE_CHUNK", "$.messageId"),
         (b'{"type":"THINKING_TEXT_MESSAGE_CONTENT"}', "THINKING_TEXT_MESSAGE_CONTENT", "$.delta"),
-        (b'{"type":"CUSTOM","name":"x"}', "CUSTOM", "$.value"),
+        (b'{"type":"CUSTOM","value":1}', "CUSTOM", "$.name"),
         (b'{"type":"RUN_ERROR","message":"m","timestamp":1.5}', "RUN_ERROR", "$.timestamp"),
     ],
 )
@@ -533,3 +533,22 @@ def test_unknown_fields_never_change_what_an_event_decodes_to(
     wire = {f"x-{key}": value for key, value in junk.items()} | json.loads(encode_event(event))
 
     assert decode_event(json.dumps(wire)) == event
+
+
+def test_required_any_fields_dropped_by_old_encoders_decode_and_round_trip() -> None:
+    # ag-ui-protocol 0.1.x wrote exclude_none=True: a null value vanished from the wire.
+    from toolrelay.protocol import CustomEvent, RawEvent, StateSnapshotEvent, encode_event
+
+    cases = {
+        b'{"type":"CUSTOM","name":"ping"}': ("value", CustomEvent),
+        b'{"type":"RAW","source":"openai"}': ("event", RawEvent),
+        b'{"type":"STATE_SNAPSHOT"}': ("snapshot", StateSnapshotEvent),
+    }
+    for payload, (field, cls) in cases.items():
+        event = decode_event(payload)
+        assert isinstance(event, cls)
+        assert getattr(event, field) is msgspec.UNSET
+        assert msgspec.json.decode(encode_event(event)) == msgspec.json.decode(payload)
+    explicit = decode_event(b'{"type":"CUSTOM","name":"ping","value":null}')
+    assert isinstance(explicit, CustomEvent) and explicit.value is None
+    assert b'"value":null' in encode_event(explicit)

@@ -1025,7 +1025,9 @@ class EventProcessor:
     # -- state ----------------------------------------------------------------------
 
     def _on_state_snapshot(self, event: StateSnapshotEvent) -> Sequence[Effect]:
-        self.conversation.state = event.snapshot
+        snapshot = event.snapshot
+        # An old encoder left a null snapshot out (it decodes as UNSET): the state is null.
+        self.conversation.state = None if snapshot is msgspec.UNSET else snapshot
         return NO_EFFECTS
 
     def _on_state_delta(self, event: StateDeltaEvent) -> Sequence[Effect]:

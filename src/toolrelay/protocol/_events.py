@@ -452,7 +452,10 @@ class ToolCallResultEvent(AguiEvent, tag="TOOL_CALL_RESULT", frozen=True, kw_onl
 class StateSnapshotEvent(AguiEvent, tag="STATE_SNAPSHOT", frozen=True, kw_only=True):
     """Replaces the shared state with ``snapshot`` (any JSON value, ``null`` included)."""
 
-    snapshot: Any
+    # ag-ui-protocol 0.1.x encoders wrote `exclude_none=True` and so dropped this
+    # required field when its value was null. Absent decodes to UNSET (and is written
+    # back absent), an explicit null to None: liberal in, faithful out.
+    snapshot: Any = msgspec.UNSET
     subagent_run_id: str | None = None
 
 
@@ -494,7 +497,10 @@ class ActivityDeltaEvent(AguiEvent, tag="ACTIVITY_DELTA", frozen=True, kw_only=T
 class RawEvent(AguiEvent, tag="RAW", frozen=True, kw_only=True):
     """A provider-native ``event`` from ``source``, passed through verbatim."""
 
-    event: Any
+    # ag-ui-protocol 0.1.x encoders wrote `exclude_none=True` and so dropped this
+    # required field when its value was null. Absent decodes to UNSET (and is written
+    # back absent), an explicit null to None: liberal in, faithful out.
+    event: Any = msgspec.UNSET
     source: str | None = None
     subagent_run_id: str | None = None
 
@@ -503,7 +509,10 @@ class CustomEvent(AguiEvent, tag="CUSTOM", frozen=True, kw_only=True):
     """An application-defined event ``name`` carrying ``value`` (``null`` is a value)."""
 
     name: str
-    value: Any
+    # ag-ui-protocol 0.1.x encoders wrote `exclude_none=True` and so dropped this
+    # required field when its value was null. Absent decodes to UNSET (and is written
+    # back absent), an explicit null to None: liberal in, faithful out.
+    value: Any = msgspec.UNSET
     subagent_run_id: str | None = None
 
 
