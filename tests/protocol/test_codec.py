@@ -539,7 +539,7 @@ def test_required_any_fields_dropped_by_old_encoders_decode_and_round_trip() -> 
     # ag-ui-protocol 0.1.x wrote exclude_none=True: a null value vanished from the wire.
     from toolrelay.protocol import CustomEvent, RawEvent, StateSnapshotEvent, encode_event
 
-    cases = {
+    cases: dict[bytes, tuple[str, type[object]]] = {
         b'{"type":"CUSTOM","name":"ping"}': ("value", CustomEvent),
         b'{"type":"RAW","source":"openai"}': ("event", RawEvent),
         b'{"type":"STATE_SNAPSHOT"}': ("snapshot", StateSnapshotEvent),
