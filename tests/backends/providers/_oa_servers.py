@@ -18,25 +18,46 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
+import httpx
 import msgspec
 import uvicorn
 
+from toolrelay.backends import ThreadKey
+from toolrelay.backends.providers import ProviderBackend
+from toolrelay.demo import DEMO_TOOLS
 from toolrelay.protocol import (
+    Event,
+    Message as AguiMessage,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
+    RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
+    Tool,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    UnknownEvent,
+    UserMessage,
 )
 
-__all__ = ("LoopbackServer", "Outcome", "RecordedRequest", "ScriptedProvider", "sse", "summarize")
+__all__ = (
+    "KEY",
+    "LoopbackServer",
+    "Outcome",
+    "RecordedRequest",
+    "ScriptedProvider",
+    "collect",
+    "refuse",
+    "run_input",
+    "sse",
+    "summarize",
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -293,3 +314,36 @@ def summarize(events: Iterable[object]) -> Outcome:
     outcome.reasoning = ["".join(parts) for parts in reasoning.values()]
     outcome.calls = [(cid, name, "".join(parts)) for cid, (name, parts) in calls.items()]
     return outcome
+
+
+# --- shared by the OpenAI and Anthropic tests ---------------------------------------------
+
+KEY = ThreadKey("t1")
+
+
+def refuse(request: httpx.Request) -> httpx.Response:
+    """A MockTransport handler for a test that must send nothing."""
+    raise AssertionError(f"no request may be sent, got {request.method} {request.url}")
+
+
+def run_input(
+    messages: list[AguiMessage] | None = None, tools: list[Tool] | None = None
+) -> RunAgentInput:
+    """A run with one user message and the demo tools unless told otherwise."""
+    return RunAgentInput(
+        thread_id="t1",
+        run_id="r1",
+        messages=messages if messages is not None else [UserMessage(id="u1", content="hi")],
+        tools=tools if tools is not None else list(DEMO_TOOLS.definitions()),
+    )
+
+
+async def collect(
+    backend: ProviderBackend, given: RunAgentInput | None = None
+) -> list[Event | UnknownEvent]:
+    """Every event of one run of ``backend``, which is closed after."""
+    try:
+        async with backend.run(KEY, given or run_input()) as events:
+            return [event async for event in events]
+    finally:
+        await backend.aclose()

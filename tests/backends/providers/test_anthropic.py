@@ -21,7 +21,6 @@ import msgspec
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from toolrelay.backends import ThreadKey
 from toolrelay.backends.providers._anthropic import (
     ANTHROPIC_VERSION,
     AnthropicBackend,
@@ -43,17 +42,14 @@ from toolrelay.protocol import (
     ImagePart,
     Message,
     ReasoningEncryptedValueEvent,
-    RunAgentInput,
     RunFinishedEvent,
     RunStartedEvent,
     SystemMessage,
     TextPart,
-    Tool,
     ToolCall,
     ToolCallEndEvent,
     ToolCallStartEvent,
     ToolMessage,
-    UnknownEvent,
     UrlSource,
     UserMessage,
 )
@@ -61,9 +57,17 @@ from toolrelay.runtime import Engine
 
 # The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
 sys.path.insert(0, str(Path(__file__).parent))
-from _oa_servers import LoopbackServer, Outcome, ScriptedProvider, sse, summarize
+from _oa_servers import (
+    LoopbackServer,
+    Outcome,
+    ScriptedProvider,
+    collect,
+    refuse,
+    run_input,
+    sse,
+    summarize,
+)
 
-KEY = ThreadKey("t1")
 SSE_HEADERS = {"content-type": "text/event-stream"}
 
 # --- streams, from the published event format ---
@@ -449,31 +453,6 @@ class Recorder:
 
     def json(self, index: int = 0) -> Any:
         return msgspec.json.decode(self.requests[index].content)
-
-
-def refuse(request: httpx.Request) -> httpx.Response:
-    raise AssertionError(f"no request may be sent, got {request.method} {request.url}")
-
-
-def run_input(
-    messages: list[Message] | None = None, tools: list[Tool] | None = None
-) -> RunAgentInput:
-    return RunAgentInput(
-        thread_id="t1",
-        run_id="r1",
-        messages=messages if messages is not None else [UserMessage(id="u1", content="hi")],
-        tools=tools if tools is not None else list(DEMO_TOOLS.definitions()),
-    )
-
-
-async def collect(
-    backend: AnthropicBackend, given: RunAgentInput | None = None
-) -> list[Event | UnknownEvent]:
-    try:
-        async with backend.run(KEY, given or run_input()) as events:
-            return [event async for event in events]
-    finally:
-        await backend.aclose()
 
 
 @pytest.mark.anyio
