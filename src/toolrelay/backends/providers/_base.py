@@ -34,9 +34,11 @@ only in the request headers and never logged (``repr`` hides them).
 
 from __future__ import annotations
 
+import itertools
 import os
+import uuid
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, cast
@@ -58,19 +60,30 @@ from toolrelay.protocol import (
     AssistantMessage,
     Event,
     Message,
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
     ToolMessage,
 )
 
 __all__ = (
     "Capabilities",
+    "MessageStreams",
     "ProviderBackend",
     "StreamTranslator",
+    "counter",
     "error_excerpt",
     "tool_results_after",
+    "uuid_id",
 )
 
 _JSON = msgspec.json.Decoder()
@@ -349,3 +362,74 @@ def tool_results_after(messages: Sequence[Message], index: int) -> list[ToolMess
             break
         out.append(message)
     return out
+
+
+def counter(prefix: str) -> Callable[[], str]:
+    """Ids ``<prefix>1``, ``<prefix>2``... (for providers that give calls no id)."""
+    numbers = itertools.count(1)
+    return lambda: f"{prefix}{next(numbers)}"
+
+
+def uuid_id() -> str:
+    """A random message id."""
+    return uuid.uuid4().hex
+
+
+class MessageStreams:
+    """The open text and reasoning message of a translated stream, as AG-UI events.
+
+    Shared by the translators of providers that stream text and reasoning as plain
+    deltas (Google, Ollama, Cohere): a text delta closes open reasoning and opens a text
+    message if none is open, and the other way round; a failure closes both and ends
+    the run with RUN_ERROR. Subclasses set ``_message_ids`` and call
+    :meth:`_init_streams`.
+    """
+
+    _message_ids: Callable[[], str]
+
+    def _init_streams(self) -> None:
+        self._text_id: str | None = None
+        self._last_text_id: str | None = None
+        self._reasoning_id: str | None = None
+        self._ended = False
+
+    def _text(self, delta: str) -> list[Event]:
+        events = self._close_reasoning()
+        if self._text_id is None:
+            self._text_id = self._last_text_id = self._message_ids()
+            events.append(TextMessageStartEvent(message_id=self._text_id, role="assistant"))
+        events.append(TextMessageContentEvent(message_id=self._text_id, delta=delta))
+        return events
+
+    def _close_text(self) -> list[Event]:
+        if self._text_id is None:
+            return []
+        message_id, self._text_id = self._text_id, None
+        return [TextMessageEndEvent(message_id=message_id)]
+
+    def _reasoning(self, delta: str) -> list[Event]:
+        events = self._close_text()
+        if self._reasoning_id is None:
+            self._reasoning_id = self._message_ids()
+            events.append(ReasoningStartEvent(message_id=self._reasoning_id))
+            events.append(ReasoningMessageStartEvent(message_id=self._reasoning_id))
+        events.append(ReasoningMessageContentEvent(message_id=self._reasoning_id, delta=delta))
+        return events
+
+    def _close_reasoning(self) -> list[Event]:
+        if self._reasoning_id is None:
+            return []
+        message_id, self._reasoning_id = self._reasoning_id, None
+        return [
+            ReasoningMessageEndEvent(message_id=message_id),
+            ReasoningEndEvent(message_id=message_id),
+        ]
+
+    def _close_messages(self) -> list[Event]:
+        return [*self._close_reasoning(), *self._close_text()]
+
+    def _fail(self, message: str, code: str) -> list[Event]:
+        events = self._close_messages()
+        self._ended = True
+        events.append(RunErrorEvent(message=message, code=code))
+        return events

@@ -41,15 +41,20 @@ before any network call (:class:`ConversationError`).
 
 from __future__ import annotations
 
-import itertools
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
-from toolrelay.backends.providers._base import Capabilities, ProviderBackend, StreamTranslator
+from toolrelay.backends.providers._base import (
+    Capabilities,
+    MessageStreams,
+    ProviderBackend,
+    StreamTranslator,
+    counter,
+    uuid_id,
+)
 from toolrelay.errors import ConversationError, InvalidEventError, MalformedEventError
 from toolrelay.protocol import (
     AssistantMessage,
@@ -59,18 +64,9 @@ from toolrelay.protocol import (
     Event,
     ImagePart,
     Message,
-    ReasoningEndEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
     RunAgentInput,
-    RunErrorEvent,
     RunFinishedEvent,
     SystemMessage,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
     TextPart,
     TokenUsage,
     ToolCallArgsEvent,
@@ -167,16 +163,7 @@ class _OpenCall:
     pieces: list[str] = field(default_factory=list)
 
 
-def _counter(prefix: str) -> Callable[[], str]:
-    numbers = itertools.count(1)
-    return lambda: f"{prefix}{next(numbers)}"
-
-
-def _uuid_id() -> str:
-    return uuid.uuid4().hex
-
-
-class CohereTranslator:
+class CohereTranslator(MessageStreams):
     """Cohere v2 stream events in, AG-UI events out (a :class:`StreamTranslator`).
 
     Pure: no I/O, no clock. One translator per response.
@@ -189,16 +176,13 @@ class CohereTranslator:
     def __init__(
         self,
         *,
-        message_ids: Callable[[], str] = _uuid_id,
+        message_ids: Callable[[], str] = uuid_id,
         call_ids: Callable[[], str] | None = None,
     ) -> None:
         self._message_ids = message_ids
-        self._call_ids = call_ids if call_ids is not None else _counter("call_")
-        self._text_id: str | None = None
-        self._last_text_id: str | None = None
-        self._reasoning_id: str | None = None
+        self._call_ids = call_ids if call_ids is not None else counter("call_")
         self._open_calls: dict[int, _OpenCall] = {}
-        self._ended = False
+        self._init_streams()
 
     @property
     def ended(self) -> bool:
@@ -258,23 +242,6 @@ class CohereTranslator:
             return self._reasoning(content.thinking) if content.thinking else []
         return self._text(content.text) if content.text else []
 
-    def _text(self, delta: str) -> list[Event]:
-        events = self._close_reasoning()
-        if self._text_id is None:
-            self._text_id = self._last_text_id = self._message_ids()
-            events.append(TextMessageStartEvent(message_id=self._text_id, role="assistant"))
-        events.append(TextMessageContentEvent(message_id=self._text_id, delta=delta))
-        return events
-
-    def _reasoning(self, delta: str) -> list[Event]:
-        events = self._close_text()
-        if self._reasoning_id is None:
-            self._reasoning_id = self._message_ids()
-            events.append(ReasoningStartEvent(message_id=self._reasoning_id))
-            events.append(ReasoningMessageStartEvent(message_id=self._reasoning_id))
-        events.append(ReasoningMessageContentEvent(message_id=self._reasoning_id, delta=delta))
-        return events
-
     # -- tool calls ----------------------------------------------------------------------
 
     def _start_call(self, index: int, call: _ToolCall | None) -> list[Event]:
@@ -317,24 +284,6 @@ class CohereTranslator:
 
     # -- ends ----------------------------------------------------------------------------
 
-    def _close_text(self) -> list[Event]:
-        if self._text_id is None:
-            return []
-        message_id, self._text_id = self._text_id, None
-        return [TextMessageEndEvent(message_id=message_id)]
-
-    def _close_reasoning(self) -> list[Event]:
-        if self._reasoning_id is None:
-            return []
-        message_id, self._reasoning_id = self._reasoning_id, None
-        return [
-            ReasoningMessageEndEvent(message_id=message_id),
-            ReasoningEndEvent(message_id=message_id),
-        ]
-
-    def _close_messages(self) -> list[Event]:
-        return [*self._close_reasoning(), *self._close_text()]
-
     def _message_end(self, delta: _EndDelta) -> list[Event]:
         reason = delta.finish_reason or "COMPLETE"
         if reason in _ERROR_REASONS or delta.error:
@@ -353,12 +302,6 @@ class CohereTranslator:
                 usage=_token_usage(delta.usage),
             )
         )
-        return events
-
-    def _fail(self, message: str, code: str) -> list[Event]:
-        events = self._close_messages()
-        self._ended = True
-        events.append(RunErrorEvent(message=message, code=code))
         return events
 
 
@@ -431,7 +374,7 @@ class CohereBackend(ProviderBackend):
     stream_format: ClassVar[str] = "sse"
 
     def _init_state(self) -> None:
-        self._next_call = _counter("call_")
+        self._next_call = counter("call_")
 
     def endpoint(self) -> str:
         return f"{self.base_url}/v2/chat"

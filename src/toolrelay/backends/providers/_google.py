@@ -53,7 +53,6 @@ and puts them back on those calls in later requests.
 from __future__ import annotations
 
 import itertools
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -61,7 +60,14 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from toolrelay.backends.providers._base import Capabilities, ProviderBackend, StreamTranslator
+from toolrelay.backends.providers._base import (
+    Capabilities,
+    MessageStreams,
+    ProviderBackend,
+    StreamTranslator,
+    counter,
+    uuid_id,
+)
 from toolrelay.errors import ConversationError, InvalidEventError, MalformedEventError
 from toolrelay.protocol import (
     AssistantMessage,
@@ -70,18 +76,9 @@ from toolrelay.protocol import (
     DeveloperMessage,
     Event,
     Message,
-    ReasoningEndEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
     RunAgentInput,
-    RunErrorEvent,
     RunFinishedEvent,
     SystemMessage,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
     TextPart,
     TokenUsage,
     ToolCallArgsEvent,
@@ -168,16 +165,7 @@ class _Chunk(msgspec.Struct, rename="camel", frozen=True):
     error: _Error | None = None
 
 
-def _counter(prefix: str) -> Callable[[], str]:
-    numbers = itertools.count(1)
-    return lambda: f"{prefix}{next(numbers)}"
-
-
-def _uuid_id() -> str:
-    return uuid.uuid4().hex
-
-
-class GoogleTranslator:
+class GoogleTranslator(MessageStreams):
     """Gemini stream chunks in, AG-UI events out (a :class:`StreamTranslator`).
 
     Pure: no I/O, no clock. One translator per response.
@@ -193,20 +181,17 @@ class GoogleTranslator:
     def __init__(
         self,
         *,
-        message_ids: Callable[[], str] = _uuid_id,
+        message_ids: Callable[[], str] = uuid_id,
         call_ids: Callable[[], str] | None = None,
         thought_signatures: MutableMapping[str, tuple[str, str]] | None = None,
     ) -> None:
         self._message_ids = message_ids
-        self._call_ids = call_ids if call_ids is not None else _counter("call_")
+        self._call_ids = call_ids if call_ids is not None else counter("call_")
         self._signatures = thought_signatures
-        self._text_id: str | None = None
-        self._last_text_id: str | None = None
-        self._reasoning_id: str | None = None
         self._calls = 0
         self._usage: _Usage | None = None
         self._model: str | None = None
-        self._ended = False
+        self._init_streams()
 
     @property
     def ended(self) -> bool:
@@ -268,23 +253,6 @@ class GoogleTranslator:
             return self._reasoning(part.text)
         return self._text(part.text)
 
-    def _text(self, delta: str) -> list[Event]:
-        events = self._close_reasoning()
-        if self._text_id is None:
-            self._text_id = self._last_text_id = self._message_ids()
-            events.append(TextMessageStartEvent(message_id=self._text_id, role="assistant"))
-        events.append(TextMessageContentEvent(message_id=self._text_id, delta=delta))
-        return events
-
-    def _reasoning(self, delta: str) -> list[Event]:
-        events = self._close_text()
-        if self._reasoning_id is None:
-            self._reasoning_id = self._message_ids()
-            events.append(ReasoningStartEvent(message_id=self._reasoning_id))
-            events.append(ReasoningMessageStartEvent(message_id=self._reasoning_id))
-        events.append(ReasoningMessageContentEvent(message_id=self._reasoning_id, delta=delta))
-        return events
-
     def _call(self, call: _FunctionCall, signature: str | None) -> list[Event]:
         events = self._close_messages()
         call_id = self._call_ids()
@@ -305,24 +273,6 @@ class GoogleTranslator:
 
     # -- ends ----------------------------------------------------------------------------
 
-    def _close_text(self) -> list[Event]:
-        if self._text_id is None:
-            return []
-        message_id, self._text_id = self._text_id, None
-        return [TextMessageEndEvent(message_id=message_id)]
-
-    def _close_reasoning(self) -> list[Event]:
-        if self._reasoning_id is None:
-            return []
-        message_id, self._reasoning_id = self._reasoning_id, None
-        return [
-            ReasoningMessageEndEvent(message_id=message_id),
-            ReasoningEndEvent(message_id=message_id),
-        ]
-
-    def _close_messages(self) -> list[Event]:
-        return [*self._close_reasoning(), *self._close_text()]
-
     def _finish(self, stop_reason: str, provider_reason: str) -> list[Event]:
         events = self._close_messages()
         if stop_reason == "end_turn" and self._calls:
@@ -336,12 +286,6 @@ class GoogleTranslator:
                 usage=self._token_usage(),
             )
         )
-        return events
-
-    def _fail(self, message: str, code: str) -> list[Event]:
-        events = self._close_messages()
-        self._ended = True
-        events.append(RunErrorEvent(message=message, code=code))
         return events
 
     def _token_usage(self) -> list[TokenUsage] | None:
@@ -404,7 +348,7 @@ class GoogleBackend(ProviderBackend):
     stream_format: ClassVar[str] = "sse"
 
     def _init_state(self) -> None:
-        self._next_call = _counter("call_")
+        self._next_call = counter("call_")
         self._signatures: _Signatures = _Signatures()
 
     def endpoint(self) -> str:

@@ -37,14 +37,19 @@ a call of the conversation so that its function is known.
 
 from __future__ import annotations
 
-import itertools
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import msgspec
 
-from toolrelay.backends.providers._base import Capabilities, ProviderBackend, StreamTranslator
+from toolrelay.backends.providers._base import (
+    Capabilities,
+    MessageStreams,
+    ProviderBackend,
+    StreamTranslator,
+    counter,
+    uuid_id,
+)
 from toolrelay.errors import ConversationError, InvalidEventError, MalformedEventError
 from toolrelay.protocol import (
     AssistantMessage,
@@ -53,18 +58,9 @@ from toolrelay.protocol import (
     DeveloperMessage,
     Event,
     ImagePart,
-    ReasoningEndEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
     RunAgentInput,
-    RunErrorEvent,
     RunFinishedEvent,
     SystemMessage,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
     TextPart,
     TokenUsage,
     ToolCallArgsEvent,
@@ -116,16 +112,7 @@ class _Line(msgspec.Struct, frozen=True):
     eval_count: int | None = None
 
 
-def _counter(prefix: str) -> Callable[[], str]:
-    numbers = itertools.count(1)
-    return lambda: f"{prefix}{next(numbers)}"
-
-
-def _uuid_id() -> str:
-    return uuid.uuid4().hex
-
-
-class OllamaTranslator:
+class OllamaTranslator(MessageStreams):
     """Ollama ``/api/chat`` lines in, AG-UI events out (a :class:`StreamTranslator`).
 
     Pure: no I/O, no clock. One translator per response.
@@ -138,16 +125,13 @@ class OllamaTranslator:
     def __init__(
         self,
         *,
-        message_ids: Callable[[], str] = _uuid_id,
+        message_ids: Callable[[], str] = uuid_id,
         call_ids: Callable[[], str] | None = None,
     ) -> None:
         self._message_ids = message_ids
-        self._call_ids = call_ids if call_ids is not None else _counter("call_")
+        self._call_ids = call_ids if call_ids is not None else counter("call_")
         self._used_ids: set[str] = set()
-        self._text_id: str | None = None
-        self._last_text_id: str | None = None
-        self._reasoning_id: str | None = None
-        self._ended = False
+        self._init_streams()
 
     @property
     def ended(self) -> bool:
@@ -188,23 +172,6 @@ class OllamaTranslator:
 
     # -- content -------------------------------------------------------------------------
 
-    def _text(self, delta: str) -> list[Event]:
-        events = self._close_reasoning()
-        if self._text_id is None:
-            self._text_id = self._last_text_id = self._message_ids()
-            events.append(TextMessageStartEvent(message_id=self._text_id, role="assistant"))
-        events.append(TextMessageContentEvent(message_id=self._text_id, delta=delta))
-        return events
-
-    def _reasoning(self, delta: str) -> list[Event]:
-        events = self._close_text()
-        if self._reasoning_id is None:
-            self._reasoning_id = self._message_ids()
-            events.append(ReasoningStartEvent(message_id=self._reasoning_id))
-            events.append(ReasoningMessageStartEvent(message_id=self._reasoning_id))
-        events.append(ReasoningMessageContentEvent(message_id=self._reasoning_id, delta=delta))
-        return events
-
     def _call(self, call: _ToolCall) -> list[Event]:
         events = self._close_messages()
         call_id = call.id if call.id and call.id not in self._used_ids else self._call_ids()
@@ -221,24 +188,6 @@ class OllamaTranslator:
         return events
 
     # -- ends ----------------------------------------------------------------------------
-
-    def _close_text(self) -> list[Event]:
-        if self._text_id is None:
-            return []
-        message_id, self._text_id = self._text_id, None
-        return [TextMessageEndEvent(message_id=message_id)]
-
-    def _close_reasoning(self) -> list[Event]:
-        if self._reasoning_id is None:
-            return []
-        message_id, self._reasoning_id = self._reasoning_id, None
-        return [
-            ReasoningMessageEndEvent(message_id=message_id),
-            ReasoningEndEvent(message_id=message_id),
-        ]
-
-    def _close_messages(self) -> list[Event]:
-        return [*self._close_reasoning(), *self._close_text()]
 
     def _finish(self, line: _Line) -> list[Event]:
         events = self._close_messages()
@@ -267,12 +216,6 @@ class OllamaTranslator:
                 usage=usage,
             )
         )
-        return events
-
-    def _fail(self, message: str, code: str) -> list[Event]:
-        events = self._close_messages()
-        self._ended = True
-        events.append(RunErrorEvent(message=message, code=code))
         return events
 
 
@@ -328,7 +271,7 @@ class OllamaBackend(ProviderBackend):
 
     def new_translator(self) -> StreamTranslator:
         if self._next_call is None:
-            self._next_call = _counter("call_")
+            self._next_call = counter("call_")
         return OllamaTranslator(call_ids=self._next_call)
 
     def build_request(self, run_input: RunAgentInput) -> dict[str, Any]:
