@@ -27,7 +27,12 @@ from toolrelay.core._conversation import (
     ToolCallInfo,
     ToolCallMessage,
 )
-from toolrelay.core._mapper import to_agui_messages, tool_call_to_agui
+from toolrelay.core._mapper import (
+    ConversationMapper,
+    conversation_to_agui,
+    to_agui_messages,
+    tool_call_to_agui,
+)
 from toolrelay.core._processor import EventProcessor
 from toolrelay.core._tools import ToolResult
 from toolrelay.machines import ToolCallEvent, ToolCallStatus
@@ -352,6 +357,97 @@ def test_no_two_mapped_messages_ever_share_an_id(
             announced.update(tc.id for tc in m.tool_calls or ())
         elif isinstance(m, ToolMessage):
             assert m.tool_call_id in announced
+
+
+# --- the incremental mapper -------------------------------------------------------------
+
+
+@st.composite
+def growth(draw: st.DrawFn) -> list[tuple[str, int]]:
+    """Steps applied to a conversation between mappings: append what the next
+    generated conversation holds, finish or grow a streaming text, cut, replace."""
+    return draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["append", "append", "append", "stream", "grow", "cut", "swap"]),
+                st.integers(0, 7),
+            ),
+            max_size=12,
+        )
+    )
+
+
+@given(st.lists(conversations(), min_size=1, max_size=6), growth(), st.booleans())
+def test_the_incremental_mapper_always_equals_a_full_mapping(
+    parts: list[list[ChatMessage]], steps: list[tuple[str, int]], reasoning: bool
+) -> None:
+    """Whatever happens to the list between two runs, the mapper that maps only what
+    is new answers exactly what mapping everything from scratch answers."""
+    mapper = ConversationMapper(include_reasoning=reasoning)
+    messages: list[ChatMessage] = []
+    pending = [m for part in parts for m in part]
+    streaming: TextMessage | None = None
+    for action, n in steps:
+        if action == "append" and pending:
+            messages.extend(pending[: n + 1])
+            del pending[: n + 1]
+        elif action == "stream":
+            streaming = TextMessage(_POOL[n % len(_POOL)], "assistant", "par")
+            messages.append(streaming)
+        elif action == "grow" and streaming is not None:
+            streaming.append("tial")
+            if n % 2:
+                streaming.complete = True
+                streaming = None
+        elif action == "cut" and messages:
+            del messages[n % len(messages) :]
+        elif action == "swap" and messages:
+            messages[n % len(messages)] = UserMessage(id=f"swapped-{n}", content="edited")
+        assert mapper.map(messages) == to_agui_messages(messages, include_reasoning=reasoning)
+    assert mapper.map(messages) == to_agui_messages(messages, include_reasoning=reasoning)
+
+
+def test_a_supplied_id_taking_a_name_already_sent_makes_the_mapper_start_over() -> None:
+    # "m1-2" was the name the second text went out under; once a supplied message
+    # claims it, a full mapping renames that text, and so must the mapper.
+    mapper = ConversationMapper()
+    messages: list[ChatMessage] = [assistant_text("m1", "one"), assistant_text("m1", "two")]
+    assert ids_of(mapper.map(messages)) == ["m1", "m1-2"]
+    messages.append(UserMessage(id="m1-2", content="mine"))
+    assert ids_of(mapper.map(messages)) == ["m1", "m1-3", "m1-2"]
+
+
+def test_the_mapper_maps_each_settled_message_once() -> None:
+    mapper = ConversationMapper()
+    first = assistant_text("m1", "one")
+    messages: list[ChatMessage] = [USER, first]
+    out = mapper.map(messages)
+    messages.append(assistant_text("m2", "two"))
+    again = mapper.map(messages)
+    # The first mapping's objects are reused, not rebuilt.
+    assert again[1] is out[1]
+    assert again is not out and len(again) == 3
+    # A caller changing the list it got changes nothing the next call answers.
+    again.clear()
+    assert ids_of(mapper.map(messages)) == ["u1", "m1", "m2"]
+
+
+def test_a_processor_maps_a_long_thread_once_across_turns() -> None:
+    conversation = Conversation("t", [USER])
+    for turn in range(3):
+        processor = EventProcessor(conversation)
+        sent = processor.start_run(f"run-{turn}")
+        assert sent.messages == to_agui_messages(conversation.messages)
+        for event in [
+            run_started("t", f"run-{turn}"),
+            *text(f"answer {turn}", id=f"m{turn}"),
+            run_finished("t", f"run-{turn}"),
+        ]:
+            processor.receive(event)
+        conversation.append(UserMessage(id=f"u{turn + 2}", content="more"))
+    mapped = conversation_to_agui(conversation)
+    assert mapped == to_agui_messages(conversation.messages)
+    assert mapped[1] is conversation_to_agui(conversation)[1]
 
 
 # --- everything else ------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, SupportsIndex, overload
 
 import pytest
@@ -472,7 +472,7 @@ def long_processor(monkeypatch: pytest.MonkeyPatch) -> Iterator[EventProcessor]:
     def no_mapping(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the mapper was called while events streamed")
 
-    monkeypatch.setattr(_processor, "to_agui_messages", no_mapping)
+    monkeypatch.setattr(_processor, "conversation_to_agui", no_mapping)
     CountingList.walks = CountingList.reads = 0
     yield processor
 
@@ -574,11 +574,18 @@ class _FullPathOnly(EventProcessor):
 
     __slots__ = ()
 
-    def _refresh_fast(self) -> None:
-        self._sync_hot()
+    def _hot_text(self, message_id: str) -> bool:
+        return False
+
+    def _hot_call(self, call_id: str) -> bool:
+        return False
 
 
-def _play(stream: list[AnyEvent], limits: Limits, *, hot_path: bool) -> object:
+#: What the embedding code may do between two events of a stream.
+_ACTIONS = ("cancel", "fail", "supersede", "end_stream", "record_results")
+
+
+def _play(stream: Sequence[AnyEvent | str], limits: Limits, *, hot_path: bool) -> object:
     counter = itertools.count(1)
     cls = EventProcessor if hot_path else _FullPathOnly
     processor = cls(
@@ -586,10 +593,83 @@ def _play(stream: list[AnyEvent], limits: Limits, *, hot_path: bool) -> object:
     )
     processor.start_run("run-1")
     effects: list[object] = []
-    for event in stream:
-        effects.extend(processor.receive(event))
+    for item in stream:
+        if item == "cancel":
+            effects.extend(processor.cancel())
+        elif item == "fail":
+            effects.extend(
+                processor.fail(TerminalReason(kind=ReasonKind.BACKEND_ERROR, message="x"))
+            )
+        elif item == "supersede":
+            effects.extend(processor.supersede())
+        elif item == "end_stream":
+            effects.extend(processor.end_stream())
+        elif item == "record_results":
+            for call in processor.tool_calls:
+                if call.status is ToolCallStatus.executing:
+                    processor.record_result(call, ToolResult.success("ok"))
+        else:
+            assert not isinstance(item, str)
+            effects.extend(processor.receive(item))
     effects.extend(processor.end_stream())
     return _outcome(processor, effects)
+
+
+def _deltas_heavy() -> st.SearchStrategy[list[AnyEvent | str]]:
+    """Streams that keep the hot path busy and then try to fool it: many deltas for a
+    few ids, interleaved with what closes a message or a call (END, a second START,
+    *_CHUNK streams, RUN_FINISHED, RUN_ERROR) and with what the embedding code does
+    between two events (cancel, fail, supersede, end_stream, recording results)."""
+    # Two ids each, one of them drawn most of the time, so that ids meet again.
+    text_id = st.sampled_from(["m1", "m1", "m1", "m2"])
+    call_id = st.sampled_from(["a", "a", "a", "b"])
+    content = st.builds(TextMessageContentEvent, message_id=text_id, delta=_SMALL)
+    args = st.builds(ToolCallArgsEvent, tool_call_id=call_id, delta=_SMALL)
+    lifecycle: st.SearchStrategy[AnyEvent | str] = st.one_of(
+        st.builds(TextMessageStartEvent, message_id=text_id),
+        st.builds(TextMessageEndEvent, message_id=text_id),
+        st.builds(ToolCallStartEvent, tool_call_id=call_id, tool_call_name=st.just("f")),
+        st.builds(ToolCallEndEvent, tool_call_id=call_id),
+    )
+    chunks: st.SearchStrategy[AnyEvent | str] = st.one_of(
+        st.builds(TextMessageChunkEvent, message_id=st.none() | text_id, delta=_SMALL),
+        st.builds(
+            ToolCallChunkEvent,
+            tool_call_id=st.none() | call_id,
+            tool_call_name=st.just("f"),
+            delta=_SMALL,
+        ),
+        st.builds(ReasoningMessageChunkEvent, message_id=st.just("r1"), delta=_SMALL),
+        st.builds(
+            ToolCallResultEvent, message_id=st.just("res"), tool_call_id=call_id, content=_SMALL
+        ),
+    )
+    endings: st.SearchStrategy[AnyEvent | str] = st.sampled_from(
+        [
+            RunFinishedEvent(thread_id=THREAD, run_id="srv"),
+            RunErrorEvent(message="boom"),
+            *_ACTIONS,
+        ]
+    )
+    item: st.SearchStrategy[AnyEvent | str] = st.one_of(
+        content, args, lifecycle, content, args, lifecycle, chunks
+    )
+    # A body, deltas (so that the hot path holds a message or a call), perhaps an
+    # ending, then what a stream (or a stale backend) still sends.
+    return st.tuples(
+        st.lists(item, max_size=30),
+        st.lists(st.one_of(content, args), max_size=3),
+        st.lists(endings, max_size=2),
+        st.lists(st.one_of(content, args, lifecycle), max_size=8),
+    ).map(
+        lambda parts: [
+            RunStartedEvent(thread_id=THREAD, run_id="srv"),
+            *parts[0],
+            *parts[1],
+            *parts[2],
+            *parts[3],
+        ]
+    )
 
 
 @settings(max_examples=300)
@@ -605,6 +685,23 @@ def _play(stream: list[AnyEvent], limits: Limits, *, hot_path: bool) -> object:
 )
 def test_the_hot_path_gives_exactly_what_the_full_path_gives(
     stream: list[AnyEvent], limits: Limits
+) -> None:
+    assert _play(stream, limits, hot_path=True) == _play(stream, limits, hot_path=False)
+
+
+@settings(max_examples=500)
+@given(
+    _deltas_heavy(),
+    st.sampled_from(
+        [
+            Limits(),
+            Limits(max_argument_bytes=6, max_events_per_run=12),
+            Limits(max_argument_bytes=40, max_events_per_run=25),
+        ]
+    ),
+)
+def test_the_hot_path_gives_exactly_what_the_full_path_gives_under_a_stream_of_deltas(
+    stream: list[AnyEvent | str], limits: Limits
 ) -> None:
     assert _play(stream, limits, hot_path=True) == _play(stream, limits, hot_path=False)
 

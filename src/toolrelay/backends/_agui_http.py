@@ -8,6 +8,9 @@ One run is one HTTP request. :meth:`AguiHttpBackend.run` POSTs the ``RunAgentInp
     POST url  --RunAgentInput-->  status 2xx?  Content-Type text/event-stream?
        -> for each SSE event: size <= Limits.max_event_bytes?  decode_event(data)  -> yield
 
+(``decode_event`` with its fast path inlined: a typed msgspec decode, and
+``decode_event`` itself only when that fails.)
+
 Everything that can go wrong on the wire ends as a typed
 :class:`~toolrelay.errors.RemoteProtocolError`, which the engine turns into the turn's
 terminal reason, keeping every message already received (promise 7):
@@ -64,6 +67,7 @@ from typing import Final, Self, TypeAlias
 
 import anyio
 import httpx
+import msgspec
 from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 
 from toolrelay.backends._base import EventStream, ThreadKey
@@ -87,6 +91,7 @@ from toolrelay.protocol import (
     decode_event,
     encode,
 )
+from toolrelay.protocol._codec import decode_known_event
 
 __all__ = (
     "DEFAULT_TIMEOUT",
@@ -95,6 +100,8 @@ __all__ = (
     "RunAllocator",
     "map_transport_errors",
 )
+
+_RUN_ENDS: Final = frozenset((RunFinishedEvent, RunErrorEvent))
 
 #: Seconds to connect, and seconds without a byte before a stream counts as stalled.
 DEFAULT_TIMEOUT: Final = httpx.Timeout(60.0, connect=10.0)
@@ -325,14 +332,22 @@ class _RunStream:
         self.ended = False
 
     async def events(self) -> AsyncGenerator[Event | UnknownEvent, None]:
+        # Once per event, so written out: the size check encodes only when the data may
+        # be too large, and decode_event's fast path is called inline.
+        max_bytes = self._max_event_bytes
+        unchecked = max_bytes // 4  # characters that cannot pass max_bytes in UTF-8
         with map_transport_errors():
             async for sse in self._sse_events:
                 data = sse.data
                 if not data:
                     continue  # an event with no data: a named ping, an id, a retry
-                _check_size(data, self._max_event_bytes)
-                event = decode_event(data)
-                if isinstance(event, (RunFinishedEvent, RunErrorEvent)):
+                if len(data) > unchecked:
+                    _check_size(data, max_bytes)
+                try:
+                    event: Event | UnknownEvent = decode_known_event(data)
+                except msgspec.MsgspecError:
+                    event = decode_event(data)  # unknown type, snake_case, or the error
+                if type(event) in _RUN_ENDS:
                     self.ended = True
                 yield event
 

@@ -39,12 +39,18 @@ class TextAccumulator:
     __slots__ = ("_bytes", "_chunks", "_counted")
 
     def __init__(self, initial: str = "") -> None:
-        self._chunks: list[str] = [initial] if initial else []
         # UTF-8 size of _chunks[:_counted], or None when nothing is counted yet (a join
         # over deltas appended to the sink drops the count: one encode of the joined
         # string is cheaper than one per delta, and often nobody asks).
-        self._bytes: int | None = _utf8_len(initial)
-        self._counted = len(self._chunks)
+        self._bytes: int | None
+        if initial:
+            self._chunks: list[str] = [initial]
+            self._bytes = utf8_len(initial)
+            self._counted = 1
+        else:
+            self._chunks = []
+            self._bytes = 0
+            self._counted = 0
 
     @property
     def sink(self) -> list[str]:

@@ -19,11 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from toolrelay.core._arguments import TextAccumulator
 from toolrelay.core._tools import ToolResult
 from toolrelay.machines import TOOL_CALL_MACHINE, ToolCallEvent, ToolCallStatus
 from toolrelay.protocol import AssistantMessage, Message, ToolMessage
+
+if TYPE_CHECKING:
+    from toolrelay.core._mapper import ConversationMapper
 
 __all__ = (
     "ChatMessage",
@@ -192,7 +196,15 @@ class Conversation:
             embedding code; toolrelay does not rewrite its history from it.
     """
 
-    __slots__ = ("_call_ids", "_indexed", "last_snapshot", "messages", "state", "thread_id")
+    __slots__ = (
+        "_call_ids",
+        "_indexed",
+        "_mappers",
+        "last_snapshot",
+        "messages",
+        "state",
+        "thread_id",
+    )
 
     def __init__(
         self,
@@ -207,6 +219,9 @@ class Conversation:
         self.last_snapshot: tuple[Message, ...] | None = None
         self._call_ids: set[str] = set()
         self._indexed = 0
+        # What the mapper keeps between runs (see core._mapper.ConversationMapper), by
+        # include_reasoning.
+        self._mappers: dict[bool, ConversationMapper] = {}
 
     def append(self, message: ChatMessage) -> None:
         self.messages.append(message)

@@ -21,12 +21,13 @@ Strict in what we send (AG-UI "Conventions of the wire"):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import msgspec
 
 from toolrelay.core._conversation import (
     ChatMessage,
+    Conversation,
     ReasoningRecord,
     TextMessage,
     ToolCallInfo,
@@ -45,7 +46,12 @@ from toolrelay.protocol import (
     UserMessage,
 )
 
-__all__ = ("to_agui_messages", "tool_call_to_agui")
+__all__ = (
+    "ConversationMapper",
+    "conversation_to_agui",
+    "to_agui_messages",
+    "tool_call_to_agui",
+)
 
 
 def tool_call_to_agui(call: ToolCallInfo) -> ToolCall:
@@ -85,9 +91,25 @@ def to_agui_messages(
     # Ids of the messages passed through: those are never renamed, so reserve them.
     ids = _Ids(m.id for m in messages if not isinstance(m, _BUILT))
     out: list[Message] = []
-    # The id the agent gave the last message sent, before any renaming: what a
-    # batch's parentMessageId names when the text and the calls are one message.
-    last_id: str | None = None
+    _map_into(out, messages, ids, None, include_reasoning=include_reasoning)
+    return out
+
+
+def _map_into(
+    out: list[Message],
+    messages: Iterable[ChatMessage],
+    ids: _Ids,
+    last_id: str | None,
+    *,
+    include_reasoning: bool,
+) -> str | None:
+    """Append the mapping of ``messages`` to ``out``; returns the new ``last_id``.
+
+    ``last_id`` is the id the agent gave the last message sent, before any renaming:
+    what a batch's ``parentMessageId`` names when the text and the calls are one
+    message. Every id a passed-through message of the whole conversation uses must
+    already be reserved in ``ids``.
+    """
     for message in messages:
         if isinstance(message, TextMessage):
             out.append(_text_to_agui(message, ids.claim(message.id)))
@@ -102,10 +124,88 @@ def to_agui_messages(
         else:
             out.append(message)
             last_id = message.id
-    return out
+    return last_id
+
+
+def conversation_to_agui(
+    conversation: Conversation, *, include_reasoning: bool = False
+) -> list[Message]:
+    """``to_agui_messages(conversation.messages)``, through the conversation's own
+    :class:`ConversationMapper`, so that each run maps only what is new."""
+    mapper = conversation._mappers.get(include_reasoning)
+    if mapper is None:
+        mapper = ConversationMapper(include_reasoning=include_reasoning)
+        conversation._mappers[include_reasoning] = mapper
+    return mapper.map(conversation.messages)
+
+
+class ConversationMapper:
+    """Maps one growing conversation, each settled message once (promise 8).
+
+    A continuation sends the whole conversation again, so mapping it from scratch
+    for every run makes a long thread's runs ever slower to start. This mapper keeps
+    what it produced and, when asked again, maps only the messages appended since:
+    its result is always equal to :func:`to_agui_messages` of the same messages (a
+    property test holds it to that), at the cost of a list copy and an identity
+    check of the prefix instead of a full mapping.
+
+    It falls back to a full mapping when the result could differ:
+
+    - the list was not only appended to (a message replaced or removed): start over;
+    - a new passed-through message takes an id a built message of the prefix was
+      sent under (the full mapping would have renamed that one): start over;
+    - a new message is still streaming (a text or reasoning record not complete):
+      that call is mapped in full and nothing is kept from it.
+    """
+
+    __slots__ = ("_ids", "_include_reasoning", "_last_id", "_out", "_sources")
+
+    def __init__(self, *, include_reasoning: bool = False) -> None:
+        self._include_reasoning = include_reasoning
+        self._sources: list[ChatMessage] = []
+        self._out: list[Message] = []
+        self._ids = _Ids(())
+        self._last_id: str | None = None
+
+    def _restart(self) -> None:
+        self._sources = []
+        self._out = []
+        self._ids = _Ids(())
+        self._last_id = None
+
+    def map(self, messages: Sequence[ChatMessage]) -> list[Message]:
+        """The AG-UI messages of ``messages``, as :func:`to_agui_messages` gives them.
+
+        Returns:
+            A new list, which the caller may keep or change.
+        """
+        known = len(self._sources)
+        # list != list compares item by item with an identity shortcut: the C loop is
+        # the only per-message cost of a run that appended nothing new.
+        if len(messages) < known or list(messages[:known]) != self._sources:
+            self._restart()
+            known = 0
+        new = list(messages[known:])
+        for message in new:
+            if isinstance(message, (TextMessage, ReasoningRecord)) and not message.complete:
+                return to_agui_messages(messages, include_reasoning=self._include_reasoning)
+        supplied = [m.id for m in new if not isinstance(m, _BUILT)]
+        if not self._ids.reserve(supplied):
+            self._restart()
+            return self.map(messages)
+        self._last_id = _map_into(
+            self._out,
+            new,
+            self._ids,
+            self._last_id,
+            include_reasoning=self._include_reasoning,
+        )
+        self._sources.extend(new)
+        return list(self._out)
 
 
 _BUILT = (TextMessage, ToolCallMessage, ReasoningRecord)
+_FINAL = frozenset((ToolCallStatus.completed, ToolCallStatus.failed))
 
 
 class _Ids:
@@ -119,6 +219,14 @@ class _Ids:
         # The last suffix given to each id, so that an agent reusing one id for every
         # message does not make the mapping quadratic.
         self._last_suffix: dict[str, int] = {}
+
+    def reserve(self, supplied: Iterable[str]) -> bool:
+        """Reserve more passed-through ids; False (nothing reserved) if one was claimed."""
+        supplied = list(supplied)
+        if not self._used.isdisjoint(supplied):
+            return False
+        self._reserved.update(supplied)
+        return True
 
     def _taken(self, candidate: str) -> bool:
         return candidate in self._used or candidate in self._reserved
@@ -145,8 +253,7 @@ def _append_tool_batch(
     sent = [
         (call, result_id)
         for call, result_id in zip(batch.calls, batch.result_message_ids, strict=True)
-        if call.status in (ToolCallStatus.completed, ToolCallStatus.failed)
-        and call.result is not None
+        if call.status in _FINAL and call.result is not None
     ]
     if not sent:
         return False

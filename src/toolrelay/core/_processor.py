@@ -99,7 +99,7 @@ from toolrelay.core._effects import (
     TurnEnded,
     ViolationRaised,
 )
-from toolrelay.core._mapper import to_agui_messages
+from toolrelay.core._mapper import conversation_to_agui
 from toolrelay.core._patch import JsonPatchError, apply_patch
 from toolrelay.core._tools import ToolResult
 from toolrelay.errors import IllegalTransition, LimitExceededError, RemoteProtocolError
@@ -149,7 +149,26 @@ __all__ = ("EventProcessor", "Limits")
 logger = logging.getLogger("toolrelay.core")
 
 _COMPLETED = TerminalReason(kind=ReasonKind.COMPLETED, message="the agent answered")
-_OPEN_CALL = (ToolCallStatus.streaming, ToolCallStatus.pending, ToolCallStatus.executing)
+_OPEN_CALL = frozenset((ToolCallStatus.streaming, ToolCallStatus.pending, ToolCallStatus.executing))
+_CALLING = frozenset((ToolCallStatus.streaming, ToolCallStatus.pending))
+
+# Members read at every run boundary, bound once: on Python 3.11 reading an enum
+# member from its class costs a metaclass lookup each time.
+_STREAMING = ToolCallStatus.streaming
+_PENDING = ToolCallStatus.pending
+_FAILED = ToolCallStatus.failed
+_EXECUTING_TOOLS = RunStatus.executing_tools
+
+# The activities without tool names, built once (they are immutable).
+_IDLE = Activity(ActivityKind.IDLE)
+_AWAITING = Activity(ActivityKind.AWAITING)
+_STREAMING_TEXT = Activity(ActivityKind.STREAMING_TEXT)
+_REASONING = Activity(ActivityKind.REASONING)
+_DONE = Activity(ActivityKind.DONE)
+
+# The hot path's sink while no message or call is hot: never appended to (the id it
+# goes with is None, which no delta's id equals).
+_NO_SINK: list[str] = []
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
@@ -200,13 +219,10 @@ class EventProcessor:
         "_arg_chars",
         "_arg_sinks",
         "_exact_arg_bytes",
-        "_hot_budget",
         "_hot_call_id",
         "_hot_call_sink",
-        "_hot_granted",
         "_hot_text_id",
         "_hot_text_sink",
-        "_max_events",
         "_text_sinks",
         "_calls",
         "_chunk_call",
@@ -214,7 +230,7 @@ class EventProcessor:
         "_chunk_text",
         "_context",
         "_ended",
-        "_events_in_run",
+        "_left",
         "_forwarded_props",
         "_id_factory",
         "_include_reasoning",
@@ -272,7 +288,7 @@ class EventProcessor:
         self.violations: list[ProtocolViolation] = []
         #: Tool calls that were open when the turn was aborted (cleared from the run).
         self.abandoned: list[ToolCallInfo] = []
-        self._activity = Activity(ActivityKind.IDLE)
+        self._activity = _IDLE
         self._calls: dict[str, ToolCallInfo] = {}
         self._open_texts: dict[str, TextMessage] = {}
         self._open_reasoning: dict[str, ReasoningRecord] = {}
@@ -281,27 +297,27 @@ class EventProcessor:
         self._chunk_text: TextMessage | None = None
         self._chunk_reasoning: ReasoningRecord | None = None
         self._thinking: ReasoningRecord | None = None
-        self._events_in_run = 0
+        # Events this run may still take before max_events_per_run (the hot path and
+        # the full path count down the same number).
+        self._left = self._limits.max_events_per_run
         self._ended = False
         self._wire_ended = False
         self._run_started_seen = False
         # The hot path (see receive): the chunk lists of the open text messages and of
-        # the streaming calls, by id, and the bounds it may go without a check.
+        # the streaming calls, by id, and the bound it may go without a check.
         self._text_sinks: dict[str, list[str]] = {}
         self._arg_sinks: dict[str, list[str]] = {}
         self._arg_chars = 0
         self._exact_arg_bytes: dict[str, int] = {}
-        self._max_events = self._limits.max_events_per_run
         # No call's UTF-8 arguments can pass the byte limit while the run's argument
         # characters (4 bytes at most each) stay under a quarter of it.
         self._arg_char_safe = self._limits.max_argument_bytes // 4
-        # Events the hot path may take without a check (0: it is closed); see receive.
-        self._hot_budget = 0
-        self._hot_granted = 0
+        # The hot path's message and call and their chunk lists; an id is None when
+        # there is none (no delta's id compares equal); see _hot_text.
         self._hot_text_id: str | None = None
-        self._hot_text_sink: list[str] | None = None
+        self._hot_text_sink: list[str] = _NO_SINK
         self._hot_call_id: str | None = None
-        self._hot_call_sink: list[str] | None = None
+        self._hot_call_sink: list[str] = _NO_SINK
 
     # -- what observers read ---------------------------------------------------
 
@@ -346,7 +362,7 @@ class EventProcessor:
                 continuation, every call of the batch must have a result first).
         """
         state = self._run.state
-        if state is RunStatus.executing_tools:
+        if state is _EXECUTING_TOOLS:
             self.commit_tool_results()
             event = RunEvent.continue_run
         else:
@@ -357,7 +373,7 @@ class EventProcessor:
         self.run_id = run_id
         self.server_run_id = None
         self.run_count += 1
-        self._set_activity(Activity(ActivityKind.AWAITING))
+        self._set_activity(_AWAITING)
         return self.build_run_input(run_id, parent_run_id=parent if self.run_count > 1 else None)
 
     def build_run_input(self, run_id: str, *, parent_run_id: str | None = None) -> RunAgentInput:
@@ -367,8 +383,8 @@ class EventProcessor:
             run_id=run_id,
             # Left out rather than null: zod's .optional() (TypeScript servers) rejects null.
             parent_run_id=UNSET if parent_run_id is None else parent_run_id,
-            messages=to_agui_messages(
-                self.conversation.messages, include_reasoning=self._include_reasoning
+            messages=conversation_to_agui(
+                self.conversation, include_reasoning=self._include_reasoning
             ),
             tools=self._tools,
             context=self._context,
@@ -390,51 +406,36 @@ class EventProcessor:
         # argument delta for a message or call that is open, with every bound still
         # far away, is one dict lookup and one list append. Anything else, or any
         # doubt, takes the full path below, which does exactly the same for it.
-        budget = self._hot_budget
-        if budget > 0:
-            cls = type(event)
-            if cls is TextMessageContentEvent:
-                content: TextMessageContentEvent = event  # type: ignore[assignment]
-                message_id = content.message_id
-                # Deltas come in long runs for one message: compare with the last id
-                # (a fresh string's hash would be computed for a dict lookup).
-                if message_id == self._hot_text_id:
-                    sink = self._hot_text_sink
-                else:
-                    sink = self._text_sinks.get(message_id)
-                    if sink is not None:
-                        self._hot_text_id = message_id
-                        self._hot_text_sink = sink
-                if sink is not None:
-                    self._hot_budget = budget - 1
+        cls = type(event)
+        if cls is TextMessageContentEvent:
+            content: TextMessageContentEvent = event  # type: ignore[assignment]
+            # Deltas come in long runs for one message: compare with the last id (a
+            # fresh string's hash would be computed for a dict lookup). The id is None
+            # while the hot path is closed.
+            if content.message_id == self._hot_text_id or self._hot_text(content.message_id):
+                left = self._left
+                if left > 0:
+                    self._left = left - 1
                     delta = content.delta
                     if delta:
-                        sink.append(delta)
+                        self._hot_text_sink.append(delta)
                     return ()  # NO_EFFECTS, as a constant
-            elif cls is ToolCallArgsEvent:
-                args: ToolCallArgsEvent = event  # type: ignore[assignment]
-                call_id = args.tool_call_id
-                if call_id == self._hot_call_id:
-                    sink = self._hot_call_sink
-                else:
-                    sink = self._arg_sinks.get(call_id)
-                    if sink is not None:
-                        self._hot_call_id = call_id
-                        self._hot_call_sink = sink
-                if sink is not None:
-                    delta = args.delta
-                    chars = self._arg_chars + len(delta)
-                    if chars <= self._arg_char_safe:
-                        self._hot_budget = budget - 1
-                        self._arg_chars = chars
-                        if delta:
-                            sink.append(delta)
-                        return ()  # NO_EFFECTS, as a constant
-        self._sync_hot()
-        try:
-            return self._receive(event)
-        finally:
-            self._refresh_fast()
+        elif cls is ToolCallArgsEvent:
+            args: ToolCallArgsEvent = event  # type: ignore[assignment]
+            if args.tool_call_id == self._hot_call_id or self._hot_call(args.tool_call_id):
+                left = self._left
+                delta = args.delta
+                chars = self._arg_chars + len(delta)
+                if left > 0 and chars <= self._arg_char_safe:
+                    self._left = left - 1
+                    self._arg_chars = chars
+                    if delta:
+                        self._hot_call_sink.append(delta)
+                    return ()  # NO_EFFECTS, as a constant
+        # The full path may close the hot message or call, end the run or open a
+        # *_CHUNK stream: the next delta asks _hot_text / _hot_call again.
+        self._hot_text_id = self._hot_call_id = None
+        return self._receive(event)
 
     def _receive(self, event: Event | UnknownEvent) -> Sequence[Effect]:
         if self._ended:
@@ -447,10 +448,10 @@ class EventProcessor:
                 _type_of(event),
                 "event after RUN_FINISHED/RUN_ERROR dropped",
             )
-        self._events_in_run += 1
         try:
-            if self._events_in_run > self._limits.max_events_per_run:
+            if self._left <= 0:
                 raise LimitExceededError("max_events_per_run", self._limits.max_events_per_run)
+            self._left -= 1
             if (
                 self._chunk_call is not None
                 or self._chunk_text is not None
@@ -557,7 +558,7 @@ class EventProcessor:
         self._chunk_text = None
         self._chunk_reasoning = None
         self._thinking = None
-        self._events_in_run = 0
+        self._left = self._limits.max_events_per_run
         self._ended = False
         self._wire_ended = False
         self._run_started_seen = False
@@ -565,27 +566,38 @@ class EventProcessor:
         self._arg_sinks = {}
         self._arg_chars = 0
         self._exact_arg_bytes = {}
-        self._hot_granted = self._hot_budget = 0
-        self._refresh_fast()
-
-    def _sync_hot(self) -> None:
-        # Count the events the hot path took since it was last opened, and forget its
-        # last message and call: the full path may close or open either.
-        self._events_in_run += self._hot_granted - self._hot_budget
-        self._hot_granted = self._hot_budget = 0
         self._hot_text_id = self._hot_call_id = None
-        self._hot_text_sink = self._hot_call_sink = None
 
-    def _refresh_fast(self) -> None:
-        # The hot path of receive may run only while nothing it skips could matter:
-        # the run is open and no *_CHUNK stream waits to be closed by the next event.
-        # It is granted the events left before max_events_per_run, and counts down.
-        self._sync_hot()
-        if not self._ended and (
+    def _hot_text(self, message_id: str) -> bool:
+        """Make ``message_id`` the hot path's message, if it may be: the message is open,
+        the run is, and no *_CHUNK stream waits to be closed by the next event.
+
+        The hot ids are forgotten whenever any of that may change: at every event of
+        the full path, and by the two methods that change it from outside receive
+        (_terminate, which ends the turn; _reset_run, which opens a run). Outside
+        receive, calls change status only there or once they have left ``streaming``
+        (record_result), so their sinks are already gone.
+        """
+        sink = self._text_sinks.get(message_id)
+        if sink is None or not self._hot_allowed():
+            return False
+        self._hot_text_id = message_id
+        self._hot_text_sink = sink
+        return True
+
+    def _hot_call(self, call_id: str) -> bool:
+        """Like :meth:`_hot_text`, for a streaming call's arguments."""
+        sink = self._arg_sinks.get(call_id)
+        if sink is None or not self._hot_allowed():
+            return False
+        self._hot_call_id = call_id
+        self._hot_call_sink = sink
+        return True
+
+    def _hot_allowed(self) -> bool:
+        return not self._ended and (
             self._chunk_call is None and self._chunk_text is None and self._chunk_reasoning is None
-        ):
-            budget = max(self._max_events - self._events_in_run, 0)
-            self._hot_granted = self._hot_budget = budget
+        )
 
     def _send_call(self, call: ToolCallInfo, event: ToolCallEvent) -> None:
         # Every transition of a call goes through here, so a call that leaves
@@ -625,8 +637,8 @@ class EventProcessor:
         self._run.send(event)
         self.reason = reason
         self._ended = True
-        self._refresh_fast()
-        effects = self._set_activity(Activity(ActivityKind.DONE))
+        self._hot_text_id = self._hot_call_id = None
+        effects = self._set_activity(_DONE)
         return (*effects, TurnEnded(reason))
 
     def _close_open_messages(self, *, interrupted: bool) -> None:
@@ -648,7 +660,7 @@ class EventProcessor:
         call = self._chunk_call
         if call is not None:
             self._chunk_call = None
-            if call.status is ToolCallStatus.streaming:
+            if call.status is _STREAMING:
                 self._send_call(call, ToolCallEvent.finish_args)
 
     def _close_reasoning_chunk(self) -> None:
@@ -667,13 +679,9 @@ class EventProcessor:
             text.complete = True
 
     def _calling_activity(self) -> Sequence[Effect]:
-        names = tuple(
-            call.name
-            for call in self._calls.values()
-            if call.status in (ToolCallStatus.streaming, ToolCallStatus.pending)
-        )
+        names = tuple(call.name for call in self._calls.values() if call.status in _CALLING)
         if not names:
-            return self._set_activity(Activity(ActivityKind.AWAITING))
+            return self._set_activity(_AWAITING)
         return self._set_activity(Activity(ActivityKind.CALLING_TOOLS, names))
 
     # -- run events -----------------------------------------------------------
@@ -709,7 +717,7 @@ class EventProcessor:
                 )
         self._close_open_messages(interrupted=False)
         for call in self._calls.values():
-            if call.status is ToolCallStatus.streaming:
+            if call.status is _STREAMING:
                 self._send_call(call, ToolCallEvent.abandon)
                 call.result = ToolResult.failure("abandoned: the run ended before TOOL_CALL_END")
                 self.abandoned.append(call)
@@ -723,10 +731,8 @@ class EventProcessor:
                 )
         # What is left: pending calls and calls the agent resolved itself
         # (TOOL_CALL_RESULT); the abandoned ones (now failed) are dropped from the run.
-        self._calls = {
-            k: c for k, c in self._calls.items() if c.status is not ToolCallStatus.failed
-        }
-        pending = tuple(c for c in self._calls.values() if c.status is ToolCallStatus.pending)
+        self._calls = {k: c for k, c in self._calls.items() if c.status is not _FAILED}
+        pending = tuple(c for c in self._calls.values() if c.status is _PENDING)
         if pending:
             if self._run.depth >= self.max_depth:
                 effects.extend(
@@ -754,7 +760,7 @@ class EventProcessor:
         self.commit_tool_results()
         self._run.send(RunEvent.complete)
         self.reason = _COMPLETED
-        effects.extend(self._set_activity(Activity(ActivityKind.DONE)))
+        effects.extend(self._set_activity(_DONE))
         effects.append(TurnCompleted(_COMPLETED))
         return tuple(effects)
 
@@ -781,7 +787,7 @@ class EventProcessor:
                 f"text message {event.message_id!r} is already open",
             )
         self._start_text(event.message_id, event.role)
-        return self._set_activity(Activity(ActivityKind.STREAMING_TEXT))
+        return self._set_activity(_STREAMING_TEXT)
 
     def _on_text_content(self, event: TextMessageContentEvent) -> Sequence[Effect]:
         text = self._open_texts.get(event.message_id)
@@ -792,7 +798,7 @@ class EventProcessor:
                 f"text message {event.message_id!r} was not started; started implicitly",
             )
             self._start_text(event.message_id, None).append(event.delta)
-            return (*effects, *self._set_activity(Activity(ActivityKind.STREAMING_TEXT)))
+            return (*effects, *self._set_activity(_STREAMING_TEXT))
         text.append(event.delta)
         return NO_EFFECTS
 
@@ -822,7 +828,7 @@ class EventProcessor:
                 )
             current = self._open_texts.get(message_id) or self._start_text(message_id, event.role)
             self._chunk_text = current
-            effects = self._set_activity(Activity(ActivityKind.STREAMING_TEXT))
+            effects = self._set_activity(_STREAMING_TEXT)
         if event.delta:
             current.append(event.delta)
         return effects
@@ -873,7 +879,7 @@ class EventProcessor:
                 "TOOL_CALL_ARGS",
                 f"no tool call {event.tool_call_id!r} in this run; dropped",
             )
-        if call.status is not ToolCallStatus.streaming:
+        if call.status is not _STREAMING:
             return self._violation(
                 "args_after_end",
                 "TOOL_CALL_ARGS",
@@ -890,7 +896,7 @@ class EventProcessor:
                 "TOOL_CALL_END",
                 f"no tool call {event.tool_call_id!r} in this run; dropped",
             )
-        if call.status is not ToolCallStatus.streaming:
+        if call.status is not _STREAMING:
             return self._violation(
                 "duplicate_tool_call_end",
                 "TOOL_CALL_END",
@@ -934,7 +940,7 @@ class EventProcessor:
                 "TOOL_CALL_RESULT",
                 f"no tool call {event.tool_call_id!r} in this run; dropped",
             )
-        if call.status not in (ToolCallStatus.streaming, ToolCallStatus.pending):
+        if call.status not in _CALLING:
             return self._violation(
                 "duplicate_tool_call_result",
                 "TOOL_CALL_RESULT",
@@ -962,14 +968,14 @@ class EventProcessor:
     def _on_reasoning_start(
         self, event: ReasoningStartEvent | ThinkingStartEvent
     ) -> Sequence[Effect]:
-        return self._set_activity(Activity(ActivityKind.REASONING))
+        return self._set_activity(_REASONING)
 
     def _on_reasoning_end(self, event: ReasoningEndEvent | ThinkingEndEvent) -> Sequence[Effect]:
         return self._calling_activity() if self._calls else NO_EFFECTS
 
     def _on_reasoning_message_start(self, event: ReasoningMessageStartEvent) -> Sequence[Effect]:
         self._reasoning(event.message_id)
-        return self._set_activity(Activity(ActivityKind.REASONING))
+        return self._set_activity(_REASONING)
 
     def _on_reasoning_content(self, event: ReasoningMessageContentEvent) -> Sequence[Effect]:
         if event.delta:
@@ -992,7 +998,7 @@ class EventProcessor:
                 )
             current = self._reasoning(message_id)
             self._chunk_reasoning = current
-            effects = self._set_activity(Activity(ActivityKind.REASONING))
+            effects = self._set_activity(_REASONING)
         if event.delta:
             current.append(event.delta)
         return effects
@@ -1007,7 +1013,7 @@ class EventProcessor:
         if self._thinking is None:
             self._thinking = ReasoningRecord(self._id_factory())
             self.conversation.append(self._thinking)
-        return self._set_activity(Activity(ActivityKind.REASONING))
+        return self._set_activity(_REASONING)
 
     def _on_thinking_text_content(self, event: ThinkingTextMessageContentEvent) -> Sequence[Effect]:
         if self._thinking is None:

@@ -52,6 +52,7 @@ from ._run_input import RunAgentInput
 
 __all__ = (
     "decode_event",
+    "decode_known_event",
     "decode_message",
     "decode_messages",
     "decode_run_input",
@@ -72,6 +73,18 @@ class _Envelope(msgspec.Struct):
 
 _EVENT_DECODER: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)
 _decode_typed = _EVENT_DECODER.decode  # bound once: the fast path is this one call
+
+#: The fast path of :func:`decode_event` on its own, for a transport's per-event loop:
+#: msgspec's typed decoder (one C call, no Python frame). It raises
+#: ``msgspec.MsgspecError`` wherever :func:`decode_event` would do anything else
+#: (an unknown type, snake_case, an error to explain); the caller then calls
+#: :func:`decode_event` with the same payload for the answer::
+#:
+#:     try:
+#:         event = decode_known_event(data)
+#:     except msgspec.MsgspecError:
+#:         event = decode_event(data)
+decode_known_event: Callable[[_Data], Event] = _decode_typed
 _ENVELOPE_DECODER = msgspec.json.Decoder(_Envelope)
 _RUN_INPUT_DECODER = msgspec.json.Decoder(RunAgentInput)
 _MESSAGE_DECODER: msgspec.json.Decoder[Message] = msgspec.json.Decoder(Message)
