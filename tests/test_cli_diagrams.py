@@ -51,7 +51,7 @@ def test_check_is_clean_after_writing(tmp_path: Path) -> None:
 def test_check_fails_on_drift_and_names_the_files(tmp_path: Path) -> None:
     _run("diagrams", "--out", str(tmp_path))
     edited = tmp_path / "run_lifecycle.mmd"
-    edited.write_text(edited.read_text().replace("Running", "Runing"))
+    edited.write_text(edited.read_text().replace("continue_run", "Continue run"))
     (tmp_path / "tool_call.dot").unlink()
     before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
     code, out, err = _run("diagrams", "--out", str(tmp_path), "--check")

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import enum
 import os
 import re
 import subprocess
 import sys
 import types
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
-from statemachine import Event, State, StateChart
+from statemachine import State, StateChart
+from statemachine.states import States
 
 from toolrelay import diagrams
 from toolrelay._reasons import ReasonKind, TerminalReason
@@ -38,6 +40,7 @@ from toolrelay.diagrams import (
     write_all,
 )
 from toolrelay.machines import (
+    RunEvent,
     RunLifecycle,
     RunStatus,
     ToolCallEvent,
@@ -51,11 +54,34 @@ from toolrelay.testing import ScriptedAgent, text, tool_call
 REPO = Path(__file__).resolve().parents[1]
 FILES = ["run_lifecycle.mmd", "run_lifecycle.dot", "tool_call.mmd", "tool_call.dot"]
 MACHINE_CLASSES: list[type[StateChart[Any]]] = [RunLifecycle, ToolCallLifecycle]
+#: Each machine's spellings: the enums its state ids and event ids come from.
+SPELLINGS: dict[type[StateChart[Any]], tuple[type[enum.StrEnum], type[enum.StrEnum]]] = {
+    RunLifecycle: (RunStatus, RunEvent),
+    ToolCallLifecycle: (ToolCallStatus, ToolCallEvent),
+}
 
 
-def _event_labels(machine: type[StateChart[Any]]) -> set[str]:
-    """The label each event is drawn with (python-statemachine's event name)."""
-    return {str(event.name) for event in cast("list[Event]", machine.events)}
+def _state_ids(machine: type[StateChart[Any]]) -> set[str]:
+    return {member.value for member in SPELLINGS[machine][0]}
+
+
+def _event_ids(machine: type[StateChart[Any]]) -> set[str]:
+    """The event ids, read from the enum (not from the machine's labels)."""
+    return {member.value for member in SPELLINGS[machine][1]}
+
+
+def _mermaid_labels(mermaid: str) -> tuple[set[str], set[str]]:
+    """The state labels (``state "label" as id``) and transition labels (``a --> b : label``)."""
+    states = set(re.findall(r'^\s*state "([^"]*)" as ', mermaid, re.M))
+    transitions = set(re.findall(r"^\s*\S+ --> \S+ : (.*)$", mermaid, re.M))
+    return states, transitions
+
+
+def _dot_labels(dot: str) -> tuple[dict[str, str], set[str]]:
+    """The node labels by node id, and the edge labels."""
+    nodes = dict(re.findall(r'^    "(\w+)" \[label="([^"]*)"', dot, re.M))
+    edges = set(re.findall(r'^    "\w+" -> "\w+" \[label="([^"]*)"\];$', dot, re.M))
+    return nodes, edges
 
 
 def _finals(machine: type[StateChart[Any]]) -> list[str]:
@@ -76,10 +102,10 @@ def test_mermaid_names_every_state_and_event_and_marks_initial_and_finals(
     mermaid = render(machine, "mermaid")
     lines = mermaid.splitlines()
     assert lines[0] == "stateDiagram-v2"
-    for state in machine.states:
-        assert any(line.strip().endswith(f" as {state.id}") for line in lines), state.id
-    for label in _event_labels(machine):
-        assert any(line.endswith(f" : {label}") for line in lines), label
+    for state_id in _state_ids(machine):
+        assert any(re.search(rf"(^| ){state_id}( |$)", line) for line in lines), state_id
+    for event_id in _event_ids(machine):
+        assert any(line.endswith(f" : {event_id}") for line in lines), event_id
     initial = machine.initial_state
     assert initial is not None
     assert f"    [*] --> {initial.id}" in lines
@@ -101,11 +127,51 @@ def test_dot_names_every_state_and_event_and_marks_initial_and_finals(
         node = next(line for line in lines if line.startswith(f'    "{state.id}" [label='))
         assert ('peripheries="2"' in node) is state.final
         assert (f'    "{state.id}" -> "__final__";' in lines) is state.final
-    for label in _event_labels(machine):
-        assert any(line.endswith(f'[label="{label}"];') for line in lines), label
+    for event_id in _event_ids(machine):
+        assert any(line.endswith(f'[label="{event_id}"];') for line in lines), event_id
     initial = machine.initial_state
     assert initial is not None
     assert f'    "__initial__" -> "{initial.id}";' in lines
+
+
+@pytest.mark.parametrize("machine", MACHINE_CLASSES, ids=lambda m: m.__name__)
+def test_mermaid_labels_are_the_ids_never_humanized(machine: type[StateChart[Any]]) -> None:
+    states, transitions = _mermaid_labels(render(machine, "mermaid"))
+    # A label equal to its id needs no `state "..." as id` line; any such line is a
+    # label that differs from the id ("Executing tools").
+    assert states == set()
+    assert transitions == _event_ids(machine)
+
+
+@pytest.mark.parametrize("machine", MACHINE_CLASSES, ids=lambda m: m.__name__)
+def test_dot_labels_are_the_ids_never_humanized(machine: type[StateChart[Any]]) -> None:
+    nodes, edges = _dot_labels(render(machine, "dot"))
+    assert nodes == {state_id: state_id for state_id in _state_ids(machine)} | {
+        "__initial__": "",
+        "__final__": "",
+    }
+    assert edges == _event_ids(machine)
+
+
+def test_label_checks_catch_the_library_humanized_labels() -> None:
+    # A graph declared without labels: python-statemachine humanizes them,
+    # and the parsers above see it (so the label tests can fail).
+    class Spot(enum.StrEnum):
+        idle = "idle"
+        executing_tools = "executing_tools"
+        completed = "completed"
+
+    class Humanized(StateChart[object]):
+        s = States.from_enum(Spot, initial=Spot.idle, final=Spot.completed)
+        continue_run = s.idle.to(s.executing_tools)
+        execute_tools = s.executing_tools.to(s.completed)
+
+    states, transitions = _mermaid_labels(render(Humanized, "mermaid"))
+    assert {"Idle", "Executing tools", "Completed"} <= states
+    assert transitions == {"Continue run", "Execute tools"}
+    nodes, edges = _dot_labels(render(Humanized, "dot"))
+    assert nodes["executing_tools"] == "Executing tools"
+    assert edges == {"Continue run", "Execute tools"}
 
 
 @pytest.mark.parametrize("machine", MACHINE_CLASSES, ids=lambda m: m.__name__)
@@ -116,7 +182,7 @@ def test_every_transition_of_the_class_is_drawn_once(machine: type[StateChart[An
     for state in machine.states:
         for transition in state.transitions:
             for target in transition.targets:
-                label = " ".join(str(event.name) for event in transition.events)
+                label = " ".join(event.id for event in transition.events)
                 assert f'"{state.id}" -> "{target.id}" [label="{label}"];' in dot
                 assert f"{state.id} --> {target.id} : {label}" in mermaid
                 count += 1
@@ -251,8 +317,11 @@ def test_the_committed_diagrams_are_up_to_date() -> None:
 def test_svg_and_png_are_drawn_by_graphviz() -> None:
     svg = render_image(RunLifecycle, "svg").decode("utf-8")
     assert "<svg" in svg
-    for state in RunLifecycle.states:
-        assert f">{state.name}</text>" in svg
+    for state_id in _state_ids(RunLifecycle):
+        assert f">{state_id}</text>" in svg
+    for event_id in _event_ids(RunLifecycle):
+        assert f">{event_id}</text>" in svg
+    assert "Executing tools" not in svg and "Continue run" not in svg
     png = render_image(ToolCallLifecycle, "png")
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
 
@@ -473,6 +542,35 @@ def test_trace_uses_the_run_count_to_tell_whether_a_continuation_started() -> No
 def test_trace_of_a_turn_still_running_says_so() -> None:
     diagram = trace_diagram(_conversation(), status=RunStatus.executing_tools, reason=None)
     assert diagram.endswith("    Note over User,Tools: still executing_tools\n")
+
+
+@pytest.mark.parametrize("status", list(RunStatus), ids=str)
+def test_trace_spells_the_turn_state_as_its_id(status: RunStatus) -> None:
+    ending = trace_diagram(_conversation(), status=status, reason=None).splitlines()[-1]
+    word = "turn" if status.is_final else "still"
+    assert ending == f"    Note over User,Tools: {word} {status.value}"
+
+
+#: The events that move a new tool call (no result attached) to each state.
+PATHS: dict[ToolCallStatus, tuple[ToolCallEvent, ...]] = {
+    ToolCallStatus.streaming: (),
+    ToolCallStatus.pending: (ToolCallEvent.finish_args,),
+    ToolCallStatus.executing: (ToolCallEvent.finish_args, ToolCallEvent.execute),
+    ToolCallStatus.completed: (ToolCallEvent.receive_result,),
+    ToolCallStatus.failed: (ToolCallEvent.abandon,),
+}
+
+
+@pytest.mark.parametrize("status", list(ToolCallStatus), ids=str)
+def test_trace_spells_a_tool_call_state_as_its_id(status: ToolCallStatus) -> None:
+    call = ToolCallInfo("id-x", "lookup", arguments="{}")
+    for event in PATHS[status]:
+        call.send(event)
+    assert call.status is status
+    message = ToolCallMessage(id="b1", calls=(call,), result_message_ids=("r1",))
+    diagram = trace_diagram(_conversation(message), status=RunStatus.completed, reason=None)
+    (line,) = [line for line in diagram.splitlines() if line.startswith("    Tools-->>Agent")]
+    assert line.removeprefix("    Tools-->>Agent: lookup: ").rstrip(":") == status.value
 
 
 def test_trace_of_a_turn_that_never_started_a_run() -> None:

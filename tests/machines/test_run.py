@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import inspect
 import itertools
+from typing import cast
 
 import pytest
+from statemachine import Event
 from statemachine.exceptions import TransitionNotAllowed
 
 from toolrelay.errors import IllegalTransition
@@ -205,8 +207,25 @@ def test_state_value_id_and_enum_are_one_spelling() -> None:
         assert state.value is value
 
 
-def test_help_shows_the_live_table() -> None:
+def test_every_label_is_the_id() -> None:
+    # The label python-statemachine draws and prints is the name, not a humanized id.
+    assert {(state.id, state.name) for state in RunLifecycle.states} == {(v, v) for v in S}
+    # On the class, the metaclass's ``events`` (the declared events) shadows the
+    # instance property mypy sees.
+    events = cast("list[Event]", RunLifecycle.events)
+    assert {(event.id, str(event.name)) for event in events} == {(v, v) for v in E}
+
+
+def test_help_shows_the_live_table_spelled_as_the_ids() -> None:
     doc = RunLifecycle.__doc__ or ""
     assert "{statechart:md}" not in doc
-    assert "| Executing tools | Continue run" in doc
-    assert "| Idle            | Supersede" in doc
+    assert "| executing_tools | continue_run  |       | running         |" in doc
+    assert "| idle            | supersede     |       | superseded      |" in doc
+    assert "Executing tools" not in doc and "Continue run" not in doc
+
+
+def test_the_library_refusal_names_the_ids() -> None:
+    machine = RunLifecycle()
+    with pytest.raises(IllegalTransition) as info:
+        machine.send(E.continue_run)
+    assert str(info.value.__cause__) == "Can't continue_run when in idle."

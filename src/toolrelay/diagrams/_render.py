@@ -8,6 +8,12 @@ tables are read from. ``toolrelay diagrams`` writes them into ``diagrams/`` and
 Strategy
 --------
 
+* **Labels** are the library's: a state is drawn with its ``State.name``, a
+  transition with its events' ``Event.name``. toolrelay's machines declare both as
+  the id (``labelled_by_value`` for states, ``Event(..., name=RunEvent.continue_run)``
+  for events), so every diagram reads ``executing_tools`` and ``continue_run``, the
+  spelling of the enums and the run logs, never a humanized "Executing tools". As
+  label and id are equal, mermaid needs no ``state "..." as id`` line.
 * **Mermaid** is python-statemachine's own renderer (``format(cls, "mermaid")``),
   used as it is. It marks each final state with an arrow to ``[*]``;
   :func:`render` checks that and adds a missing arrow, so a change in the library

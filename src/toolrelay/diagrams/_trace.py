@@ -7,6 +7,10 @@ reason. It is drawn from the conversation the turn left behind (plus its status 
 reason), so it can be drawn for a live :class:`~toolrelay.runtime.Turn` or for a
 conversation restored from anywhere.
 
+States are drawn as they are spelled in the machines (``turn completed``, ``still
+executing_tools``, ``lookup: failed: ...``): the ``RunStatus`` and ``ToolCallStatus``
+values, the labels of the machine diagrams too.
+
 Strategy
 --------
 
@@ -93,14 +97,13 @@ def _user_text(message: UserMessage) -> str:
 
 
 def _outcome(call: ToolCallInfo) -> str:
-    result = call.result
+    """The call's state, spelled as its ``ToolCallStatus`` value, and its result if any."""
+    status, result = call.status.value, call.result
     if call.status is ToolCallStatus.completed:
-        return f"completed: {result.content if result is not None else ''}"
-    if call.status is ToolCallStatus.failed:
-        if result is None:
-            return "failed"
-        return f"failed: {result.error if result.error is not None else result.content}"
-    return call.status.value  # not final: drawn as it stands
+        return f"{status}: {result.content if result is not None else ''}"
+    if call.status is ToolCallStatus.failed and result is not None:
+        return f"{status}: {result.error if result.error is not None else result.content}"
+    return status  # failed without a result, or not final: drawn as it stands
 
 
 class _Trace:

@@ -241,7 +241,7 @@ def _check_spelling(
                 f"{name}: state {state.id!r} has value {state.value!r}, not "
                 f"{states.__name__}.{state.id}; declare the states with "
                 f"States.from_enum({states.__name__}, ..., use_enum_instance=True) so "
-                "that the value, the id and the label are one spelling"
+                "that the value and the id are one spelling"
             )
     event_ids = set(_class_events(machine))
     enum_ids = {event.value for event in events}

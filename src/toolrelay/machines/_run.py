@@ -39,12 +39,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from statemachine import StateChart
+from statemachine import Event, StateChart
 from statemachine.exceptions import TransitionNotAllowed
 from statemachine.states import States
 
 from toolrelay.errors import IllegalTransition
-from toolrelay.machines._status import RunStatus
+from toolrelay.machines._status import RunEvent, RunStatus, labelled_by_value
 
 __all__ = ("RunLifecycle",)
 
@@ -74,32 +74,36 @@ class RunLifecycle(StateChart[object]):
         """The action of ``continue_run``: one more continuation run (promise 3)."""
         self.depth += 1
 
-    s = States.from_enum(
-        RunStatus,
-        initial=RunStatus.idle,
-        final=(
-            RunStatus.completed,
-            RunStatus.failed,
-            RunStatus.cancelled,
-            RunStatus.superseded,
-        ),
-        use_enum_instance=True,
+    s = labelled_by_value(
+        States.from_enum(
+            RunStatus,
+            initial=RunStatus.idle,
+            final=(
+                RunStatus.completed,
+                RunStatus.failed,
+                RunStatus.cancelled,
+                RunStatus.superseded,
+            ),
+            use_enum_instance=True,
+        )
     )
 
     #: The first run of the turn started.
-    start = s.idle.to(s.running)
+    start = Event(s.idle.to(s.running), name=RunEvent.start)
     #: The run's stream ended with tool calls pending.
-    execute_tools = s.running.to(s.executing_tools)
+    execute_tools = Event(s.running.to(s.executing_tools), name=RunEvent.execute_tools)
     #: The continuation run started: depth + 1 (promise 3).
-    continue_run = s.executing_tools.to(s.running, on=count_continuation)
+    continue_run = Event(
+        s.executing_tools.to(s.running, on=count_continuation), name=RunEvent.continue_run
+    )
     #: The run's stream ended with no tool call pending.
-    complete = s.running.to(s.completed)
+    complete = Event(s.running.to(s.completed), name=RunEvent.complete)
     #: The turn failed, from every non-final state.
-    fail = s.failed.from_.any()
+    fail = Event(s.failed.from_.any(), name=RunEvent.fail)
     #: The embedding code cancelled the turn, from every non-final state (promise 4).
-    cancel = s.cancelled.from_.any()
+    cancel = Event(s.cancelled.from_.any(), name=RunEvent.cancel)
     #: A newer turn on the same thread took over, from every non-final state (promise 5).
-    supersede = s.superseded.from_.any()
+    supersede = Event(s.superseded.from_.any(), name=RunEvent.supersede)
 
     def send(self, event: str, *args: Any, **kwargs: Any) -> Any:
         """Send ``event`` by id (``StateChart.send``), refusing in toolrelay's terms.

@@ -3,11 +3,15 @@
 Each state's value is, at once, the value persisted in a run log, the state id in
 the declared machine (``States.from_enum(..., use_enum_instance=True)``) and the
 label drawn in the diagrams: one spelling, three uses. Each event's value is the
-event id the declared machine answers to.
+event id the declared machine answers to, and the label it is drawn with.
 
 Members are lowercase on purpose: ``States.from_enum`` makes the member *name* the
 state id, so ``RunStatus.executing_tools`` is named, valued and identified
-``executing_tools`` (the diagrams humanize the label to "Executing tools").
+``executing_tools``. python-statemachine would humanize the label ("Executing
+tools"); :func:`labelled_by_value` names each state by its value instead, and each
+event is declared with ``Event(..., name=RunEvent.continue_run)``, so the diagrams,
+the ``{statechart:md}`` table in ``help()`` and the library's own messages print
+``executing_tools`` and ``continue_run``.
 
 These enums carry no transitions. The transitions live in ``_run.py`` and
 ``_tool_call.py`` and nowhere else; ``_compiled.py`` checks at import that these
@@ -17,8 +21,27 @@ enums and the declared machines name the same states and events.
 from __future__ import annotations
 
 import enum
+from typing import TypeVar
 
-__all__ = ("RunEvent", "RunStatus", "ToolCallEvent", "ToolCallStatus")
+from statemachine.states import States
+
+__all__ = ("RunEvent", "RunStatus", "ToolCallEvent", "ToolCallStatus", "labelled_by_value")
+
+
+_States = TypeVar("_States", bound=States)
+
+
+def labelled_by_value(states: _States) -> _States:
+    """Label every state of ``states`` (from ``States.from_enum``) with its enum value.
+
+    ``State.name`` is the label python-statemachine draws and prints; left empty, the
+    library humanizes the state id (``executing_tools`` -> "Executing tools"). Named
+    here, before the class body hands the states to the metaclass, the label is the
+    value, which is also the id: one spelling. Returns ``states`` itself.
+    """
+    for state in states:
+        state.name = str(state.value)
+    return states
 
 
 class RunStatus(enum.StrEnum):

@@ -35,12 +35,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from statemachine import StateChart
+from statemachine import Event, StateChart
 from statemachine.exceptions import TransitionNotAllowed
 from statemachine.states import States
 
 from toolrelay.errors import IllegalTransition
-from toolrelay.machines._status import ToolCallStatus
+from toolrelay.machines._status import ToolCallEvent, ToolCallStatus, labelled_by_value
 
 __all__ = ("ToolCallLifecycle",)
 
@@ -56,25 +56,29 @@ class ToolCallLifecycle(StateChart[object]):
     allow_event_without_transition = False
     catch_errors_as_events = False
 
-    s = States.from_enum(
-        ToolCallStatus,
-        initial=ToolCallStatus.streaming,
-        final=(ToolCallStatus.completed, ToolCallStatus.failed),
-        use_enum_instance=True,
+    s = labelled_by_value(
+        States.from_enum(
+            ToolCallStatus,
+            initial=ToolCallStatus.streaming,
+            final=(ToolCallStatus.completed, ToolCallStatus.failed),
+            use_enum_instance=True,
+        )
     )
 
     #: AG-UI ``TOOL_CALL_END``: the arguments are complete.
-    finish_args = s.streaming.to(s.pending)
+    finish_args = Event(s.streaming.to(s.pending), name=ToolCallEvent.finish_args)
     #: The tool starts running.
-    execute = s.pending.to(s.executing)
+    execute = Event(s.pending.to(s.executing), name=ToolCallEvent.execute)
     #: The tool returned a result.
-    succeed = s.executing.to(s.completed)
+    succeed = Event(s.executing.to(s.completed), name=ToolCallEvent.succeed)
     #: The tool raised, timed out or was unknown (promise 2).
-    fail = s.executing.to(s.failed)
+    fail = Event(s.executing.to(s.failed), name=ToolCallEvent.fail)
     #: AG-UI ``TOOL_CALL_RESULT``: the agent ran the tool itself.
-    receive_result = s.completed.from_(s.streaming, s.pending)
+    receive_result = Event(
+        s.completed.from_(s.streaming, s.pending), name=ToolCallEvent.receive_result
+    )
     #: The run broke, was cancelled or superseded: from every non-final state (promise 1).
-    abandon = s.failed.from_.any()
+    abandon = Event(s.failed.from_.any(), name=ToolCallEvent.abandon)
 
     def send(self, event: str, *args: Any, **kwargs: Any) -> Any:
         """Send ``event`` by id (``StateChart.send``), refusing in toolrelay's terms.
