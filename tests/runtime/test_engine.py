@@ -1177,6 +1177,33 @@ async def test_calling_then_executing_activity_is_visible_while_the_turn_runs() 
     assert turn.status is RunStatus.completed
 
 
+async def test_engine_statistics_count_every_turn_not_only_each_threads_latest() -> None:
+    agent = ScriptedAgent([text("one")], [Hang()], [text("three")], [text("other")])
+    with anyio.fail_after(5):
+        async with Engine(agent) as engine:
+            await engine.run_turn("t1", "first")
+            hung = engine.start_turn("t1", "second")
+            await anyio.wait_all_tasks_blocked()
+            live = engine.statistics()
+            assert live.turns[RunStatus.completed] == 1  # the thread's earlier turn
+            assert live.turns[RunStatus.running] == 1
+            assert live.registered_runs == 1
+
+            await engine.run_turn("t1", "third")  # supersedes "second"
+            await hung.wait_finished()
+            await engine.run_turn("t2", "other")
+            stats = engine.statistics()
+    assert stats.turns[RunStatus.completed] == 3
+    assert stats.turns[RunStatus.superseded] == 1
+    assert sum(stats.turns.values()) == 4  # every turn started, each counted once
+    assert set(stats.turns) == set(RunStatus)
+    assert stats.registered_runs == 0
+    assert stats.threads == 2
+    # Still readable once the engine (and its registry) closed, and unchanged.
+    assert engine.registry.closed
+    assert engine.statistics() == stats
+
+
 async def test_subscribers_get_events_and_tool_results_when_they_ask(
     subscriptions: list[MemoryObjectReceiveStream[Notification]],
 ) -> None:
@@ -1393,7 +1420,10 @@ async def test_statistics_count_runs_calls_and_turns() -> None:
     assert (two.runs, two.depth) == (2, 1)
     assert two.tool_calls[ToolCallStatus.completed] == 1
     assert sum(two.tool_calls.values()) == 1
-    assert later.turns[RunStatus.completed] == 1  # the thread's latest turn
+    # Every turn started is counted, the thread's earlier one too (not only its latest).
+    assert later.turns[RunStatus.completed] == 2
+    assert later.turns[RunStatus.failed] == 1
+    assert sum(later.turns.values()) == 3
     assert later.threads == 2
 
 

@@ -198,6 +198,32 @@ class TestRunRegistry:
         assert record.exc_info is not None
         assert str(record.exc_info[1]) == "dispose exploded"
 
+    def test_replace_run_with_itself_is_refused_and_changes_nothing(
+        self, registry: RunRegistry, subscribe: Subscribe
+    ) -> None:
+        handle = RunHandle(A, "run-1")
+        registry.register_run(handle)
+        events = subscribe(registry)
+
+        with pytest.raises(ValueError, match="itself"):
+            registry.replace_run(handle, handle)
+
+        # The swap would have left a disposed handle registered (its stream cancelled
+        # while it still owns the thread): refused, nothing happened.
+        assert registry.get_handle(A) is handle
+        assert registry.is_registered(handle)
+        assert not is_disposed(handle)
+        assert drain(events) == []
+
+    def test_replace_run_with_itself_is_refused_for_an_unregistered_handle_too(
+        self, registry: RunRegistry
+    ) -> None:
+        handle = RunHandle(A, "run-1")
+        with pytest.raises(ValueError, match="itself"):
+            registry.replace_run(handle, handle)
+        assert registry.get_handle(A) is None
+        assert not is_disposed(handle)
+
     def test_replace_run_across_threads_is_refused(self, registry: RunRegistry) -> None:
         old = RunHandle(A, "run-1")
         registry.register_run(old)
@@ -273,7 +299,7 @@ class TestRunRegistry:
         assert drain(slow) == [RunStarted(A, "run-1")]
         assert registry.dropped_events == 1
 
-    def test_a_closed_registry_refuses_every_call(self, registry: RunRegistry) -> None:
+    def test_a_closed_registry_refuses_every_change(self, registry: RunRegistry) -> None:
         handle = RunHandle(A, "run-1")
         registry.register_run(handle)
         events = registry.subscribe()
@@ -287,12 +313,54 @@ class TestRunRegistry:
         with pytest.raises(ClosedError):
             registry.replace_run(handle, RunHandle(A, "run-3"))
         with pytest.raises(ClosedError):
-            registry.complete_run(handle)
+            registry.replace_run(handle, handle)
         with pytest.raises(ClosedError):
-            registry.get_handle(A)
+            registry.complete_run(handle)
         with pytest.raises(ClosedError):
             registry.subscribe()
         registry.close()  # idempotent
+        assert len(registry) == 0
+
+    def test_a_closed_registry_holds_nothing(self, registry: RunRegistry) -> None:
+        a = RunHandle(A, "run-a")
+        b = RunHandle(B, "run-b")
+        registry.register_run(a)
+        registry.register_run(b)
+
+        registry.close()
+
+        # Reading a closed registry answers for what it holds: nothing (close disposed
+        # every handle). It never raises, so the engine's staleness check sees a run
+        # that no longer owns its thread.
+        assert len(registry) == 0
+        assert list(registry) == []
+        assert not registry.is_registered(a)
+        assert not registry.is_registered(b)
+        assert registry.get_handle(A) is None
+        assert registry.get_handle(B) is None
+
+    def test_a_dispose_callback_run_by_close_sees_the_closed_empty_registry(
+        self, registry: RunRegistry, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        handle = RunHandle(A, "run-1")
+        seen: list[tuple[bool, RunHandle | None, bool, int]] = []
+        handle.on_dispose(
+            lambda: seen.append(
+                (
+                    registry.closed,
+                    registry.get_handle(A),
+                    registry.is_registered(handle),
+                    len(registry),
+                )
+            )
+        )
+        registry.register_run(handle)
+
+        with caplog.at_level(logging.WARNING, logger="toolrelay.runtime"):
+            registry.close()
+
+        assert seen == [(True, None, False, 0)]
+        assert [r for r in caplog.records if r.name == "toolrelay.runtime"] == []
 
     def test_different_threads_are_independent(
         self, registry: RunRegistry, subscribe: Subscribe

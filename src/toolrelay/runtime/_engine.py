@@ -144,7 +144,17 @@ class TurnStatistics:
 
 @dataclass(frozen=True, slots=True)
 class EngineStatistics:
-    """Counts over the engine: turns by state, registered runs, threads."""
+    """Counts over the engine: turns by state, registered runs, threads.
+
+    Attributes:
+        turns: Every turn started on the engine over its lifetime, by state: a live
+            turn by its current state, a finished one by its final state (earlier
+            turns of a thread are counted too, not only its latest). Every
+            :class:`~toolrelay.machines.RunStatus` is a key; the values add up to the
+            number of turns started.
+        registered_runs: Runs in the registry now (0 once it is closed).
+        threads: Threads the engine holds a conversation for.
+    """
 
     turns: dict[RunStatus, int]
     registered_runs: int
@@ -380,6 +390,9 @@ class Engine:
         self._conversations: dict[ThreadKey, Conversation] = {}
         self._turns: dict[ThreadKey, Turn] = {}
         self._live: set[Turn] = set()
+        # Turns whose task is done, by final state: counted once as each one leaves
+        # ``_live`` (O(1) per turn; no list of past turns is kept).
+        self._finished: dict[RunStatus, int] = dict.fromkeys(RunStatus, 0)
         self._subscribers: list[_Subscriber] = []
         # How many subscribers asked for every event (checked per event, so kept counted).
         self._event_subscribers = 0
@@ -591,12 +604,14 @@ class Engine:
         return receive
 
     def statistics(self) -> EngineStatistics:
-        counts: dict[RunStatus, int] = dict.fromkeys(RunStatus, 0)
-        for turn in self._turns.values():
+        """Counts over the engine's lifetime (see :class:`EngineStatistics`); costs
+        O(live turns), not O(turns ever started)."""
+        counts = dict(self._finished)
+        for turn in self._live:
             counts[turn.status] += 1
         return EngineStatistics(
             turns=counts,
-            registered_runs=0 if self.registry.closed else len(self.registry),
+            registered_runs=len(self.registry),
             threads=len(self._conversations),
         )
 
@@ -665,6 +680,7 @@ class Engine:
             if handle is not None and not self.registry.closed:
                 self.registry.complete_run(handle, processor.status.value)
             self._live.discard(turn)
+            self._finished[processor.status] += 1
             if self._turns.get(turn.key) is turn:
                 # A superseded turn published its end when it was superseded; published
                 # again now, after the newer turn's, it would flash over it (promise 5).

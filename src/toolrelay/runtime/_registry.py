@@ -13,11 +13,21 @@ with respect to other tasks (nothing awaits inside):
   ``old`` if ``old`` is still the registered handle (promise 5), registers ``new``
   *before* disposing ``old``, logs (never raises) a dispose error, and emits
   :class:`RunContinued`, not :class:`RunStarted`, so consumers can tell a system
-  continuation from a user's turn.
+  continuation from a user's turn. Replacing a handle with itself is refused
+  (:class:`ValueError`, nothing changes): it would dispose the run it registers.
 - :meth:`RunRegistry.complete_run`: the turn ended. Emits :class:`RunCompleted`.
 
 Lifecycle events go to any number of subscribers through anyio memory object streams
-(no async callbacks). A closed registry refuses every call with :class:`ClosedError`.
+(no async callbacks).
+
+:meth:`RunRegistry.close` disposes every handle and ends every subscription. As with
+anyio's and trio's closed streams (whose ``statistics()`` still answer while
+``send``/``receive`` raise ``ClosedResourceError``), what *reads* a closed registry
+answers for what it holds, which is nothing: :meth:`~RunRegistry.get_handle` is
+``None``, :meth:`~RunRegistry.is_registered` ``False``, ``len()`` 0, iteration empty.
+What *acts* on it (register, replace, complete, subscribe) raises :class:`ClosedError`.
+So a task still holding a handle when the registry closes sees its run as no longer
+registered (stale, safety check 4 of the engine), never as the thread's owner.
 """
 
 from __future__ import annotations
@@ -126,6 +136,13 @@ class RunHandle:
 class RunRegistry:
     """Which run owns each thread; see the module docstring for the contract.
 
+    Once :meth:`close` ran, the registry holds nothing: :meth:`get_handle` returns
+    ``None``, :meth:`is_registered` ``False``, ``len()`` 0 and iteration yields no
+    handle (each of them, including from a dispose callback that :meth:`close` runs).
+    :meth:`register_run`, :meth:`replace_run`, :meth:`complete_run` and
+    :meth:`subscribe` raise :class:`~toolrelay.errors.ClosedError`. :meth:`close`
+    itself is idempotent.
+
     Args:
         subscriber_buffer: How many lifecycle events a subscriber may fall behind
             before further events to it are dropped (and counted in
@@ -142,23 +159,29 @@ class RunRegistry:
 
     # -- queries ------------------------------------------------------------------
 
+    # A closed registry holds nothing: close() empties ``_runs`` before it disposes a
+    # handle, and every change refuses to run once closed, so the queries below need no
+    # check of their own to answer "nothing" (they never raise).
+
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` ran."""
         return self._closed
 
     def get_handle(self, key: ThreadKey) -> RunHandle | None:
-        """The handle that owns ``key`` now, or ``None``."""
-        self._check_open()
+        """The handle that owns ``key`` now, or ``None`` (always ``None`` once closed)."""
         return self._runs.get(key)
 
     def is_registered(self, handle: RunHandle) -> bool:
-        """Whether ``handle`` (this very object) owns its thread now."""
+        """Whether ``handle`` (this very object) owns its thread now (never once closed)."""
         return self._runs.get(handle.key) is handle
 
     def __len__(self) -> int:
+        """How many threads have a registered run (0 once closed)."""
         return len(self._runs)
 
     def __iter__(self) -> Iterator[RunHandle]:
+        """The registered handles, as of the call (none once closed)."""
         return iter(list(self._runs.values()))
 
     # -- changes --------------------------------------------------------------------
@@ -185,9 +208,16 @@ class RunRegistry:
 
         Raises:
             ClosedError: The registry is closed.
-            ValueError: ``old`` and ``new`` belong to different threads.
+            ValueError: ``new`` is ``old`` (a swap with itself would dispose the handle
+                it leaves registered), or ``old`` and ``new`` belong to different
+                threads. Nothing changes: no event, no handle disposed.
         """
         self._check_open()
+        if new is old:
+            raise ValueError(
+                f"cannot replace run {old.run_id} on {old.key} with itself: "
+                "a continuation needs a new handle"
+            )
         if old.key != new.key:
             raise ValueError(f"cannot replace a run of {old.key} with one of {new.key}")
         if self._runs.get(old.key) is not old:
@@ -227,10 +257,16 @@ class RunRegistry:
         return receive
 
     def close(self) -> None:
-        """Dispose every handle, end every subscription, refuse further use. Idempotent."""
+        """Dispose every handle and end every subscription; from then on the registry
+        holds nothing and refuses changes (see the class docstring). Idempotent.
+
+        Dispose errors are logged, not raised, as for every other dispose.
+        """
         if self._closed:
             return
         self._closed = True
+        # Emptied before any handle is disposed: a dispose callback already sees the
+        # closed, empty registry.
         handles, self._runs = list(self._runs.values()), {}
         for handle in handles:
             self._dispose(handle)
