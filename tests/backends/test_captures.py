@@ -188,6 +188,32 @@ def test_replay_of_pydantic_ai_server_tool_result_is_not_ready_again() -> None:
     ]
 
 
+# Recorded once, the same way, from LangGraph's AG-UI adapter (ag-ui-langgraph 0.0.47,
+# langgraph 1.2.22, ag-ui-protocol 1.0.0; its `/lean` endpoint, without RAW events) serving
+# the graph of tests/interop/test_langgraph_interop.py, with the demo tools declared as
+# client tools.
+
+
+def test_replay_of_langgraph_client_tool_calls() -> None:
+    report = replay_capture((CAPTURES / "langgraph-client-tools.sse").read_bytes())
+    assert report.findings == []
+    assert report.status is RunStatus.executing_tools
+    assert [(c.id, c.arguments) for c in report.ready_calls] == [
+        ("call-a", '{"name": "alice"}'),
+        ("call-b", '{"name": "bob"}'),
+    ]
+    # The calls' parent is the model's message id, never opened as a text message.
+    conversation = report.processor.conversation
+    assert list(conversation.texts()) == []
+    (parent,) = {c.parent_message_id for c in report.ready_calls}
+    assert parent is not None and parent.startswith("lc_run--")
+    # The graph's state (kept, and sent with the next run) and its messages.
+    assert isinstance(conversation.state, dict)
+    assert sorted(conversation.state) == ["messages", "tools"]
+    assert conversation.last_snapshot is not None
+    assert [m.id for m in conversation.last_snapshot] == ["user-1", parent]
+
+
 if __name__ == "__main__":
     CAPTURES.mkdir(exist_ok=True)
     with DemoServer() as server:
