@@ -18,8 +18,9 @@ not changed again.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from toolrelay.core._arguments import TextAccumulator
 from toolrelay.core._tools import ToolResult
@@ -164,8 +165,7 @@ class ReasoningRecord:
         return f"ReasoningRecord(id={self.id!r}, text={self.text!r})"
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallMessage:
+class ToolCallMessage(msgspec.Struct, frozen=True):
     """The tool calls of one run, every one final, with their results.
 
     Attributes:

@@ -9,7 +9,6 @@ events. Most events (text and argument deltas) return the shared empty tuple
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 import msgspec
 
@@ -90,22 +89,19 @@ class ProtocolViolation(msgspec.Struct, frozen=True):
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class ActivityChanged:
+class ActivityChanged(msgspec.Struct, frozen=True):
     """The turn's activity changed (for observers)."""
 
     activity: Activity
 
 
-@dataclass(frozen=True, slots=True)
-class ViolationRaised:
+class ViolationRaised(msgspec.Struct, frozen=True):
     """A protocol violation was tolerated (logged as a warning, event dropped or repaired)."""
 
     violation: ProtocolViolation
 
 
-@dataclass(frozen=True, slots=True)
-class ToolsReady:
+class ToolsReady(msgspec.Struct, frozen=True):
     """The run's stream ended with tool calls pending: execute them, then continue.
 
     The calls are already ``executing`` and the run lifecycle is ``executing_tools``.
@@ -114,15 +110,13 @@ class ToolsReady:
     calls: tuple[ToolCallInfo, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class TurnCompleted:
+class TurnCompleted(msgspec.Struct, frozen=True):
     """The run finished and no tool call is pending: the turn is ``completed``."""
 
     reason: TerminalReason
 
 
-@dataclass(frozen=True, slots=True)
-class TurnEnded:
+class TurnEnded(msgspec.Struct, frozen=True):
     """The turn ended otherwise (``failed``, ``cancelled`` or ``superseded``); it is in
     that final state already, and ``reason`` says why."""
 

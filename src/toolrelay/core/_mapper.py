@@ -179,18 +179,23 @@ class ConversationMapper:
         Returns:
             A new list, which the caller may keep or change.
         """
+        if type(messages) is not list:
+            messages = list(messages)
         known = len(self._sources)
         # list != list compares item by item with an identity shortcut: the C loop is
         # the only per-message cost of a run that appended nothing new.
-        if len(messages) < known or list(messages[:known]) != self._sources:
+        if len(messages) < known or messages[:known] != self._sources:
             self._restart()
             known = 0
-        new = list(messages[known:])
+        new = messages[known:]
+        supplied: list[str] = []
         for message in new:
-            if isinstance(message, (TextMessage, ReasoningRecord)) and not message.complete:
-                return to_agui_messages(messages, include_reasoning=self._include_reasoning)
-        supplied = [m.id for m in new if not isinstance(m, _BUILT)]
-        if not self._ids.reserve(supplied):
+            if isinstance(message, _STREAMED):
+                if not message.complete:
+                    return to_agui_messages(messages, include_reasoning=self._include_reasoning)
+            elif not isinstance(message, ToolCallMessage):
+                supplied.append(message.id)
+        if supplied and not self._ids.reserve(supplied):
             self._restart()
             return self.map(messages)
         self._last_id = _map_into(
@@ -205,6 +210,7 @@ class ConversationMapper:
 
 
 _BUILT = (TextMessage, ToolCallMessage, ReasoningRecord)
+_STREAMED = (TextMessage, ReasoningRecord)
 _FINAL = frozenset((ToolCallStatus.completed, ToolCallStatus.failed))
 
 
@@ -220,9 +226,8 @@ class _Ids:
         # message does not make the mapping quadratic.
         self._last_suffix: dict[str, int] = {}
 
-    def reserve(self, supplied: Iterable[str]) -> bool:
+    def reserve(self, supplied: list[str]) -> bool:
         """Reserve more passed-through ids; False (nothing reserved) if one was claimed."""
-        supplied = list(supplied)
         if not self._used.isdisjoint(supplied):
             return False
         self._reserved.update(supplied)

@@ -517,12 +517,18 @@ class EventProcessor:
                 raise IllegalTransition(
                     "ToolCallLifecycle", call.status.value, f"commit (call {call.id!r})"
                 )
-        calls = tuple(call for call in self._calls.values() if call.result is not None)
+        calls: list[ToolCallInfo] = []
+        ids: list[str] = []
+        for call in self._calls.values():
+            if call.result is not None:
+                calls.append(call)
+                ids.append(self._result_ids.get(call.id) or self._id_factory())
         self._calls = {}
         if not calls:
             return None
-        ids = tuple(self._result_ids.get(call.id) or self._id_factory() for call in calls)
-        message = ToolCallMessage(id=self._id_factory(), calls=calls, result_message_ids=ids)
+        message = ToolCallMessage(
+            id=self._id_factory(), calls=tuple(calls), result_message_ids=tuple(ids)
+        )
         self.conversation.append(message)
         return message
 
@@ -606,7 +612,8 @@ class EventProcessor:
         call.send(event)
 
     def _set_activity(self, activity: Activity) -> Sequence[Effect]:
-        if activity == self._activity:
+        current = self._activity
+        if activity is current or activity == current:
             return NO_EFFECTS
         self._activity = activity
         return (ActivityChanged(activity),)
@@ -716,8 +723,13 @@ class EventProcessor:
                     )
                 )
         self._close_open_messages(interrupted=False)
-        for call in self._calls.values():
-            if call.status is _STREAMING:
+        # What is kept: pending calls and calls the agent resolved itself
+        # (TOOL_CALL_RESULT); the abandoned ones (now failed) are dropped from the run.
+        kept: dict[str, ToolCallInfo] = {}
+        pending: list[ToolCallInfo] = []
+        for key, call in self._calls.items():
+            status = call.status
+            if status is _STREAMING:
                 self._send_call(call, ToolCallEvent.abandon)
                 call.result = ToolResult.failure("abandoned: the run ended before TOOL_CALL_END")
                 self.abandoned.append(call)
@@ -729,10 +741,11 @@ class EventProcessor:
                         "it is abandoned, not executed",
                     )
                 )
-        # What is left: pending calls and calls the agent resolved itself
-        # (TOOL_CALL_RESULT); the abandoned ones (now failed) are dropped from the run.
-        self._calls = {k: c for k, c in self._calls.items() if c.status is not _FAILED}
-        pending = tuple(c for c in self._calls.values() if c.status is _PENDING)
+            elif status is not _FAILED:
+                kept[key] = call
+                if status is _PENDING:
+                    pending.append(call)
+        self._calls = kept
         if pending:
             if self._run.depth >= self.max_depth:
                 effects.extend(
@@ -755,7 +768,7 @@ class EventProcessor:
                     Activity(ActivityKind.EXECUTING_TOOLS, tuple(c.name for c in pending))
                 )
             )
-            effects.append(ToolsReady(pending))
+            effects.append(ToolsReady(tuple(pending)))
             return tuple(effects)
         self.commit_tool_results()
         self._run.send(RunEvent.complete)
