@@ -1468,3 +1468,25 @@ async def test_engine_fails_the_turn_with_the_providers_error_mid_stream(
     assert turn.reason is not None
     assert turn.reason.message == "The server had an error while processing your request."
     assert turn.reason.code == "server_error"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("backend_class", [OpenAIChatBackend, OpenAIResponsesBackend])
+async def test_developer_messages_can_go_out_as_system_for_servers_without_the_role(
+    backend_class: type[OpenAIChatBackend] | type[OpenAIResponsesBackend],
+) -> None:
+    chat = backend_class is OpenAIChatBackend
+    recorder = Recorder(chat_body(CHAT_TEXT_ONLY) if chat else responses_body(RESP_TEXT_ONLY))
+    backend = backend_class("m", transport=httpx.MockTransport(recorder), developer_role="system")
+    await collect(backend, run_input(CONVERSATION))
+    body = recorder.json()
+    sent = body["messages"] if chat else body["input"]
+    roles = [m["role"] for m in sent if "role" in m]
+    assert roles[:3] == ["system", "system", "user"]
+    assert "developer" not in roles
+    assert sent[1]["content"] == "Use the tools."
+
+
+def test_an_unknown_developer_role_is_refused() -> None:
+    with pytest.raises(ValueError, match="developer_role"):
+        OpenAIChatBackend("m", developer_role="admin")  # type: ignore[arg-type]

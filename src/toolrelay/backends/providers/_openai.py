@@ -63,7 +63,7 @@ import itertools
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
@@ -651,11 +651,36 @@ def _function_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
 
 
 class _OpenAIBase(ProviderBackend):
+    """What the two OpenAI APIs share.
+
+    Args:
+        model: The model name.
+        developer_role: The role AG-UI ``developer`` messages are sent with:
+            ``"developer"`` (OpenAI's own API) or ``"system"``, for OpenAI-compatible
+            servers that predate the developer role and refuse it.
+        **kwargs: The other arguments of
+            :class:`~toolrelay.backends.providers._base.ProviderBackend`.
+    """
+
     api_key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
     capabilities: ClassVar[Capabilities] = Capabilities(
         streaming=True, tools=True, tool_ids=True, parallel_calls=True
     )
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        developer_role: Literal["developer", "system"] = "developer",
+        **kwargs: Any,
+    ) -> None:
+        if developer_role not in ("developer", "system"):
+            raise ValueError(
+                f"developer_role must be 'developer' or 'system', not {developer_role!r}"
+            )
+        self.developer_role = developer_role
+        super().__init__(model, **kwargs)
 
     def auth_headers(self) -> dict[str, str]:
         if not self._api_key:
@@ -704,7 +729,7 @@ class OpenAIChatBackend(_OpenAIBase):
             case SystemMessage(content=content):
                 return {"role": "system", "content": content}
             case DeveloperMessage(content=content):
-                return {"role": "developer", "content": content}
+                return {"role": self.developer_role, "content": content}
             case UserMessage(content=content):
                 return {"role": "user", "content": self._user_content(content)}
             case AssistantMessage(content=content, tool_calls=tool_calls):
@@ -816,7 +841,7 @@ class OpenAIResponsesBackend(_OpenAIBase):
             case SystemMessage(content=content):
                 return [{"type": "message", "role": "system", "content": content}]
             case DeveloperMessage(content=content):
-                return [{"type": "message", "role": "developer", "content": content}]
+                return [{"type": "message", "role": self.developer_role, "content": content}]
             case UserMessage(content=content):
                 return [{"type": "message", "role": "user", "content": self._user_content(content)}]
             case AssistantMessage(content=content, tool_calls=tool_calls):
