@@ -14,10 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from toolrelay.cli import ExitCode, main
+from toolrelay.cli._run import exit_code, run_turn, state_json, write_summary
+from toolrelay.core import ToolRegistry
 from toolrelay.demo import DemoServer
+from toolrelay.protocol import Interrupt
+from toolrelay.testing import ScriptedAgent, run_interrupted, text
 
 CAPTURES = Path(__file__).parent / "backends" / "captures"
 
@@ -364,6 +369,69 @@ def test_replay_of_an_empty_capture_fails() -> None:
     code, out, _ = cli("replay", "/dev/null")
     assert code == ExitCode.FAILED
     assert "ended before RUN_FINISHED" in out
+
+
+CAPTURE_INTERRUPTED = (
+    b'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n'
+    b'data: {"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"delete"}\n\n'
+    b'data: {"type":"TOOL_CALL_END","toolCallId":"c1"}\n\n'
+    b'data: {"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"interrupt",'
+    b'"interrupts":[{"id":"i1","reason":"approval","message":"Delete it?","toolCallId":"c1"}]}}'
+    b"\n\n"
+)
+
+
+def test_replay_of_an_interrupted_run_lists_what_the_agent_asks(tmp_path: Path) -> None:
+    capture = tmp_path / "interrupted.sse"
+    capture.write_bytes(CAPTURE_INTERRUPTED)
+    code, out, _ = cli("replay", str(capture))
+    assert code == ExitCode.OK  # a run that asks ends well
+    assert "Result: the run was interrupted; the agent asks:\n  [i1, approval]: Delete it?" in out
+    assert "tool call delete() [c1]: abandoned" in out
+    code, out, _ = cli("replay", "--json", str(capture))
+    report = json.loads(out)
+    assert report["status"] == "interrupted"
+    assert report["interrupts"] == [
+        {"id": "i1", "reason": "approval", "message": "Delete it?", "toolCallId": "c1"}
+    ]
+    assert report["wouldExecute"] == []
+
+
+def test_replay_of_a_run_the_agent_cancelled_exits_3(tmp_path: Path) -> None:
+    capture = tmp_path / "cancelled.sse"
+    capture.write_bytes(
+        b'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n'
+        b'data: {"type":"RUN_FINISHED","threadId":"t","runId":"r",'
+        b'"outcome":{"type":"cancelled"}}\n\n'
+    )
+    code, out, _ = cli("replay", str(capture))
+    assert code == ExitCode.CANCELLED
+    assert "Result: cancelled (agent_cancelled): the agent reported its run cancelled" in out
+
+
+def test_run_of_an_interrupted_turn_prints_the_questions_and_exits_6() -> None:
+    asked = Interrupt(id="i1", reason="approval", message="Delete it?", tool_call_id="c1")
+    agent = ScriptedAgent([text("Before I go on:"), run_interrupted("t", "r", asked)])
+
+    async def main() -> tuple[int, str, str]:
+        live = io.StringIO()
+        outcome = await run_turn(
+            agent, ToolRegistry(), "clean up", thread_id="t", max_depth=3, out=live
+        )
+        summary = io.StringIO()
+        write_summary(outcome, summary)
+        return exit_code(outcome.turn), summary.getvalue(), state_json(outcome)
+
+    code, summary, state = anyio.run(main)
+    assert code == ExitCode.INTERRUPTED
+    assert int(ExitCode.INTERRUPTED) == 6  # documented: scripts rely on it
+    assert "Interrupted (interrupted): the agent waits for an answer: Delete it?" in summary
+    assert "The agent asks [i1, approval] (tool call c1): Delete it?" in summary
+    document = json.loads(state)
+    assert document["status"] == "interrupted"
+    assert document["interrupts"] == [
+        {"id": "i1", "reason": "approval", "message": "Delete it?", "toolCallId": "c1"}
+    ]
 
 
 # --- the installed entry point ---------------------------------------------------------------

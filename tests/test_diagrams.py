@@ -47,9 +47,9 @@ from toolrelay.machines import (
     ToolCallLifecycle,
     ToolCallStatus,
 )
-from toolrelay.protocol import UserMessage
+from toolrelay.protocol import Interrupt, ResumeEntry, UserMessage
 from toolrelay.runtime import Engine
-from toolrelay.testing import ScriptedAgent, text, tool_call
+from toolrelay.testing import ScriptedAgent, run_interrupted, text, tool_call
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = ["run_lifecycle.mmd", "run_lifecycle.dot", "tool_call.mmd", "tool_call.dot"]
@@ -486,6 +486,35 @@ async def test_trace_of_a_turn_that_hit_the_depth_bound_shows_the_abandoned_call
         "    Agent-xTools: get_secret_number({}) abandoned, never run",
         "    Note over User,Tools: turn failed (max_depth: max tool continuation depth "
         "exceeded (1): the agent kept asking for tools)",
+    ]
+
+
+@pytest.mark.anyio
+async def test_traces_of_an_interrupted_turn_and_of_the_turn_that_answers_it() -> None:
+    asked = Interrupt(id="i1", reason="approval", message="Delete it; really?")
+    agent = ScriptedAgent(
+        [text("Before I delete:"), tool_call("delete", {}), run_interrupted("t1", "r", asked)],
+        [text("Deleted.")],
+    )
+    async with Engine(agent) as engine:
+        first = await engine.run_turn("t1", "Clean up")
+        yes = ResumeEntry(interrupt_id="i1", status="resolved", payload=True)
+        second = await engine.run_turn("t1", resume=[yes])
+    assert trace_diagram_for_turn(first).splitlines()[4:] == [
+        "    User->>Agent: Clean up",
+        "    Note over Agent: run 1",
+        "    Agent-->>User: Before I delete:",
+        "    Agent-xTools: delete({}) abandoned, never run",
+        "    Agent-->>User: asks: Delete it#59; really?",
+        "    Note over User,Tools: turn interrupted (interrupted: the agent waits for an "
+        "answer: Delete it#59; really?)",
+    ]
+    # The answering turn has no message of its own: it starts at its answer.
+    assert trace_diagram_for_turn(second).splitlines()[4:] == [
+        "    User->>Agent: answer: resolved: True",
+        "    Note over Agent: run 1",
+        "    Agent-->>User: Deleted.",
+        "    Note over User,Tools: turn completed (completed: the agent answered)",
     ]
 
 

@@ -18,6 +18,10 @@ class ReasonKind(enum.StrEnum):
 
     #: The agent answered: the last run finished with no tool call pending.
     COMPLETED = "completed"
+    #: The agent paused the turn to ask for something from outside (AG-UI
+    #: ``RUN_FINISHED`` with the ``interrupt`` outcome); the next turn on the thread
+    #: answers with resume entries. The turn ends ``interrupted``.
+    INTERRUPTED = "interrupted"
     #: The agent reported an error (AG-UI ``RUN_ERROR``, a provider error).
     AGENT_ERROR = "agent_error"
     #: The wire misbehaved: malformed SSE or JSON, a bad event, a limit exceeded,
@@ -31,6 +35,9 @@ class ReasonKind(enum.StrEnum):
     MAX_DEPTH = "max_depth"
     #: The embedding code cancelled the turn (promise 4).
     CANCELLED = "cancelled"
+    #: The agent reported that it stopped the run because it was told to (AG-UI
+    #: ``RUN_FINISHED`` with the ``cancelled`` outcome). The turn ends ``cancelled``.
+    AGENT_CANCELLED = "agent_cancelled"
     #: A newer turn on the same thread took it over (promise 5).
     SUPERSEDED = "superseded"
     #: The engine was closed while the turn was in flight.

@@ -7,7 +7,9 @@ The hierarchy, split by culprit (as h11 and wsproto do)::
     │   ├── IllegalTransition           a machine was sent an event its state does not allow
     │   ├── ClosedError                 a closed registry or engine was used
     │   ├── ToolDefinitionError         a tool cannot be declared (bad signature, duplicate)
-    │   └── ConversationError           a turn cannot be built from the given conversation
+    │   ├── ConversationError           a turn cannot be built from the given conversation
+    │   └── ResumeError                 resume entries that do not answer the open interrupts
+    │                                   (also a ``ValueError``)
     └── RemoteProtocolError             the agent or the wire misbehaved (carries a `reason`)
         ├── MalformedEventError         an event payload that is not JSON
         ├── InvalidEventError           a known event type with a bad body
@@ -48,6 +50,7 @@ __all__ = (
     "MalformedEventError",
     "ReadTimeoutError",
     "RemoteProtocolError",
+    "ResumeError",
     "RunAllocationError",
     "StreamDroppedError",
     "StreamEndedEarlyError",
@@ -97,6 +100,34 @@ class ToolDefinitionError(LocalProtocolError):
 class ConversationError(LocalProtocolError):
     """A request cannot be built from the conversation (for example a provider's
     alternation rule is broken, or the provider cannot serve what is asked)."""
+
+
+class ResumeError(LocalProtocolError, ValueError):
+    """Resume entries that do not answer the interrupts a thread has open.
+
+    AG-UI 1.0 answers an interrupted run with a new run whose ``RunAgentInput.resume``
+    holds one entry per interrupt, matched by ``interruptId``. Raised by
+    ``Engine.start_turn`` (through :func:`toolrelay.core.check_resume`) before anything
+    is sent or changed. It is a ``ValueError`` too: the arguments are wrong.
+
+    Attributes:
+        unknown: Entry ids that name no open interrupt.
+        duplicated: Interrupt ids answered more than once.
+        unanswered: Open interrupt ids no entry answers.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        unknown: tuple[str, ...] = (),
+        duplicated: tuple[str, ...] = (),
+        unanswered: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.unknown = unknown
+        self.duplicated = duplicated
+        self.unanswered = unanswered
 
 
 class RemoteProtocolError(ToolrelayError):

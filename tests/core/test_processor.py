@@ -4,7 +4,8 @@ Laid out as the processor's docstring is: the Slice 1 acceptance list (arguments
 END -> pending, zero-argument calls), the end of a run (ToolsReady / TurnCompleted /
 TurnEnded), the tolerance table row by row, chunks, server-run tools, activity,
 depth, the run input, state, limits, ending a turn, results, internal errors,
-reasoning and unknown events.
+reasoning and unknown events; then how a run ended (RUN_FINISHED.outcome: success,
+interrupt, cancelled) and the resume entries that answer an interrupt.
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ from toolrelay.core._effects import (
     ToolsReady,
     TurnCompleted,
     TurnEnded,
+    TurnInterrupted,
     ViolationRaised,
 )
 from toolrelay.core._processor import EventProcessor, Limits
+from toolrelay.core._resume import check_resume
 from toolrelay.core._tools import ToolResult
-from toolrelay.errors import IllegalTransition
+from toolrelay.errors import IllegalTransition, LocalProtocolError, ResumeError
 from toolrelay.machines import ReasonKind, RunStatus, TerminalReason, ToolCallStatus
 from toolrelay.protocol import (
     AddOperation,
@@ -48,6 +51,7 @@ from toolrelay.protocol import (
     CustomEvent,
     Event,
     FunctionCall,
+    Interrupt,
     Message,
     MessagesSnapshotEvent,
     MoveOperation,
@@ -60,6 +64,9 @@ from toolrelay.protocol import (
     ReasoningStartEvent,
     RemoveOperation,
     ReplaceOperation,
+    ResumeEntry,
+    RunFinishedEvent,
+    RunFinishedSuccessOutcome,
     RunStartedEvent,
     StateDeltaEvent,
     StateSnapshotEvent,
@@ -90,8 +97,10 @@ from toolrelay.protocol import (
     encode,
 )
 from toolrelay.testing import (
+    run_cancelled,
     run_error,
     run_finished,
+    run_interrupted,
     run_started,
     server_tool_call,
     text,
@@ -1530,3 +1539,256 @@ def test_a_state_snapshot_an_old_encoder_left_empty_sets_the_state_to_null() -> 
     state: object = getattr(processor.conversation, "state")  # noqa: B009 - read afresh
     assert state is None
     assert processor.violations == []
+
+
+# --- how the run ended: RUN_FINISHED.outcome ---------------------------------------------
+
+MAY_I = Interrupt(id="i1", reason="approval", message="May I delete the file?", tool_call_id="c1")
+WHICH = Interrupt(id="i2", reason="choice", message="Which folder?")
+
+
+def interrupt_with(processor: EventProcessor, *interrupts: Interrupt) -> list[Effect]:
+    return feed(processor, run_interrupted(THREAD, processor.server_run_id or "srv", *interrupts))
+
+
+def test_a_success_outcome_is_a_normal_end_whatever_pending_ids_it_names() -> None:
+    processor = running()
+    feed(processor, tool_call("f", "{}", id="c1"))
+    outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=["c1", "not-ours"])
+    effects = feed(processor, RunFinishedEvent(thread_id=THREAD, run_id="srv", outcome=outcome))
+    assert [c.id for c in only(effects, ToolsReady).calls] == ["c1"]
+    execute_all(processor)
+    processor.start_run("run-2")
+    effects = feed(
+        processor,
+        RunFinishedEvent(thread_id=THREAD, run_id="srv", outcome=RunFinishedSuccessOutcome()),
+    )
+    only(effects, TurnCompleted)
+    assert processor.violations == []
+
+
+def test_an_interrupt_outcome_ends_the_turn_interrupted_with_its_interrupts() -> None:
+    processor = running()
+    feed(processor, text("I need to ask first.", id="m1"))
+    effects = interrupt_with(processor, MAY_I, WHICH)
+    interrupted = only(effects, TurnInterrupted)
+    assert interrupted.interrupts == (MAY_I, WHICH)
+    assert processor.interrupts == (MAY_I, WHICH)
+    assert status_of(processor) is RunStatus.interrupted
+    assert processor.status.is_final and not processor.status.is_running
+    reason = interrupted.reason
+    assert reason.kind is ReasonKind.INTERRUPTED
+    assert reason.message == "the agent waits for 2 answers: May I delete the file?; Which folder?"
+    assert processor.reason == reason
+    assert status_of(processor, activity=True) is ActivityKind.DONE
+    assert not any(isinstance(e, (TurnCompleted, TurnEnded, ToolsReady)) for e in effects)
+    # The text said before the question is kept, whole.
+    [t] = processor.conversation.texts()
+    assert (t.text, t.complete, t.interrupted) == ("I need to ask first.", True, False)
+    assert processor.violations == []
+
+
+def test_an_interrupt_without_a_message_is_summed_up_by_its_reason() -> None:
+    processor = running()
+    effects = interrupt_with(processor, Interrupt(id="x", reason="langgraph:interrupt"))
+    assert only(effects, TurnInterrupted).reason.message == (
+        "the agent waits for an answer: langgraph:interrupt"
+    )
+
+
+def test_an_interrupt_abandons_pending_calls_and_keeps_the_agents_own_results() -> None:
+    processor = running()
+    feed(
+        processor,
+        server_tool_call("search", {"q": "x"}, "found", id="s1", message_id="r1"),
+        tool_call("delete_file", {"path": "/tmp/x"}, id="c1"),
+        ToolCallStartEvent(tool_call_id="c2", tool_call_name="half"),
+    )
+    effects = interrupt_with(processor, MAY_I)
+    only(effects, TurnInterrupted)
+    assert codes(effects) == ["tool_call_not_ended"]  # the half-streamed one, as ever
+    assert processor.tool_calls == ()
+    assert [c.id for c in processor.abandoned] == ["c2", "c1"]
+    for c in processor.abandoned:
+        assert c.status is ToolCallStatus.failed  # never left pending (promise 1)
+        assert c.result is not None and c.result.error is not None
+        assert c.result.error.startswith("abandoned: ")
+    [batch] = batches(processor)  # the agent's own result is committed, not dropped
+    assert [c.id for c in batch.calls] == ["s1"]
+
+
+def test_an_interrupt_at_the_depth_bound_is_an_interrupt_not_a_breaker_trip() -> None:
+    processor = running(max_depth=0)
+    feed(processor, tool_call("f", "{}", id="c1"))
+    effects = interrupt_with(processor, MAY_I)
+    only(effects, TurnInterrupted)
+    assert status_of(processor) is RunStatus.interrupted
+    assert processor.reason is not None and processor.reason.kind is ReasonKind.INTERRUPTED
+
+
+def test_an_interrupt_after_a_continuation_ends_the_turn_at_that_depth() -> None:
+    processor = running()
+    feed(processor, tool_call("f", "{}", id="c1"))
+    finish(processor)
+    execute_all(processor)
+    processor.start_run("run-2")
+    only(interrupt_with(processor, MAY_I), TurnInterrupted)
+    assert (processor.status, processor.depth, processor.run_count) == (
+        RunStatus.interrupted,
+        1,
+        2,
+    )
+    [batch] = batches(processor)  # the first run's results stay in the conversation
+    assert [c.id for c in batch.calls] == ["c1"]
+
+
+def test_an_interrupt_outcome_naming_no_interrupt_is_tolerated_as_an_interrupt(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    processor = running()
+    feed(processor, tool_call("f", "{}", id="c1"))
+    effects = interrupt_with(processor)
+    assert codes(effects) == ["interrupt_without_interrupts"]
+    assert warnings_with(caplog, "interrupt_without_interrupts")
+    interrupted = only(effects, TurnInterrupted)
+    assert interrupted.interrupts == () == processor.interrupts
+    assert interrupted.reason.message == (
+        "the agent paused the run without saying what it waits for"
+    )
+    # Not completed, and the pending call is not run: the agent said it did not succeed.
+    assert status_of(processor) is RunStatus.interrupted
+    assert [c.id for c in processor.abandoned] == ["c1"]
+
+
+def test_an_interrupt_id_used_twice_keeps_the_first(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    processor = running()
+    again = Interrupt(id="i1", reason="other", message="Again?")
+    effects = interrupt_with(processor, MAY_I, again, WHICH)
+    assert codes(effects) == ["duplicate_interrupt_id"]
+    assert warnings_with(caplog, "duplicate_interrupt_id")
+    assert only(effects, TurnInterrupted).interrupts == (MAY_I, WHICH)
+    assert processor.interrupts == (MAY_I, WHICH)
+
+
+def test_events_after_an_interrupt_are_dropped() -> None:
+    processor = running()
+    interrupt_with(processor, MAY_I)
+    effects = feed(processor, text("too late", id="late"), tool_call("f", "{}", id="c9"))
+    assert set(codes(effects)) == {"event_after_run_end"}
+    assert list(processor.conversation.texts()) == []
+    assert processor.tool_calls == ()
+    assert status_of(processor) is RunStatus.interrupted
+
+
+def test_an_interrupt_decoded_from_the_wire_ends_the_turn_interrupted() -> None:
+    processor = running()
+    event = decode_event(
+        b'{"type":"RUN_FINISHED","threadId":"thread-1","runId":"srv","outcome":'
+        b'{"type":"interrupt","interrupts":[{"id":"i1","reason":"approval",'
+        b'"message":"May I?","toolCallId":"c1","responseSchema":{"type":"boolean"}}]}}'
+    )
+    [asked] = only(feed(processor, event), TurnInterrupted).interrupts
+    assert (asked.id, asked.message, asked.tool_call_id) == ("i1", "May I?", "c1")
+    assert asked.response_schema == {"type": "boolean"}
+
+
+def test_a_cancelled_outcome_ends_the_turn_cancelled_saying_the_agent_reported_it() -> None:
+    processor = running()
+    feed(processor, text("Stopping.", id="m1"), tool_call("f", "{}", id="c1"))
+    effects = feed(processor, run_cancelled(THREAD, "srv"))
+    ended = only(effects, TurnEnded)
+    assert ended.reason.kind is ReasonKind.AGENT_CANCELLED
+    assert ended.reason.message == "the agent reported its run cancelled"
+    assert status_of(processor) is RunStatus.cancelled
+    assert processor.interrupts == ()
+    assert [c.id for c in processor.abandoned] == ["c1"]
+    assert processor.abandoned[0].status is ToolCallStatus.failed
+    assert [t.text for t in processor.conversation.texts()] == ["Stopping."]
+    assert not any(isinstance(e, (TurnCompleted, TurnInterrupted, ToolsReady)) for e in effects)
+
+
+def test_an_interrupted_turn_cannot_start_another_run() -> None:
+    processor = running()
+    interrupt_with(processor, MAY_I)
+    with pytest.raises(IllegalTransition):
+        processor.start_run("run-2")
+    assert processor.cancel() == NO_EFFECTS  # already final: nothing changes
+    assert status_of(processor) is RunStatus.interrupted
+
+
+# --- answering: resume entries on the first run only -------------------------------------
+
+YES = ResumeEntry(interrupt_id="i1", status="resolved", payload={"approved": True})
+NO_CHOICE = ResumeEntry(interrupt_id="i2", status="cancelled")
+
+
+def test_resume_entries_go_with_the_first_run_and_not_with_continuations() -> None:
+    processor = new_processor(resume=[YES, NO_CHOICE])
+    assert processor.resume == (YES, NO_CHOICE)
+    first = processor.start_run("run-1")
+    assert first.resume == [YES, NO_CHOICE]
+    wire = json.loads(encode(first))
+    assert wire["resume"] == [
+        {"interruptId": "i1", "status": "resolved", "payload": {"approved": True}},
+        {"interruptId": "i2", "status": "cancelled"},
+    ]
+    feed(processor, run_started(THREAD, "server-run-1"), tool_call("f", "{}", id="c1"))
+    finish(processor)
+    execute_all(processor)
+    continuation = processor.start_run("run-2")
+    assert continuation.resume is msgspec.UNSET
+    assert "resume" not in json.loads(encode(continuation))
+
+
+def test_a_resume_only_turn_sends_the_conversation_as_it_is() -> None:
+    history = [USER, AssistantMessage(id="a1", content="May I?")]
+    processor = new_processor(*history, resume=[YES])
+    run_input = processor.start_run("run-1")
+    assert run_input.messages == history
+    assert run_input.resume == [YES]
+
+
+def test_without_resume_entries_the_field_is_left_out() -> None:
+    processor = new_processor()
+    run_input = processor.start_run("run-1")
+    assert run_input.resume is msgspec.UNSET
+    assert "resume" not in json.loads(encode(run_input))
+    preview = processor.build_run_input("preview", resume=[YES])
+    assert preview.resume == [YES]
+
+
+def test_check_resume_accepts_one_entry_per_open_interrupt_in_any_order() -> None:
+    assert check_resume((MAY_I, WHICH), [NO_CHOICE, YES]) == (NO_CHOICE, YES)
+    assert check_resume((), []) == ()
+
+
+@pytest.mark.parametrize(
+    ("open_interrupts", "entries", "unknown", "duplicated", "unanswered"),
+    [
+        pytest.param((MAY_I,), [YES, NO_CHOICE], ("i2",), (), (), id="unknown id"),
+        pytest.param((MAY_I, WHICH), [YES, YES, NO_CHOICE], (), ("i1",), (), id="twice"),
+        pytest.param((MAY_I, WHICH), [YES], (), (), ("i2",), id="left unanswered"),
+        pytest.param((), [YES], ("i1",), (), (), id="nothing open"),
+        pytest.param(None, [YES, YES], (), ("i1",), (), id="not known, twice"),
+    ],
+)
+def test_check_resume_refuses_what_does_not_answer_the_open_interrupts(
+    open_interrupts: tuple[Interrupt, ...] | None,
+    entries: list[ResumeEntry],
+    unknown: tuple[str, ...],
+    duplicated: tuple[str, ...],
+    unanswered: tuple[str, ...],
+) -> None:
+    with pytest.raises(ResumeError) as caught:
+        check_resume(open_interrupts, entries)
+    error = caught.value
+    assert (error.unknown, error.duplicated, error.unanswered) == (unknown, duplicated, unanswered)
+    assert isinstance(error, ValueError) and isinstance(error, LocalProtocolError)
+    for interrupt_id in (*unknown, *duplicated, *unanswered):
+        assert repr(interrupt_id) in str(error)
+
+
+def test_check_resume_without_known_interrupts_lets_any_distinct_entries_through() -> None:
+    assert check_resume(None, [YES, NO_CHOICE]) == (YES, NO_CHOICE)

@@ -29,7 +29,13 @@ from toolrelay.core._conversation import (
     ToolCallInfo,
     ToolCallMessage,
 )
-from toolrelay.core._effects import NO_EFFECTS, ToolsReady, TurnCompleted, TurnEnded
+from toolrelay.core._effects import (
+    NO_EFFECTS,
+    ToolsReady,
+    TurnCompleted,
+    TurnEnded,
+    TurnInterrupted,
+)
 from toolrelay.core._processor import EventProcessor, Limits
 from toolrelay.core._tools import ToolResult
 from toolrelay.machines import (
@@ -43,6 +49,7 @@ from toolrelay.machines import (
 from toolrelay.protocol import (
     AddOperation,
     Event,
+    Interrupt,
     ReasoningMessageChunkEvent,
     ReasoningMessageContentEvent,
     RemoveOperation,
@@ -65,6 +72,7 @@ from toolrelay.protocol import (
     UnknownEvent,
     UserMessage,
 )
+from toolrelay.testing import run_cancelled, run_interrupted
 from toolrelay.testing.strategies import events as wire_events, json_values
 
 THREAD = "thread-1"
@@ -150,6 +158,10 @@ class Watcher:
         if p.status.is_final:
             assert p.tool_calls == ()
             assert p.reason is not None
+        # Interrupts exist exactly on an interrupted turn, one per id.
+        if p.status is not RunStatus.interrupted:
+            assert p.interrupts == ()
+        assert len({i.id for i in p.interrupts}) == len(p.interrupts)
         # Every call the processor ever showed is still somewhere: in flight, abandoned
         # or committed. Nothing is lost (promise 7).
         accounted = {id(c) for c in self.all_calls()}
@@ -164,8 +176,14 @@ class Watcher:
                 assert all(c.status is ToolCallStatus.executing for c in effect.calls)
             elif isinstance(effect, TurnCompleted):
                 assert self.processor.status is RunStatus.completed
+            elif isinstance(effect, TurnInterrupted):
+                assert self.processor.status is RunStatus.interrupted
+                assert effect.interrupts == self.processor.interrupts
+                # The agent stopped to ask: nothing of the run is left to execute.
+                assert not [c for c in self.processor.tool_calls if not c.status.is_final]
             elif isinstance(effect, TurnEnded):
                 assert self.processor.status.is_final
+                assert self.processor.status is not RunStatus.interrupted
         self.check()
 
 
@@ -257,6 +275,24 @@ _STATES = st.one_of(
 )
 
 
+def _asks(*ids: str) -> tuple[Interrupt, ...]:
+    return tuple(Interrupt(id=i, reason="approval", message=f"May I ({i})?") for i in ids)
+
+
+#: RUN_FINISHED in each of its outcomes: absent, interrupt (one, two, a repeated id,
+#: none at all) and cancelled.
+_RUN_ENDS: st.SearchStrategy[AnyEvent] = st.sampled_from(
+    [
+        RunFinishedEvent(thread_id=THREAD, run_id="srv"),
+        run_interrupted(THREAD, "srv", *_asks("i1")),
+        run_interrupted(THREAD, "srv", *_asks("i1", "i2")),
+        run_interrupted(THREAD, "srv", *_asks("i1", "i1")),
+        run_interrupted(THREAD, "srv"),
+        run_cancelled(THREAD, "srv"),
+    ]
+)
+
+
 def _noise() -> st.SearchStrategy[AnyEvent]:
     """Events aimed at the processor's weak spots (any wire event at all: see
     test_any_sequence_of_wire_events_never_raises, whose events are slower to draw)."""
@@ -297,7 +333,7 @@ def _noise() -> st.SearchStrategy[AnyEvent]:
         ),
         st.builds(ReasoningMessageContentEvent, message_id=_MESSAGE_IDS, delta=_SMALL),
         st.builds(RunStartedEvent, thread_id=st.sampled_from([THREAD, "other"]), run_id=_SMALL),
-        st.just(RunFinishedEvent(thread_id=THREAD, run_id="srv")),
+        _RUN_ENDS,
         st.builds(RunErrorEvent, message=_SMALL, code=st.none() | _SMALL),
         st.builds(StateSnapshotEvent, snapshot=_STATES),
         st.builds(StateDeltaEvent, delta=st.lists(patch_ops, max_size=3)),
@@ -338,7 +374,10 @@ def runs(draw: st.DrawFn) -> list[AnyEvent]:
     for position, event in draw(st.lists(st.tuples(st.integers(0, 30), NOISE), max_size=6)):
         stream.insert(min(position, len(stream)), event)
     if draw(st.integers(0, 9)) > 0:
-        stream.append(RunFinishedEvent(thread_id=THREAD, run_id="srv"))
+        plain = draw(st.integers(0, 3)) > 0  # mostly a plain end, so that runs continue
+        stream.append(
+            RunFinishedEvent(thread_id=THREAD, run_id="srv") if plain else draw(_RUN_ENDS)
+        )
         stream.extend(draw(st.lists(NOISE, max_size=3)))
     return stream
 
@@ -413,7 +452,13 @@ def test_any_sequence_of_wire_events_never_raises(stream: list[Event]) -> None:
         watcher.receive(event)
     processor.end_stream()
     watcher.check()
-    assert processor.status in (RunStatus.failed, RunStatus.completed, RunStatus.executing_tools)
+    assert processor.status in (
+        RunStatus.failed,
+        RunStatus.completed,
+        RunStatus.executing_tools,
+        RunStatus.interrupted,
+        RunStatus.cancelled,
+    )
 
 
 # --- 3. the cost of an event does not depend on the history -------------------------------
@@ -565,6 +610,7 @@ def _outcome(processor: EventProcessor, effects: list[object]) -> object:
         messages,
         calls,
         list(processor.violations),
+        processor.interrupts,
         [repr(effect) for effect in effects],  # calls compare by identity; reprs by content
     )
 
@@ -644,12 +690,9 @@ def _deltas_heavy() -> st.SearchStrategy[list[AnyEvent | str]]:
             ToolCallResultEvent, message_id=st.just("res"), tool_call_id=call_id, content=_SMALL
         ),
     )
-    endings: st.SearchStrategy[AnyEvent | str] = st.sampled_from(
-        [
-            RunFinishedEvent(thread_id=THREAD, run_id="srv"),
-            RunErrorEvent(message="boom"),
-            *_ACTIONS,
-        ]
+    endings: st.SearchStrategy[AnyEvent | str] = st.one_of(
+        _RUN_ENDS,
+        st.sampled_from([RunErrorEvent(message="boom"), *_ACTIONS]),
     )
     item: st.SearchStrategy[AnyEvent | str] = st.one_of(
         content, args, lifecycle, content, args, lifecycle, chunks

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 import uvicorn
 from ag_ui.core import RunAgentInput as SdkRunAgentInput
@@ -48,13 +49,14 @@ from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AguiHttpBackend, ThreadKey
 from toolrelay.core import ReasoningRecord, TextMessage, ToolRegistry
 from toolrelay.demo import DEMO_TOOLS
-from toolrelay.errors import HTTPStatusError
+from toolrelay.errors import HTTPStatusError, ResumeError
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     AssistantMessage,
     CustomEvent,
     MessagesSnapshotEvent,
     RawEvent,
+    ResumeEntry,
     RunAgentInput,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
@@ -664,24 +666,68 @@ async def test_the_state_snapshot_is_echoed_and_keeps_a_withdrawn_tool_offered(
     assert calls[0].result.error.startswith("Unknown tool 'get_secret_number'")
 
 
-async def test_an_interrupted_run_ends_the_turn_as_if_the_agent_had_answered(
+async def test_an_interrupt_outcome_ends_the_turn_interrupted_and_a_resume_continues_it(
     server: str,
 ) -> None:
-    # toolrelay does not read RUN_FINISHED.outcome and cannot resume: the graph waits for
-    # a resume that never comes, each turn reads as answered with nothing said, and every
-    # later turn on the thread gets the same interrupt back (docs/quirks.md).
-    for path in ("/approval", "/approval-outcome"):
-        thread = new_thread()
-        async with AguiHttpBackend(f"{server}{path}") as backend:
-            recording = Recording(backend)
-            async with Engine(recording, tools=DEMO_TOOLS) as engine:
-                first = await engine.run_turn(thread, "may I?")
-                second = await engine.run_turn(thread, "hello?")
-        for turn in (first, second):
-            assert turn.status is RunStatus.completed, turn.reason
-            assert turn.violations == ()
-        assert texts(second) == []
-        assert len(recording.inputs) == 2
+    thread = new_thread()
+    async with AguiHttpBackend(f"{server}/approval-outcome") as backend:
+        recording = Recording(backend)
+        async with Engine(recording, tools=DEMO_TOOLS) as engine:
+            first = await engine.run_turn(thread, "may I?")
+
+            # The graph stopped in interrupt(): the turn is interrupted, not completed,
+            # and says what the graph asks (its payload under metadata.langgraph.raw).
+            assert first.status is RunStatus.interrupted, first.reason
+            assert first.reason is not None
+            assert first.reason.kind is ReasonKind.INTERRUPTED
+            assert first.violations == ()
+            (asked,) = first.interrupts
+            assert asked.reason == "langgraph:interrupt"
+            assert asked.message is None  # the payload is a dict without "message"
+            assert asked.metadata is not None
+            assert asked.metadata["langgraph"]["raw"] == {"question": "May I?"}
+            assert engine.open_interrupts(thread) == (asked,)
+
+            # The answer: a new turn with no message, its first run carrying resume.
+            answer = ResumeEntry(interrupt_id=asked.id, status="resolved", payload="yes")
+            second = await engine.run_turn(thread, resume=[answer])
+            assert engine.open_interrupts(thread) == ()
+
+    assert second.status is RunStatus.completed, second.reason
+    assert second.violations == ()
+    asking, resuming = recording.inputs
+    assert asking.resume is msgspec.UNSET
+    assert resuming.resume == [answer]
+    assert [type(m) for m in resuming.messages] == [UserMessage]  # nothing new to say
+    # The graph went on from interrupt() with the payload: the node's answer is in the
+    # checkpoint, and so in the MESSAGES_SNAPSHOT (the node does not stream text).
+    snapshot = second.conversation.last_snapshot
+    assert snapshot is not None
+    said = snapshot[-1]
+    assert isinstance(said, AssistantMessage) and said.content == "You said yes."
+
+
+async def test_an_interrupt_without_the_outcome_reads_as_an_answer(server: str) -> None:
+    # As shipped, the adapter reports the interrupt only as a CUSTOM event and ends the
+    # run with a plain RUN_FINISHED: on the wire that is a success, and toolrelay cannot
+    # know what to resume (docs/quirks.md). Every later message gets the interrupt back.
+    thread = new_thread()
+    async with AguiHttpBackend(f"{server}/approval") as backend:
+        recording = Recording(backend)
+        async with Engine(recording, tools=DEMO_TOOLS) as engine:
+            first = await engine.run_turn(thread, "may I?")
+            second = await engine.run_turn(thread, "hello?")
+            assert engine.open_interrupts(thread) == ()
+            with pytest.raises(ResumeError, match="the thread has no open interrupt"):
+                engine.start_turn(
+                    thread, resume=[ResumeEntry(interrupt_id="any", status="resolved")]
+                )
+    for turn in (first, second):
+        assert turn.status is RunStatus.completed, turn.reason
+        assert turn.interrupts == ()
+        assert turn.violations == ()
+    assert texts(second) == []
+    assert len(recording.inputs) == 2
 
 
 # --- the wire, directly -----------------------------------------------------------------------

@@ -433,6 +433,7 @@ def test_a_run_machine_whose_continuation_does_not_count_is_refused() -> None:
             initial=RunStatus.idle,
             final=[
                 RunStatus.completed,
+                RunStatus.interrupted,
                 RunStatus.failed,
                 RunStatus.cancelled,
                 RunStatus.superseded,
@@ -442,6 +443,7 @@ def test_a_run_machine_whose_continuation_does_not_count_is_refused() -> None:
         execute_tools = s.running.to(s.executing_tools)
         continue_run = s.executing_tools.to(s.running)
         complete = s.running.to(s.completed)
+        interrupt = s.running.to(s.interrupted)
         fail = s.failed.from_.any()
         cancel = s.cancelled.from_.any()
         supersede = s.superseded.from_.any()

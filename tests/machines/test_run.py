@@ -28,6 +28,7 @@ EXPECTED: dict[tuple[S, E], S] = {
     (S.running, E.execute_tools): S.executing_tools,
     (S.executing_tools, E.continue_run): S.running,
     (S.running, E.complete): S.completed,
+    (S.running, E.interrupt): S.interrupted,
     **{(state, E.fail): S.failed for state in NON_FINAL},
     **{(state, E.cancel): S.cancelled for state in NON_FINAL},
     **{(state, E.supersede): S.superseded for state in NON_FINAL},
@@ -43,6 +44,8 @@ def _ids(pair: tuple[S, E]) -> str:
     ("events", "final", "depth"),
     [
         ([E.start, E.complete], S.completed, 0),
+        ([E.start, E.interrupt], S.interrupted, 0),
+        ([E.start, E.execute_tools, E.continue_run, E.interrupt], S.interrupted, 1),
         ([E.start, E.execute_tools, E.continue_run, E.complete], S.completed, 1),
         (
             [E.start, E.execute_tools, E.continue_run, E.execute_tools, E.continue_run, E.fail],
@@ -123,7 +126,13 @@ def test_every_event_in_every_state_moves_or_raises_in_the_compiled_table(
 def test_compiled_table_is_exactly_the_expected_table() -> None:
     assert dict(RUN_MACHINE.table) == EXPECTED
     assert RUN_MACHINE.initial is S.idle
-    assert RUN_MACHINE.finals == {S.completed, S.failed, S.cancelled, S.superseded}
+    assert RUN_MACHINE.finals == {
+        S.completed,
+        S.interrupted,
+        S.failed,
+        S.cancelled,
+        S.superseded,
+    }
     assert RUN_MACHINE.states == set(S)
     assert RUN_MACHINE.events == set(E)
 
@@ -159,7 +168,7 @@ def test_an_unknown_event_id_is_refused_not_ignored() -> None:
     assert (cursor.state, cursor.depth) == (S.idle, 0)
 
 
-@pytest.mark.parametrize("final", [S.completed, S.failed, S.cancelled, S.superseded])
+@pytest.mark.parametrize("final", [S.completed, S.interrupted, S.failed, S.cancelled, S.superseded])
 def test_finals_are_final(final: S) -> None:
     assert RUN_MACHINE.allowed(final) == frozenset()
     machine = RunLifecycle(start_value=final)
@@ -180,6 +189,13 @@ def test_every_non_final_state_can_fail_cancel_and_be_superseded() -> None:
     # Promises 1, 4, 5: at any moment a turn can be ended.
     for event in (E.fail, E.cancel, E.supersede):
         assert {s for s in S if RUN_MACHINE.can(s, event)} == set(NON_FINAL)
+
+
+def test_only_a_streaming_run_can_be_interrupted() -> None:
+    # RUN_FINISHED is read only while a run streams: an interrupt cannot come while
+    # tools execute, before the first run, or after the end.
+    assert {s for s in S if RUN_MACHINE.can(s, E.interrupt)} == {S.running}
+    assert S.interrupted.is_final and not S.interrupted.is_running
 
 
 def test_callback_errors_propagate() -> None:

@@ -31,12 +31,16 @@ class ExitCode(enum.IntEnum):
     FAILED = 1
     #: Wrong usage: a bad flag, a missing file, a tool module that does not import.
     USAGE = 2
-    #: The turn was cancelled (Ctrl-C) or superseded.
+    #: The turn was cancelled (Ctrl-C), superseded, or the agent reported its run
+    #: cancelled (AG-UI ``cancelled`` outcome).
     CANCELLED = 3
     #: The agent's server could not be reached.
     UNREACHABLE = 4
     #: A check failed (``diagrams --check`` drift, ``verify`` found a counterexample).
     CHECK_FAILED = 5
+    #: The turn ended ``interrupted``: the agent waits for answers (AG-UI ``interrupt``
+    #: outcome; what it asks is printed). Not a failure, and not an answer either.
+    INTERRUPTED = 6
 
 
 _COMMANDS = (_demo, _run, _replay, _diagrams, _verify)

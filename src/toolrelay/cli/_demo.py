@@ -14,7 +14,7 @@ arrives, "Calling: ..." while calls stream, "Executing: ..." and each tool's out
 each continuation, then the final answer and a summary. The ``loop`` and ``broken``
 scenarios show the failure paths: they exit 1 and say what happened.
 
-Exit codes: as ``toolrelay run`` (0 completed, 1 failed).
+Exit codes: as ``toolrelay run`` (0 completed, 1 failed, 6 interrupted).
 """
 
 from __future__ import annotations

@@ -18,9 +18,11 @@ it starts on:
 - an event cut off by the end of the file (SSE discards it);
 - every protocol violation the processor tolerated (``processor.violations``).
 
-Exit codes: 0 the recorded run completed, or ended with tool calls ready (they are
-listed: "would execute: ..."); ``FAILED`` (1) it did not (RUN_ERROR, a stream that
-ends before RUN_FINISHED...); ``USAGE`` (2) the file cannot be read.
+Exit codes: 0 the recorded run completed, ended with tool calls ready (they are
+listed: "would execute: ..."), or was interrupted (the AG-UI ``interrupt`` outcome:
+the interrupts are listed); ``CANCELLED`` (3) the agent reported the run cancelled;
+``FAILED`` (1) it did not end well (RUN_ERROR, a stream that ends before
+RUN_FINISHED...); ``USAGE`` (2) the file cannot be read.
 """
 
 from __future__ import annotations
@@ -116,8 +118,13 @@ class ReplayReport:
 
     @property
     def ok(self) -> bool:
-        """The run completed, or ended with tool calls ready."""
-        return self.status in (RunStatus.completed, RunStatus.executing_tools)
+        """The run completed, ended with tool calls ready, or was interrupted (a run
+        that asks for something ends well)."""
+        return self.status in (
+            RunStatus.completed,
+            RunStatus.executing_tools,
+            RunStatus.interrupted,
+        )
 
 
 class _Lines(httpx.SyncByteStream):
@@ -260,7 +267,11 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         stdout.write(_json(report, path))
     else:
         _print(report, path, stdout)
-    return ExitCode.OK if report.ok else ExitCode.FAILED
+    if report.ok:
+        return ExitCode.OK
+    if report.status is RunStatus.cancelled:
+        return ExitCode.CANCELLED
+    return ExitCode.FAILED
 
 
 def _call_text(call: ToolCallInfo) -> str:
@@ -297,6 +308,13 @@ def _print(report: ReplayReport, path: Path, out: TextIO) -> None:
     reason = report.reason
     if report.status is RunStatus.completed:
         out.write("\nResult: the recorded run completed.\n")
+    elif report.status is RunStatus.interrupted:
+        out.write("\nResult: the run was interrupted; the agent asks:\n")
+        for interrupt in processor.interrupts:
+            asks = interrupt.message or "(no message)"
+            out.write(f"  [{interrupt.id}, {interrupt.reason}]: {asks}\n")
+        if not processor.interrupts:
+            out.write("  (nothing: the outcome names no interrupt)\n")
     elif report.ready_calls:
         calls = ", ".join(_call_text(call) for call in report.ready_calls)
         out.write(f"\nResult: the run ended with tool calls ready; would execute: {calls}\n")
@@ -342,6 +360,7 @@ def _json(report: ReplayReport, path: Path) -> str:
         "abandonedCalls": [
             {"id": c.id, "name": c.name, "arguments": c.arguments} for c in processor.abandoned
         ],
+        "interrupts": list(processor.interrupts),
         "violations": [
             {
                 "index": f.index,

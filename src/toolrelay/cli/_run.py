@@ -15,7 +15,9 @@ reason, the conversation as AG-UI messages.
 
 Exit codes: 0 the turn completed; ``FAILED`` (1) it failed; ``UNREACHABLE`` (4) the
 server could not be reached; ``USAGE`` (2) a bad flag or a ``--tools`` that does not
-import; ``CANCELLED`` (3) interrupted.
+import; ``CANCELLED`` (3) Ctrl-C, or the agent reported its run cancelled;
+``INTERRUPTED`` (6) the agent paused the turn to ask something (each interrupt is
+printed with its id, the JSON state lists them under ``interrupts``).
 
 This module also holds what ``toolrelay demo`` shares with ``run``: the live printer,
 the summary, the JSON state and the exit code of a finished turn.
@@ -472,6 +474,10 @@ def write_summary(outcome: TurnOutcome, out: TextIO) -> None:
         )
         kept = len(turn.conversation.messages)
         out.write(f"Kept: the {kept} message(s) of the conversation so far, nothing lost.\n")
+        for interrupt in turn.interrupts:
+            asks = interrupt.message or "(no message)"
+            call = f" (tool call {interrupt.tool_call_id})" if interrupt.tool_call_id else ""
+            out.write(f"The agent asks [{interrupt.id}, {interrupt.reason}]{call}: {asks}\n")
         if turn.abandoned_calls:
             names = ", ".join(f"{call.name} [{call.id}]" for call in turn.abandoned_calls)
             out.write(f"Abandoned, never executed: {names}\n")
@@ -511,6 +517,7 @@ def state_json(outcome: TurnOutcome) -> str:
             {"code": v.code, "eventType": v.event_type, "message": v.message}
             for v in turn.violations
         ],
+        "interrupts": list(turn.interrupts),
         "messages": to_agui_messages(turn.conversation.messages),
     }
     return msgspec.json.format(encode(document), indent=2).decode() + "\n"
@@ -522,6 +529,8 @@ def exit_code(turn: Turn) -> int:
 
     if turn.status is RunStatus.completed:
         return ExitCode.OK
+    if turn.status is RunStatus.interrupted:
+        return ExitCode.INTERRUPTED
     if turn.status in (RunStatus.cancelled, RunStatus.superseded):
         return ExitCode.CANCELLED
     reason = turn.reason

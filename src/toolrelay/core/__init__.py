@@ -24,6 +24,7 @@ from toolrelay.core._effects import (
     ToolsReady as ToolsReady,
     TurnCompleted as TurnCompleted,
     TurnEnded as TurnEnded,
+    TurnInterrupted as TurnInterrupted,
     ViolationRaised as ViolationRaised,
 )
 from toolrelay.core._mapper import (
@@ -32,6 +33,7 @@ from toolrelay.core._mapper import (
 )
 from toolrelay.core._patch import JsonPatchError as JsonPatchError, apply_patch as apply_patch
 from toolrelay.core._processor import EventProcessor as EventProcessor, Limits as Limits
+from toolrelay.core._resume import check_resume as check_resume
 from toolrelay.core._tools import (
     RunSync as RunSync,
     ToolError as ToolError,
@@ -66,8 +68,10 @@ __all__ = (
     "ToolsReady",
     "TurnCompleted",
     "TurnEnded",
+    "TurnInterrupted",
     "ViolationRaised",
     "apply_patch",
+    "check_resume",
     "to_agui_messages",
     "tool",
     "tool_call_to_agui",

@@ -14,6 +14,7 @@ import msgspec
 
 from toolrelay._reasons import TerminalReason
 from toolrelay.core._conversation import ToolCallInfo
+from toolrelay.protocol import Interrupt
 
 __all__ = (
     "NO_EFFECTS",
@@ -24,6 +25,7 @@ __all__ = (
     "ProtocolViolation",
     "TurnCompleted",
     "TurnEnded",
+    "TurnInterrupted",
     "ToolsReady",
     "ViolationRaised",
 )
@@ -116,6 +118,24 @@ class TurnCompleted(msgspec.Struct, frozen=True):
     reason: TerminalReason
 
 
+class TurnInterrupted(msgspec.Struct, frozen=True):
+    """The run finished with the AG-UI ``interrupt`` outcome: the turn is ``interrupted``.
+
+    The agent waits for answers; the next turn on the thread sends them as
+    ``RunAgentInput.resume`` entries, one per interrupt (by ``Interrupt.id``). Tool
+    calls still pending were abandoned, not executed.
+
+    Attributes:
+        reason: ``ReasonKind.INTERRUPTED``, with the interrupts summed up in words.
+        interrupts: What the agent asks, in the order it sent them (empty only when
+            the agent broke the protocol and sent none: see the processor's
+            tolerance table).
+    """
+
+    reason: TerminalReason
+    interrupts: tuple[Interrupt, ...]
+
+
 class TurnEnded(msgspec.Struct, frozen=True):
     """The turn ended otherwise (``failed``, ``cancelled`` or ``superseded``); it is in
     that final state already, and ``reason`` says why."""
@@ -123,7 +143,9 @@ class TurnEnded(msgspec.Struct, frozen=True):
     reason: TerminalReason
 
 
-Effect = ActivityChanged | ViolationRaised | ToolsReady | TurnCompleted | TurnEnded
+Effect = (
+    ActivityChanged | ViolationRaised | ToolsReady | TurnCompleted | TurnInterrupted | TurnEnded
+)
 """Everything the processor can answer with."""
 
 NO_EFFECTS: tuple[Effect, ...] = ()

@@ -9,7 +9,8 @@ loop around it, shaped like an h11 connection::
     run_input = processor.start_run(run_id)          # idle -> running
     for event in stream:                             # decoded AG-UI events
         for effect in processor.receive(event):      # updates the conversation
-            ...                                      # ToolsReady / TurnCompleted / TurnEnded
+            ...                                      # ToolsReady / TurnCompleted /
+                                                     # TurnInterrupted / TurnEnded
     processor.end_stream()                           # the stream closed
     processor.record_result(call, result)            # for each executed tool
     run_input = processor.start_run(next_run_id)     # executing_tools -> running, depth + 1
@@ -19,11 +20,27 @@ transition of a call through ``ToolCallLifecycle`` (their compiled tables); argu
 and text deltas are appended to buffers without a transition (promise 8).
 
 The trigger for running tools is the end of the run (RUN_FINISHED), never
-TOOL_CALL_END: a run may stream several calls in sequence. Once the run has ended
-(RUN_FINISHED or RUN_ERROR), later events of that stream are dropped with a
-warning ("late events"); once the turn was ended from this side (``cancel``,
-``supersede``, ``fail``, a limit, :meth:`EventProcessor.end_stream`), they are
-dropped silently.
+TOOL_CALL_END: a run may stream several calls in sequence. How the run ended is
+``RUN_FINISHED.outcome`` (AG-UI 1.0):
+
+- absent or ``success``: a normal end; calls pending are executed (``ToolsReady``),
+  or, with none, the turn is ``completed`` (``TurnCompleted``). ``success`` may list
+  ``pendingToolCallIds``; the processor does not need them, the pending calls are
+  the ones the stream left pending.
+- ``interrupt``: the agent stopped to ask for something (an approval, a choice) and
+  waits for answers. The turn ends ``interrupted`` (``TurnInterrupted``, reason
+  ``interrupted``) with its interrupts in :attr:`EventProcessor.interrupts`; calls
+  still pending are abandoned, never executed: the agent did not hand them over.
+  The answers go in the next turn's first run (``resume=`` entries, see
+  :meth:`EventProcessor.start_run`), not in a continuation of this one.
+- ``cancelled``: the agent stopped because it was told to. The turn ends
+  ``cancelled`` (``TurnEnded``, reason ``agent_cancelled``); pending calls are
+  abandoned.
+
+Once the run has ended (RUN_FINISHED or RUN_ERROR), later events of that stream are
+dropped with a warning ("late events"); once the turn was ended from this side
+(``cancel``, ``supersede``, ``fail``, a limit, :meth:`EventProcessor.end_stream`),
+they are dropped silently.
 
 Tolerance (the AG-UI client SDKs' behaviour, written down): the official JS
 client's verifier rejects out-of-order events by throwing; a library embedded in a
@@ -52,6 +69,15 @@ RUN_FINISHED with a call streaming      the call is abandoned, never executed on
                                         arguments that may be incomplete
                                         (``tool_call_not_ended``)
 RUN_STARTED twice                       dropped (``duplicate_run_started``)
+RUN_FINISHED, ``interrupt`` outcome     the turn ends ``interrupted`` all the same, with
+with no interrupt                       nothing to answer
+                                        (``interrupt_without_interrupts``): the agent
+                                        said the run did not succeed, so its pending
+                                        calls are not run and the turn is not
+                                        ``completed``; a plain message answers it
+RUN_FINISHED, two interrupts with one   the later one is dropped
+id                                      (``duplicate_interrupt_id``): a resume entry
+                                        answers an interrupt by its id
 first *_CHUNK without its id (or,       dropped (``chunk_without_message_id``,
 for a tool call, without its name)      ``chunk_without_call_id``); a later chunk
                                         without id continues the open message or call
@@ -97,6 +123,7 @@ from toolrelay.core._effects import (
     ToolsReady,
     TurnCompleted,
     TurnEnded,
+    TurnInterrupted,
     ViolationRaised,
 )
 from toolrelay.core._mapper import conversation_to_agui
@@ -113,6 +140,7 @@ from toolrelay.machines import (
 from toolrelay.protocol import (
     Context,
     Event,
+    Interrupt,
     MessagesSnapshotEvent,
     ReasoningEndEvent,
     ReasoningMessageChunkEvent,
@@ -120,9 +148,12 @@ from toolrelay.protocol import (
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
     ReasoningStartEvent,
+    ResumeEntry,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedSuccessOutcome,
     RunStartedEvent,
     StateDeltaEvent,
     StateSnapshotEvent,
@@ -149,6 +180,9 @@ __all__ = ("EventProcessor", "Limits")
 logger = logging.getLogger("toolrelay.core")
 
 _COMPLETED = TerminalReason(kind=ReasonKind.COMPLETED, message="the agent answered")
+_AGENT_CANCELLED = TerminalReason(
+    kind=ReasonKind.AGENT_CANCELLED, message="the agent reported its run cancelled"
+)
 _OPEN_CALL = frozenset((ToolCallStatus.streaming, ToolCallStatus.pending, ToolCallStatus.executing))
 _CALLING = frozenset((ToolCallStatus.streaming, ToolCallStatus.pending))
 
@@ -211,6 +245,11 @@ class EventProcessor:
         forwarded_props: ``RunAgentInput.forwardedProps`` for every run.
         id_factory: Makes message ids (a seeded one gives reproducible tests).
         include_reasoning: Send reasoning back to the agent as ``reasoning`` messages.
+        resume: Answers to the interrupts of the thread's previous, interrupted turn
+            (``RunAgentInput.resume``), sent with the turn's first run only: a
+            continuation carries tool results, not the answers again. The processor
+            sends them as given; :func:`~toolrelay.core.check_resume` checks them
+            against the interrupts (the engine does, before it builds a processor).
     """
 
     __slots__ = (
@@ -238,6 +277,7 @@ class EventProcessor:
         "_open_reasoning",
         "_open_texts",
         "_result_ids",
+        "_resume",
         "_run",
         "_run_started_seen",
         "_thinking",
@@ -245,6 +285,7 @@ class EventProcessor:
         "_wire_ended",
         "abandoned",
         "conversation",
+        "interrupts",
         "max_depth",
         "reason",
         "run_count",
@@ -264,6 +305,7 @@ class EventProcessor:
         forwarded_props: Any = None,
         id_factory: Callable[[], str] = _new_id,
         include_reasoning: bool = False,
+        resume: Sequence[ResumeEntry] = (),
     ) -> None:
         if max_depth < 0:
             raise ValueError("max_depth must be >= 0")
@@ -275,6 +317,7 @@ class EventProcessor:
         self._forwarded_props: Any = {} if forwarded_props is None else forwarded_props
         self._id_factory = id_factory
         self._include_reasoning = include_reasoning
+        self._resume = tuple(resume)
         self._run = RUN_MACHINE.cursor()
         #: Why the turn ended (``None`` while it runs).
         self.reason: TerminalReason | None = None
@@ -288,6 +331,9 @@ class EventProcessor:
         self.violations: list[ProtocolViolation] = []
         #: Tool calls that were open when the turn was aborted (cleared from the run).
         self.abandoned: list[ToolCallInfo] = []
+        #: What the agent asks, once the turn ended ``interrupted`` (the AG-UI
+        #: ``interrupt`` outcome, one id each); empty otherwise.
+        self.interrupts: tuple[Interrupt, ...] = ()
         self._activity = _IDLE
         self._calls: dict[str, ToolCallInfo] = {}
         self._open_texts: dict[str, TextMessage] = {}
@@ -342,6 +388,11 @@ class EventProcessor:
         return tuple(self._calls.values())
 
     @property
+    def resume(self) -> tuple[ResumeEntry, ...]:
+        """The answers to earlier interrupts this turn's first run carries (often none)."""
+        return self._resume
+
+    @property
     def run_ended(self) -> bool:
         """True once the current run's stream said RUN_FINISHED or RUN_ERROR, or the
         turn is over: nothing more from that stream is processed."""
@@ -355,18 +406,21 @@ class EventProcessor:
 
         Returns:
             The ``RunAgentInput`` to send: every message including tool results, the
-            tool definitions, state, context and forwarded props.
+            tool definitions, state, context and forwarded props; for the first run
+            only, the ``resume`` entries the processor was given.
 
         Raises:
             IllegalTransition: The turn is not idle or executing tools (for a
                 continuation, every call of the batch must have a result first).
         """
         state = self._run.state
+        resume: Sequence[ResumeEntry] = ()
         if state is _EXECUTING_TOOLS:
             self.commit_tool_results()
             event = RunEvent.continue_run
         else:
             event = RunEvent.start
+            resume = self._resume
         parent = self.server_run_id or self.run_id
         self._run.send(event)
         self._reset_run()
@@ -374,10 +428,22 @@ class EventProcessor:
         self.server_run_id = None
         self.run_count += 1
         self._set_activity(_AWAITING)
-        return self.build_run_input(run_id, parent_run_id=parent if self.run_count > 1 else None)
+        return self.build_run_input(
+            run_id, parent_run_id=parent if self.run_count > 1 else None, resume=resume
+        )
 
-    def build_run_input(self, run_id: str, *, parent_run_id: str | None = None) -> RunAgentInput:
-        """The ``RunAgentInput`` for a run with ``run_id`` from the conversation as it is."""
+    def build_run_input(
+        self,
+        run_id: str,
+        *,
+        parent_run_id: str | None = None,
+        resume: Sequence[ResumeEntry] = (),
+    ) -> RunAgentInput:
+        """The ``RunAgentInput`` for a run with ``run_id`` from the conversation as it is.
+
+        ``resume`` entries are written as ``resume``; with none the field is left out
+        (servers before AG-UI 1.0 do not know it).
+        """
         return RunAgentInput(
             thread_id=self.conversation.thread_id,
             run_id=run_id,
@@ -390,6 +456,7 @@ class EventProcessor:
             context=self._context,
             state=self.conversation.state,
             forwarded_props=self._forwarded_props,
+            resume=list(resume) if resume else UNSET,
         )
 
     def receive(self, event: Event | UnknownEvent) -> Sequence[Effect]:
@@ -627,6 +694,12 @@ class EventProcessor:
     def _terminate(self, event: RunEvent, reason: TerminalReason) -> Sequence[Effect]:
         if self._run.state.is_final:
             return NO_EFFECTS
+        return (*self._end(event, reason), TurnEnded(reason))
+
+    def _end(self, event: RunEvent, reason: TerminalReason) -> Sequence[Effect]:
+        """End the turn by ``event``: close what is open, abandon the open calls, commit
+        the settled ones, move the machine, record ``reason``. Returns the activity's
+        effects; the caller adds the ending effect."""
         self._close_open_messages(interrupted=True)
         settled: dict[str, ToolCallInfo] = {}
         for key, call in self._calls.items():
@@ -645,8 +718,7 @@ class EventProcessor:
         self.reason = reason
         self._ended = True
         self._hot_text_id = self._hot_call_id = None
-        effects = self._set_activity(_DONE)
-        return (*effects, TurnEnded(reason))
+        return self._set_activity(_DONE)
 
     def _close_open_messages(self, *, interrupted: bool) -> None:
         for text in self._open_texts.values():
@@ -746,6 +818,15 @@ class EventProcessor:
                 if status is _PENDING:
                     pending.append(call)
         self._calls = kept
+        outcome = event.outcome
+        if outcome is not None and type(outcome) is not RunFinishedSuccessOutcome:
+            # The agent stopped to ask, or because it was told to: what is pending is
+            # abandoned, not executed, whatever the depth.
+            if isinstance(outcome, RunFinishedInterruptOutcome):
+                effects.extend(self._interrupt(outcome.interrupts))
+            else:
+                effects.extend(self._terminate(RunEvent.cancel, _AGENT_CANCELLED))
+            return tuple(effects)
         if pending:
             if self._run.depth >= self.max_depth:
                 effects.extend(
@@ -776,6 +857,38 @@ class EventProcessor:
         effects.extend(self._set_activity(_DONE))
         effects.append(TurnCompleted(_COMPLETED))
         return tuple(effects)
+
+    def _interrupt(self, interrupts: Sequence[Interrupt]) -> list[Effect]:
+        """End the turn ``interrupted`` on the agent's ``interrupts`` (ids made unique)."""
+        effects: list[Effect] = []
+        unique: dict[str, Interrupt] = {}
+        for interrupt in interrupts:
+            if interrupt.id in unique:
+                effects.extend(
+                    self._violation(
+                        "duplicate_interrupt_id",
+                        "RUN_FINISHED",
+                        f"interrupt id {interrupt.id!r} used twice in one run; "
+                        "the later one dropped",
+                    )
+                )
+            else:
+                unique[interrupt.id] = interrupt
+        if not unique:
+            effects.extend(
+                self._violation(
+                    "interrupt_without_interrupts",
+                    "RUN_FINISHED",
+                    "the interrupt outcome names no interrupt; the turn ends interrupted "
+                    "with nothing to answer",
+                )
+            )
+        asked = tuple(unique.values())
+        reason = TerminalReason(kind=ReasonKind.INTERRUPTED, message=_waiting_for(asked))
+        effects.extend(self._end(RunEvent.interrupt, reason))
+        self.interrupts = asked
+        effects.append(TurnInterrupted(reason, asked))
+        return effects
 
     def _on_run_error(self, event: RunErrorEvent) -> Sequence[Effect]:
         self._wire_ended = True
@@ -1062,6 +1175,16 @@ class EventProcessor:
     def _on_messages_snapshot(self, event: MessagesSnapshotEvent) -> Sequence[Effect]:
         self.conversation.last_snapshot = tuple(event.messages)
         return NO_EFFECTS
+
+
+def _waiting_for(interrupts: Sequence[Interrupt]) -> str:
+    """The interrupted turn's reason, in words: what the agent asks."""
+    if not interrupts:
+        return "the agent paused the run without saying what it waits for"
+    asks = "; ".join(interrupt.message or interrupt.reason for interrupt in interrupts)
+    if len(interrupts) == 1:
+        return f"the agent waits for an answer: {asks}"
+    return f"the agent waits for {len(interrupts)} answers: {asks}"
 
 
 def _type_of(event: Event | UnknownEvent) -> str:

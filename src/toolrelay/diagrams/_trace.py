@@ -19,6 +19,8 @@ counted in a note, not drawn). The core appends one :class:`ToolCallMessage` per
 that ended with tool calls, once every call has its result; so a run boundary is
 exactly a ``ToolCallMessage``, and a continuation follows it when a later run was
 started (``runs``, or, without it, when anything follows it or the turn completed).
+A turn that answers interrupts draws its resume entries after the user's message (it
+may have none); an interrupted turn draws what the agent asks before its ending.
 
 Every piece of text from the wire is reduced to one line (whitespace collapsed),
 truncated to ``max_text`` characters, and escaped with Mermaid's entity codes
@@ -42,7 +44,7 @@ from toolrelay.core import (
     ToolCallMessage,
 )
 from toolrelay.machines import RunStatus, ToolCallStatus
-from toolrelay.protocol import AssistantMessage, TextPart, UserMessage
+from toolrelay.protocol import AssistantMessage, Interrupt, ResumeEntry, TextPart, UserMessage
 
 if TYPE_CHECKING:
     from toolrelay.core import ChatMessage
@@ -144,7 +146,7 @@ def _continued(rest: Sequence[ChatMessage], status: RunStatus, run: int, runs: i
     """Whether a continuation run followed the tool batch that ended run ``run``."""
     if runs is not None:
         return run < runs
-    return bool(rest) or status is RunStatus.completed
+    return bool(rest) or status in (RunStatus.completed, RunStatus.interrupted)
 
 
 def trace_diagram(
@@ -154,6 +156,8 @@ def trace_diagram(
     reason: TerminalReason | None,
     runs: int | None = None,
     abandoned: Sequence[ToolCallInfo] = (),
+    interrupts: Sequence[Interrupt] = (),
+    resume: Sequence[ResumeEntry] = (),
     max_text: int = DEFAULT_MAX_TEXT,
 ) -> str:
     """Draw the last turn of ``conversation`` as a Mermaid ``sequenceDiagram``.
@@ -173,6 +177,8 @@ def trace_diagram(
         runs: How many runs the turn started (``TurnSnapshot.run_count``); without
             it, continuations are inferred from the conversation.
         abandoned: Calls the turn abandoned, never executed (``Turn.abandoned_calls``).
+        interrupts: What the agent asked, for an interrupted turn (``Turn.interrupts``).
+        resume: The answers to earlier interrupts the turn sent (``Turn.resume``).
         max_text: Characters shown of each piece of text before it is cut.
 
     Returns:
@@ -194,6 +200,9 @@ def trace_diagram(
     if turn and isinstance(turn[0], UserMessage):
         trace.add(f"User->>Agent: {trace.text(_user_text(turn[0]))}")
         turn = turn[1:]
+    for entry in resume:
+        answer = entry.status if entry.payload is None else f"{entry.status}: {entry.payload}"
+        trace.add(f"User->>Agent: {trace.text(f'answer: {answer}')}")
     run = 1
     if runs is None or runs >= 1:
         trace.run(run, continuation=False)
@@ -225,6 +234,8 @@ def trace_diagram(
             trace.add(f"Note over Agent: {trace.text(f'{role}: {content}')}")
     for call in abandoned:
         trace.call(call, arrow="-x", suffix=" abandoned, never run")
+    for interrupt in interrupts:
+        trace.add(f"Agent-->>User: {trace.text(f'asks: {interrupt.message or interrupt.reason}')}")
     if status.is_final:
         ending = f"turn {status.value}"
         if reason is not None:
@@ -239,14 +250,18 @@ def trace_diagram(
 def trace_diagram_for_turn(turn: Turn, *, max_text: int = DEFAULT_MAX_TEXT) -> str:
     """:func:`trace_diagram` of a :class:`~toolrelay.runtime.Turn`, read as it stands.
 
-    Draws its conversation, status, reason, run count and abandoned calls.
+    Draws its messages (:attr:`~toolrelay.runtime.Turn.messages`, so a turn that only
+    answers interrupts starts at its answers), status, reason, run count, abandoned
+    calls, interrupts and resume entries.
     """
     snapshot = turn.snapshot()
     return trace_diagram(
-        turn.conversation,
+        turn.messages,
         status=snapshot.status,
         reason=snapshot.reason,
         runs=snapshot.run_count,
         abandoned=turn.abandoned_calls,
+        interrupts=snapshot.interrupts,
+        resume=turn.resume,
         max_text=max_text,
     )

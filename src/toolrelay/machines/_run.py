@@ -19,6 +19,26 @@ back to ``running`` and counts one more continuation in :attr:`RunLifecycle.dept
 ``ReasonKind.MAX_DEPTH``). A stream that ends with no call pending ``complete``-s
 the turn.
 
+A run may also end by *asking*: AG-UI 1.0 ends a run that needs something from
+outside (an approval, a credential, a choice) with ``RUN_FINISHED`` whose outcome
+is ``interrupt``, and forbids reporting it as success. ``interrupt`` moves the turn
+from ``running`` to the final state ``interrupted``; calls still pending are
+abandoned, not run (the agent stopped to ask, it did not hand them over). Why a
+final state of its own, and not one of the alternatives:
+
+- not ``completed``: the agent did not answer, and an observer that reads
+  ``completed`` as "the agent answered" would be lied to (the spec's MUST NOT);
+- not a waiting, non-final state (``awaiting_input``): the protocol has no mid-run
+  channel, so the run is over when it interrupts, and the answer travels in a *new*
+  run whose ``RunAgentInput.resume`` carries it. A turn left open until a person
+  answers (minutes, days, never) would hold its thread's registered run, look
+  like a stuck turn to every check of promise 1, and need a second way to end;
+- not ``failed`` or ``cancelled``: nothing went wrong and nobody stopped it.
+
+So an interrupted turn is over, like a completed one, and the answer is the next
+turn on the thread (``Engine.start_turn(key, resume=[...])``). ``interrupt`` leaves
+only ``running``: ``RUN_FINISHED`` is read only while a run streams.
+
 From every non-final state, three events end the turn: ``fail`` (the agent, the
 wire, the backend or toolrelay failed, or the depth bound was hit), ``cancel``
 (promise 4, at any moment) and ``supersede`` (the user re-sent on the same thread
@@ -31,8 +51,8 @@ False``); the core wraps the library's refusal in ``IllegalTransition``. The one
 action, ``count_continuation``, is declared at its transition with ``on=`` (not by
 a naming convention), is synchronous, and only records.
 
-Promises served: 1 (every path ends final), 3 (bounded depth), 4 (cancel at any
-moment), 5 (a newer turn supersedes).
+Promises served: 1 (every path ends final, an interrupted one too), 3 (bounded
+depth), 4 (cancel at any moment), 5 (a newer turn supersedes).
 """
 
 from __future__ import annotations
@@ -52,7 +72,8 @@ __all__ = ("RunLifecycle",)
 class RunLifecycle(StateChart[object]):
     """One turn: ``idle -> running -> executing_tools -> running -> ... -> final``.
 
-    The finals are ``completed``, ``failed``, ``cancelled`` and ``superseded``.
+    The finals are ``completed``, ``interrupted``, ``failed``, ``cancelled`` and
+    ``superseded``.
     :attr:`depth` counts the continuation runs started so far.
 
     The live transition table, rendered from this class:
@@ -80,6 +101,7 @@ class RunLifecycle(StateChart[object]):
             initial=RunStatus.idle,
             final=(
                 RunStatus.completed,
+                RunStatus.interrupted,
                 RunStatus.failed,
                 RunStatus.cancelled,
                 RunStatus.superseded,
@@ -98,6 +120,8 @@ class RunLifecycle(StateChart[object]):
     )
     #: The run's stream ended with no tool call pending.
     complete = Event(s.running.to(s.completed), name=RunEvent.complete)
+    #: The run's stream ended with the ``interrupt`` outcome: the agent waits for answers.
+    interrupt = Event(s.running.to(s.interrupted), name=RunEvent.interrupt)
     #: The turn failed, from every non-final state.
     fail = Event(s.failed.from_.any(), name=RunEvent.fail)
     #: The embedding code cancelled the turn, from every non-final state (promise 4).

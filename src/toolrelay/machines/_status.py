@@ -56,10 +56,16 @@ class RunStatus(enum.StrEnum):
     executing_tools = "executing_tools"
     #: Final: the agent answered and no tool call is pending.
     completed = "completed"
+    #: Final: the agent paused the turn to ask for something only the outside world
+    #: can give (an approval, a choice: AG-UI ``RUN_FINISHED`` with the ``interrupt``
+    #: outcome). Its interrupts are the turn's; the next turn on the thread answers
+    #: them with resume entries. Not ``completed``: the agent did not answer.
+    interrupted = "interrupted"
     #: Final: the agent, the wire, the backend or toolrelay failed, or the
     #: continuation depth bound was reached (promise 3).
     failed = "failed"
-    #: Final: the embedding code cancelled the turn (promise 4).
+    #: Final: the embedding code cancelled the turn (promise 4), or the agent reported
+    #: its run cancelled (AG-UI ``RUN_FINISHED`` with the ``cancelled`` outcome).
     cancelled = "cancelled"
     #: Final: a newer turn on the same thread took it over (promise 5).
     superseded = "superseded"
@@ -90,8 +96,8 @@ class ToolCallStatus(enum.StrEnum):
     executing = "executing"
     #: Final: the call has a result (ours, or the agent's ``TOOL_CALL_RESULT``).
     completed = "completed"
-    #: Final: the tool failed, or the call was abandoned by a broken, cancelled or
-    #: superseded run (promise 1: a call never stays open).
+    #: Final: the tool failed, or the call was abandoned by a broken, cancelled,
+    #: interrupted or superseded run (promise 1: a call never stays open).
     failed = "failed"
 
     @property
@@ -121,6 +127,9 @@ class RunEvent(enum.StrEnum):
     continue_run = "continue_run"
     #: The run's stream ended with no tool call pending (running -> completed).
     complete = "complete"
+    #: The run's stream ended with the AG-UI ``interrupt`` outcome: the agent waits
+    #: for answers (running -> interrupted); calls still pending are abandoned.
+    interrupt = "interrupt"
     #: The turn failed, from any non-final state.
     fail = "fail"
     #: The embedding code cancelled the turn, from any non-final state (promise 4).
@@ -147,11 +156,17 @@ class ToolCallEvent(enum.StrEnum):
     #: AG-UI ``TOOL_CALL_RESULT``: the agent ran the tool itself (streaming | pending
     #: -> completed); a client must not run it again.
     receive_result = "receive_result"
-    #: The run broke, was cancelled or was superseded (any non-final state ->
-    #: failed; promise 1).
+    #: The run broke, was cancelled, interrupted or superseded (any non-final state
+    #: -> failed; promise 1).
     abandon = "abandon"
 
 
 _RUN_FINALS = frozenset(
-    {RunStatus.completed, RunStatus.failed, RunStatus.cancelled, RunStatus.superseded}
+    {
+        RunStatus.completed,
+        RunStatus.interrupted,
+        RunStatus.failed,
+        RunStatus.cancelled,
+        RunStatus.superseded,
+    }
 )

@@ -18,7 +18,8 @@ calls pending, each is executed (``execute``) and ends ``completed`` (``succeed`
 
 An agent that runs a tool itself sends ``TOOL_CALL_RESULT``: ``receive_result``
 completes the call from ``streaming`` or ``pending`` so a client never runs it a
-second time. When the run breaks, is cancelled or superseded, every call still
+second time. When the run breaks, is cancelled, interrupted (the agent stopped to
+ask for something, so its pending calls are not run) or superseded, every call still
 open is ``abandon``-ed to ``failed``: a call never stays open (promise 1).
 
 Strictness: an event a state does not accept raises (``allow_event_without_transition
@@ -77,7 +78,8 @@ class ToolCallLifecycle(StateChart[object]):
     receive_result = Event(
         s.completed.from_(s.streaming, s.pending), name=ToolCallEvent.receive_result
     )
-    #: The run broke, was cancelled or superseded: from every non-final state (promise 1).
+    #: The run broke, was cancelled, interrupted or superseded: from every non-final
+    #: state (promise 1).
     abandon = Event(s.failed.from_.any(), name=ToolCallEvent.abandon)
 
     def send(self, event: str, *args: Any, **kwargs: Any) -> Any:

@@ -11,7 +11,7 @@ task is a thin loop around the turn's sans-IO :class:`~toolrelay.core.EventProce
                       commit the results to the conversation
                       safety checks -> allocate -> replace_run (compare-and-swap)
                       -> start_run (depth + 1) -> stream ... (multi-hop)
-      -> otherwise the turn is final (completed / failed)
+      -> otherwise the turn is final (completed / interrupted / cancelled / failed)
 
 The safety checks of the reference design, and where they live:
 
@@ -35,6 +35,17 @@ The safety checks of the reference design, and where they live:
 7  catch-all                          any unexpected exception ends the turn ``failed``
                                       (``internal_error``) and is logged
 == ================================= ==================================================
+
+Interrupts (AG-UI 1.0): a run that ends with the ``interrupt`` outcome ends its turn
+``interrupted`` (:attr:`Turn.interrupts` says what the agent asks). Nothing waits
+inside the engine: the answer is a new turn on the thread,
+``start_turn(key, resume=[ResumeEntry(...)])``, whose first run carries the entries
+(its continuations do not repeat them). The engine remembers, per thread, which
+interrupts are open (:meth:`Engine.open_interrupts`): those of the last turn that
+ended ``interrupted``, until a later turn ends ``completed`` or ``interrupted``; a
+turn that fails, is cancelled or superseded leaves them open, so the answer can be
+sent again. ``start_turn`` checks resume entries against them
+(:func:`~toolrelay.core.check_resume`) before it changes anything.
 
 Every abort clears the in-flight tool calls (the processor abandons them). Between
 Run N and Run N+1 the turn is ``executing_tools`` then ``running``: observers never
@@ -70,10 +81,19 @@ from toolrelay.core import (
     ToolCallMessage,
     ToolRegistry,
     ToolResult,
+    check_resume,
 )
 from toolrelay.errors import ClosedError, RemoteProtocolError
 from toolrelay.machines import RunStatus, ToolCallStatus
-from toolrelay.protocol import Context, Event, RunAgentInput, UnknownEvent, UserMessage
+from toolrelay.protocol import (
+    Context,
+    Event,
+    Interrupt,
+    ResumeEntry,
+    RunAgentInput,
+    UnknownEvent,
+    UserMessage,
+)
 from toolrelay.runtime._executor import execute_batch
 from toolrelay.runtime._registry import RunHandle, RunRegistry
 
@@ -116,6 +136,8 @@ class TurnSnapshot:
         run_id: The current run's id.
         run_count: Runs started so far.
         reason: Why the turn ended, once final.
+        interrupts: What the agent asks, once the turn ended ``interrupted`` (answer
+            with ``Engine.start_turn(key, resume=...)``); empty otherwise.
     """
 
     key: ThreadKey
@@ -125,6 +147,7 @@ class TurnSnapshot:
     run_id: str | None
     run_count: int
     reason: TerminalReason | None
+    interrupts: tuple[Interrupt, ...] = ()
 
     @property
     def is_running(self) -> bool:
@@ -202,7 +225,8 @@ class _Subscriber:
 
 
 class Turn:
-    """One user turn on one thread: the user's message and every run until the answer.
+    """One user turn on one thread: the user's message (or answers to the agent's
+    interrupts) and every run until the answer.
 
     Created by :meth:`Engine.start_turn`; read it at any time, :meth:`cancel` it, and
     ``await`` :meth:`wait_finished`.
@@ -220,7 +244,9 @@ class Turn:
         "key",
     )
 
-    def __init__(self, engine: Engine, key: ThreadKey, processor: EventProcessor) -> None:
+    def __init__(
+        self, engine: Engine, key: ThreadKey, processor: EventProcessor, start: int
+    ) -> None:
         self._engine = engine
         self.key = key
         self._processor = processor
@@ -228,9 +254,9 @@ class Turn:
         self._done = anyio.Event()
         self._handle: RunHandle | None = None
         self._last_published: TurnSnapshot | None = None
-        # This turn's slice of the thread's conversation (its user message is the last
-        # one there now; the next turn on the thread closes the slice).
-        self._start = max(len(processor.conversation.messages) - 1, 0)
+        # This turn's slice of the thread's conversation (from its user message, if it
+        # has one; the next turn on the thread closes the slice).
+        self._start = start
         self._end: int | None = None
 
     # -- reading -------------------------------------------------------------------
@@ -261,6 +287,13 @@ class Turn:
         return self._processor.conversation
 
     @property
+    def messages(self) -> list[ChatMessage]:
+        """This turn's part of the thread's conversation: from its user message (or,
+        for a turn that only answers interrupts, from what it added) up to where the
+        next turn on the thread began. A copy."""
+        return self._processor.conversation.messages[self._start : self._end]
+
+    @property
     def tool_calls(self) -> tuple[ToolCallInfo, ...]:
         """The calls of the run in flight (empty once committed, finished or aborted)."""
         return self._processor.tool_calls
@@ -273,6 +306,18 @@ class Turn:
     @property
     def violations(self) -> tuple[ProtocolViolation, ...]:
         return tuple(self._processor.violations)
+
+    @property
+    def interrupts(self) -> tuple[Interrupt, ...]:
+        """What the agent asks, once the turn ended ``interrupted`` (AG-UI ``interrupt``
+        outcome); empty otherwise. Answer with ``Engine.start_turn(key, resume=[...])``,
+        one ``ResumeEntry`` per interrupt, by ``Interrupt.id``."""
+        return self._processor.interrupts
+
+    @property
+    def resume(self) -> tuple[ResumeEntry, ...]:
+        """The answers to earlier interrupts that this turn's first run carried."""
+        return self._processor.resume
 
     @property
     def finished(self) -> bool:
@@ -289,11 +334,12 @@ class Turn:
             run_id=p.run_id,
             run_count=p.run_count,
             reason=p.reason,
+            interrupts=p.interrupts,
         )
 
     def statistics(self) -> TurnStatistics:
         counts: dict[ToolCallStatus, int] = dict.fromkeys(ToolCallStatus, 0)
-        for message in self.conversation.messages[self._start : self._end]:
+        for message in self.messages:
             if isinstance(message, ToolCallMessage):
                 for call in message.calls:
                     counts[call.status] += 1
@@ -389,6 +435,9 @@ class Engine:
         self._include_reasoning = include_reasoning
         self._conversations: dict[ThreadKey, Conversation] = {}
         self._turns: dict[ThreadKey, Turn] = {}
+        # Per thread, the interrupts open before its latest turn started (absent: not
+        # known); see open_interrupts.
+        self._interrupts: dict[ThreadKey, tuple[Interrupt, ...]] = {}
         self._live: set[Turn] = set()
         # Turns whose task is done, by final state: counted once as each one leaves
         # ``_live`` (O(1) per turn; no list of past turns is kept).
@@ -466,26 +515,50 @@ class Engine:
     def start_turn(
         self,
         key: ThreadKey | str,
-        message: str | UserMessage,
+        message: str | UserMessage | None = None,
         *,
+        resume: Sequence[ResumeEntry] = (),
         history: Sequence[ChatMessage] | None = None,
         tools: ToolRegistry | None = None,
     ) -> Turn:
         """Start a user's turn on a thread; a turn still running there is superseded.
 
+        A turn that answers the agent's interrupts passes ``resume``: one
+        ``ResumeEntry(interrupt_id=..., status="resolved" | "cancelled", payload=...)``
+        per interrupt of the thread's last interrupted turn (:meth:`open_interrupts`).
+        The entries go with the turn's first run (``RunAgentInput.resume``), not with
+        its continuations. Such a turn may have no message of its own.
+
+        On every error below nothing has changed: no turn was started or superseded.
+
         Args:
             key: The thread (a string is a thread id).
-            message: The user's message.
+            message: The user's message; ``None`` for a turn that only answers
+                interrupts.
+            resume: Answers to the thread's open interrupts.
             history: The thread's earlier messages, used the first time the engine sees
                 the thread (later turns continue the engine's own conversation).
             tools: Tools for this turn instead of the engine's.
 
         Raises:
             ClosedError: The engine is closed or not entered.
+            ValueError: Neither a message nor resume entries were given.
+            ResumeError: A ``ValueError`` too: the entries do not answer the thread's
+                open interrupts (an unknown id, one answered twice, one left
+                unanswered). Checked only when the engine knows them (see
+                :meth:`open_interrupts`); duplicates are refused in any case.
         """
         group = self._check_open()
         key = key if isinstance(key, ThreadKey) else ThreadKey(key)
+        entries = tuple(resume)
+        if message is None and not entries:
+            raise ValueError("a turn needs a message, resume entries, or both")
         previous = self._turns.get(key)
+        open_interrupts = self._open_interrupts(key, previous)
+        if entries:
+            check_resume(open_interrupts, entries)
+        if open_interrupts is not None:
+            self._interrupts[key] = open_interrupts
         if previous is not None:
             self._end_turn(
                 previous,
@@ -497,11 +570,13 @@ class Engine:
         if conversation is None:
             conversation = Conversation(key.thread_id, history or ())
             self._conversations[key] = conversation
+        start = len(conversation.messages)
         if previous is not None:
-            previous._end = len(conversation.messages)
+            previous._end = start
         if isinstance(message, str):
             message = UserMessage(id=self._id_factory(), content=message)
-        conversation.append(message)
+        if message is not None:
+            conversation.append(message)
         registry = tools if tools is not None else self.tools
         processor = EventProcessor(
             conversation,
@@ -512,8 +587,9 @@ class Engine:
             forwarded_props=self._forwarded_props,
             id_factory=self._id_factory,
             include_reasoning=self._include_reasoning,
+            resume=entries,
         )
-        turn = Turn(self, key, processor)
+        turn = Turn(self, key, processor, start)
         self._turns[key] = turn
         self._live.add(turn)
         self._publish_state(turn)
@@ -523,15 +599,42 @@ class Engine:
     async def run_turn(
         self,
         key: ThreadKey | str,
-        message: str | UserMessage,
+        message: str | UserMessage | None = None,
         *,
+        resume: Sequence[ResumeEntry] = (),
         history: Sequence[ChatMessage] | None = None,
         tools: ToolRegistry | None = None,
     ) -> Turn:
         """:meth:`start_turn` and wait until it is finished."""
-        turn = self.start_turn(key, message, history=history, tools=tools)
+        turn = self.start_turn(key, message, resume=resume, history=history, tools=tools)
         await turn.wait_finished()
         return turn
+
+    def open_interrupts(self, key: ThreadKey | str) -> tuple[Interrupt, ...] | None:
+        """The interrupts a thread waits to have answered, as far as the engine knows.
+
+        They are those of the thread's last turn that ended ``interrupted``, until a
+        later turn ends ``completed`` or ``interrupted`` (with new ones). A turn that
+        failed, was cancelled or superseded changes nothing: whether its answers
+        reached the agent is not known, so they may be sent again.
+
+        Returns:
+            The open interrupts (``()``: none); ``None`` when the engine does not know
+            (no turn on the thread has ended ``completed`` or ``interrupted`` here,
+            say because its history comes from elsewhere): then
+            :meth:`start_turn` sends resume entries unchecked, but for duplicates.
+        """
+        thread = key if isinstance(key, ThreadKey) else ThreadKey(key)
+        return self._open_interrupts(thread, self._turns.get(thread))
+
+    def _open_interrupts(self, key: ThreadKey, latest: Turn | None) -> tuple[Interrupt, ...] | None:
+        if latest is not None:
+            status = latest.status
+            if status is RunStatus.interrupted:
+                return latest.interrupts
+            if status is RunStatus.completed:
+                return ()
+        return self._interrupts.get(key)
 
     def cancel(self, key: ThreadKey | str, message: str = "cancelled by the user") -> bool:
         """Cancel the live turn of a thread; ``False`` if there is none."""

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from toolrelay.testing._builders import (
     flatten as flatten,
+    run_cancelled as run_cancelled,
     run_error as run_error,
     run_finished as run_finished,
+    run_interrupted as run_interrupted,
     run_started as run_started,
     server_tool_call as server_tool_call,
     split_deltas as split_deltas,
@@ -35,8 +37,10 @@ __all__ = (
     "Sleep",
     "Step",
     "flatten",
+    "run_cancelled",
     "run_error",
     "run_finished",
+    "run_interrupted",
     "run_started",
     "server_tool_call",
     "split_deltas",

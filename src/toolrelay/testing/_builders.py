@@ -14,8 +14,11 @@ import msgspec
 
 from toolrelay.protocol import (
     Event,
+    Interrupt,
     RunErrorEvent,
+    RunFinishedCancelledOutcome,
     RunFinishedEvent,
+    RunFinishedInterruptOutcome,
     RunStartedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
@@ -27,8 +30,10 @@ from toolrelay.protocol import (
 )
 
 __all__ = (
+    "run_cancelled",
     "run_error",
     "run_finished",
+    "run_interrupted",
     "run_started",
     "server_tool_call",
     "split_deltas",
@@ -112,6 +117,22 @@ def run_started(thread_id: str, run_id: str) -> RunStartedEvent:
 
 def run_finished(thread_id: str, run_id: str) -> RunFinishedEvent:
     return RunFinishedEvent(thread_id=thread_id, run_id=run_id)
+
+
+def run_interrupted(thread_id: str, run_id: str, *interrupts: Interrupt) -> RunFinishedEvent:
+    """RUN_FINISHED with the AG-UI 1.0 ``interrupt`` outcome: the agent waits for answers."""
+    return RunFinishedEvent(
+        thread_id=thread_id,
+        run_id=run_id,
+        outcome=RunFinishedInterruptOutcome(interrupts=list(interrupts)),
+    )
+
+
+def run_cancelled(thread_id: str, run_id: str) -> RunFinishedEvent:
+    """RUN_FINISHED with the AG-UI 1.0 ``cancelled`` outcome: the agent was told to stop."""
+    return RunFinishedEvent(
+        thread_id=thread_id, run_id=run_id, outcome=RunFinishedCancelledOutcome()
+    )
 
 
 def run_error(message: str, code: str | None = None) -> RunErrorEvent:

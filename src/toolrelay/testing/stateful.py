@@ -12,6 +12,11 @@ Rules (user actions):
 - ``send``: start a turn on one of three threads; the agent's behaviour for every run
   of the turn is drawn as a :class:`TurnPlan`. ``resend`` sends on a thread whose
   turn is live: the newer turn supersedes it (promise 5).
+- ``answer``: answer the interrupts of a thread whose turn ended ``interrupted``: a
+  new turn whose first run carries one resume entry per interrupt (with or without a
+  message of its own), or a wrong answer (an unknown id, one answered twice, one left
+  out), which must be refused with :class:`~toolrelay.errors.ResumeError` and change
+  nothing.
 - ``cancel``: cancel a thread's turn, live or not (``cancel`` says which).
 - ``focus``: show a thread, or none; optionally through a view subscribed just before.
 - ``release_one`` / ``release_all``: open gates that a stream or a slow tool waits on.
@@ -22,7 +27,9 @@ Rules (user actions):
 Agent behaviours (one :class:`RunPlan` per run, :class:`RunKind`): a text answer; one
 or several tool calls, sequential or interleaved, with split argument deltas;
 multi-hop (tools, then tools, then text); an endless tool loop (the circuit breaker
-trips); malformed and out-of-order events (:class:`Malformation`); ``RUN_ERROR``; a
+trips); a run that ends with the AG-UI ``interrupt`` outcome (the agent asks
+something) or the ``cancelled`` outcome; malformed and out-of-order events
+(:class:`Malformation`); ``RUN_ERROR``; a
 stream that breaks, drops the connection or hangs, maybe mid-message; a stream held on
 a gate; a run whose allocation fails; run handles whose disposal raises. Tool outcomes
 (:class:`CallOutcome`): ok, raises, slow (waits for a gate), times out, unknown tool,
@@ -37,7 +44,8 @@ Invariants:
 
 1. Every finished turn is final, with a reason, its task done and no open tool call;
    committed calls are final; abandoned calls failed; a live turn is parked, never
-   stuck (promise 1).
+   stuck (promise 1). An interrupted turn is final too, and its pending calls never
+   run.
 2. Every continuation's ``RunAgentInput`` carries a ``tool`` message for every call of
    the run before it, with that call's outcome (result, error, timeout, unknown tool,
    invalid arguments); the calls of a batch run concurrently; no call runs twice;
@@ -62,7 +70,10 @@ Invariants:
    (promise 7).
 
 Beside those, the model: every turn ends exactly as its plan (or the user) says, and
-never with ``internal_error``. Promise 8 (constant cost per event) is the benchmarks'.
+never with ``internal_error``; an interrupted turn exposes exactly the interrupts the
+agent sent (on the turn and its snapshot); the engine's open interrupts per thread
+follow the turns; resume entries reach the first run of the turn that answers, and no
+other run. Promise 8 (constant cost per event) is the benchmarks'.
 
 Run it against your own tools::
 
@@ -109,6 +120,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 import anyio
 import hypothesis
+import msgspec
 from anyio.abc import ObjectReceiveStream, TaskGroup, TaskStatus
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -125,10 +137,12 @@ from hypothesis.stateful import (
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends._base import ThreadKey
 from toolrelay.core import ToolRegistry, ToolSpec, tool
-from toolrelay.errors import ClosedError, RunAllocationError, StreamDroppedError
+from toolrelay.errors import ClosedError, ResumeError, RunAllocationError, StreamDroppedError
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     Event,
+    Interrupt,
+    ResumeEntry,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
@@ -157,7 +171,7 @@ from toolrelay.runtime import (
     ToolCallFinished,
     Turn,
 )
-from toolrelay.testing._builders import text, tool_call
+from toolrelay.testing._builders import run_cancelled, run_interrupted, text, tool_call
 from toolrelay.testing._scripted import Gate, Hang, Raise, ScriptedAgent, Step
 from toolrelay.testing.strategies import json_values
 
@@ -225,6 +239,12 @@ class RunKind(enum.StrEnum):
     hangs = "hangs"
     #: Allocating the run fails (``backend_error``); the run never streams.
     alloc_fails = "alloc_fails"
+    #: RUN_FINISHED with the ``interrupt`` outcome: the turn ends ``interrupted``, its
+    #: calls never run; the ``answer`` rule resumes it.
+    interrupts = "interrupts"
+    #: RUN_FINISHED with the ``cancelled`` outcome: the turn ends ``cancelled``
+    #: (``agent_cancelled``), its calls never run.
+    agent_cancels = "agent_cancels"
 
 
 class Malformation(enum.StrEnum):
@@ -260,6 +280,9 @@ _VIOLATING = frozenset(
 
 _FAILING_KINDS = frozenset({RunKind.run_error, RunKind.breaks, RunKind.drops, RunKind.hangs})
 
+#: The kinds whose calls stream but never run (the run fails, or stops by its outcome).
+_UNRUN_KINDS = _FAILING_KINDS | {RunKind.interrupts, RunKind.agent_cancels}
+
 
 @dataclass(frozen=True, slots=True)
 class CallPlan:
@@ -293,6 +316,7 @@ class RunPlan:
         cut: The stream breaks mid-message (failing kinds only): the last call's
             TOOL_CALL_END, or without calls the text's TEXT_MESSAGE_END, is missing.
         malformed: Bad or out-of-order events sent after the calls.
+        asks: How many interrupts an ``interrupts`` run sends.
     """
 
     kind: RunKind
@@ -303,6 +327,7 @@ class RunPlan:
     gated: bool = False
     cut: bool = False
     malformed: tuple[Malformation, ...] = ()
+    asks: int = 0
 
 
 _FALLBACK_RUN = RunPlan(RunKind.answer, text="fallback")
@@ -347,6 +372,10 @@ class TurnPlan:
                     return ReasonKind.BACKEND_ERROR
                 case RunKind.drops:
                     return ReasonKind.TRANSPORT_ERROR
+                case RunKind.interrupts:
+                    return ReasonKind.INTERRUPTED
+                case RunKind.agent_cancels:
+                    return ReasonKind.AGENT_CANCELLED
                 case RunKind.tools if run.calls:
                     if index >= max_depth:
                         return ReasonKind.MAX_DEPTH
@@ -420,6 +449,9 @@ _LAST_KINDS = (
     RunKind.answer,
     RunKind.answer,
     RunKind.answer,
+    RunKind.interrupts,
+    RunKind.interrupts,
+    RunKind.agent_cancels,
     RunKind.hangs,
     RunKind.hangs,
     RunKind.run_error,
@@ -437,7 +469,7 @@ def _run_plans(draw: st.DrawFn, kind: RunKind, calls: st.SearchStrategy[CallPlan
     plan_calls: tuple[CallPlan, ...] = ()
     if kind is RunKind.tools:
         plan_calls = tuple(draw(st.lists(calls, min_size=1, max_size=3)))
-    elif kind in _FAILING_KINDS:
+    elif kind in _UNRUN_KINDS:
         plan_calls = tuple(draw(st.lists(calls, max_size=2)))
     malformations = [
         m
@@ -457,6 +489,7 @@ def _run_plans(draw: st.DrawFn, kind: RunKind, calls: st.SearchStrategy[CallPlan
             if draw(_rarely)
             else ()
         ),
+        asks=draw(st.integers(1, 2)) if kind is RunKind.interrupts else 0,
     )
 
 
@@ -547,6 +580,8 @@ class _TurnModel:
     runs_started: int = 0
     allocations: int = 0
     runs: list[_RunRecord] = field(default_factory=list)
+    #: The resume entries the turn was started with (the ``answer`` rule).
+    resume: tuple[ResumeEntry, ...] = ()
 
     @property
     def label(self) -> str:
@@ -570,6 +605,8 @@ class _RunRecord:
     malformed_mark: _Mark | None = None
     expects_violation: bool = False
     late_text_id: str | None = None
+    #: The interrupts an ``interrupts`` run sent, in order.
+    interrupts: tuple[Interrupt, ...] = ()
 
     def parked(self) -> bool:
         if self.stream_hold is not None and self.stream_hold.parked:
@@ -739,6 +776,7 @@ class PromisesMachine(RuleBasedStateMachine):
         self._failed = False
         self._held: tuple[str, ...] = ()
         self._live: tuple[str, ...] = ()
+        self._interrupted: tuple[str, ...] = ()
         self._inputs_checked = 0
         self._lifecycle_seen: dict[str, str] = {}
         self._views: dict[str, list[tuple[int | None, RunStatus]]] = {}
@@ -873,9 +911,20 @@ class PromisesMachine(RuleBasedStateMachine):
             self._problems.append(f"the machine's responder failed: {exc!r}")
             raise
 
-    def _script(self, key: ThreadKey, run_input: RunAgentInput) -> list[Step]:
+    def _model_of(self, run_input: RunAgentInput) -> _TurnModel:
+        """The turn a run belongs to: a continuation's by its parent run; a first run's
+        by its resume entries (their payload names the turn) or its last user message."""
+        parent = run_input.parent_run_id
+        if isinstance(parent, str):
+            return self._records[parent].model
+        resume = run_input.resume
+        if isinstance(resume, list) and resume:
+            return self._models[int(resume[0].payload["turn"]) - 1]
         users = [m for m in run_input.messages if isinstance(m, UserMessage)]
-        model = next(m for m in self._models if users and f"user-{m.ordinal}" == users[-1].id)
+        return next(m for m in self._models if users and f"user-{m.ordinal}" == users[-1].id)
+
+    def _script(self, key: ThreadKey, run_input: RunAgentInput) -> list[Step]:
+        model = self._model_of(run_input)
         index = model.runs_started
         model.runs_started += 1
         plan = model.plan.run_at(index)
@@ -956,6 +1005,21 @@ class PromisesMachine(RuleBasedStateMachine):
         match plan.kind:
             case RunKind.answer | RunKind.tools:
                 steps.append(RunFinishedEvent(thread_id=thread_id, run_id=run_id))
+                steps.extend(late)
+            case RunKind.interrupts:
+                record.interrupts = tuple(
+                    Interrupt(
+                        id=f"{prefix}I{number}",
+                        reason="probe_approval",
+                        message=f"May I? ({prefix}, {number})",
+                        tool_call_id=call_ids[0] if call_ids and number == 0 else None,
+                    )
+                    for number in range(plan.asks)
+                )
+                steps.append(run_interrupted(thread_id, run_id, *record.interrupts))
+                steps.extend(late)
+            case RunKind.agent_cancels:
+                steps.append(run_cancelled(thread_id, run_id))
                 steps.extend(late)
             case RunKind.run_error:
                 steps.append(RunErrorEvent(message="scripted run error", code="scripted"))
@@ -1158,6 +1222,11 @@ class PromisesMachine(RuleBasedStateMachine):
         self._live = tuple(
             m.key for m in self._models if m.turn is not None and not m.turn.finished
         )
+        self._interrupted = tuple(
+            key
+            for key, m in sorted(self._latest.items())
+            if m.turn is not None and m.turn.status is RunStatus.interrupted
+        )
         self._held = tuple(
             name
             for name, hold in sorted({**self._stream_holds, **self._tool_holds}.items())
@@ -1226,8 +1295,17 @@ class PromisesMachine(RuleBasedStateMachine):
         thread = data.draw(st.sampled_from(self._live), label="thread")
         self._send(thread, data.draw(self._plans, label="plan"))
 
-    def _send(self, thread: str, plan: TurnPlan) -> None:
-        model = _TurnModel(len(self._models) + 1, thread, plan, plan.expected_end(self.max_depth))
+    def _send(
+        self,
+        thread: str,
+        plan: TurnPlan,
+        *,
+        resume: tuple[ResumeEntry, ...] = (),
+        message: bool = True,
+    ) -> None:
+        ordinal = len(self._models) + 1
+        model = _TurnModel(ordinal, thread, plan, plan.expected_end(self.max_depth))
+        model.resume = resume
 
         async def act() -> None:
             engine = self._engine()
@@ -1235,9 +1313,8 @@ class PromisesMachine(RuleBasedStateMachine):
             was_live = previous is not None and not previous.finished
             self._models.append(model)
             self._latest[thread] = model
-            model.turn = engine.start_turn(
-                thread, UserMessage(id=f"user-{model.ordinal}", content=f"message {model.ordinal}")
-            )
+            text = UserMessage(id=f"user-{ordinal}", content=f"message {ordinal}")
+            model.turn = engine.start_turn(thread, text if message else None, resume=resume)
             if was_live:
                 assert previous is not None
                 old = next(m for m in self._models if m.turn is previous)
@@ -1247,6 +1324,71 @@ class PromisesMachine(RuleBasedStateMachine):
                 )
             assert self._group is not None
             self._group.start_soon(self._watch, model)
+
+        self._call(act)
+
+    @precondition(lambda self: not self._closed and bool(self._interrupted))
+    @rule(data=st.data())
+    def answer(self, data: st.DataObject) -> None:
+        """The user answers the interrupts of a thread whose turn ended ``interrupted``:
+        one resume entry per interrupt, in a new turn (with or without a message). A
+        wrong answer (an unknown id, one answered twice, one left out) is refused with
+        ``ResumeError`` before anything changes."""
+        thread = data.draw(st.sampled_from(self._interrupted), label="thread")
+        read: list[tuple[Turn, tuple[Interrupt, ...] | None]] = []
+
+        def read_thread() -> None:
+            engine = self._engine()
+            turn = engine.turn(thread)
+            assert turn is not None and turn.status is RunStatus.interrupted, turn
+            read.append((turn, engine.open_interrupts(thread)))
+
+        self._check(read_thread)
+        [(turn, open_interrupts)] = read
+        assert open_interrupts == turn.interrupts, (open_interrupts, turn.interrupts)
+        ordinal = len(self._models) + 1
+        entries = [
+            ResumeEntry(
+                interrupt_id=interrupt.id,
+                status=data.draw(st.sampled_from(["resolved", "cancelled"]), label="status"),
+                payload={"turn": ordinal},
+            )
+            for interrupt in turn.interrupts
+        ]
+        mistakes = ["unknown", "twice"] + (["left_out"] if len(entries) > 1 else [])
+        mistake = data.draw(st.none() | st.sampled_from(mistakes), label="mistake")
+        hypothesis.event("answer", mistake or "resumed")  # for --hypothesis-show-statistics
+        if mistake is None:
+            self._send(
+                thread,
+                data.draw(self._plans, label="plan"),
+                resume=tuple(entries),
+                message=data.draw(st.booleans(), label="with a message"),
+            )
+            return
+        if mistake == "unknown":
+            entries.append(ResumeEntry(interrupt_id="no-such-interrupt", status="resolved"))
+        elif mistake == "twice":
+            entries.append(entries[0])
+        else:
+            entries.pop()
+
+        async def act() -> None:
+            engine = self._engine()
+            models = len(self._models)
+            try:
+                engine.start_turn(thread, resume=entries)
+            except ResumeError as error:
+                problem = {
+                    "unknown": error.unknown,
+                    "twice": error.duplicated,
+                    "left_out": error.unanswered,
+                }[mistake]
+                assert problem, f"{mistake}: {error}"
+            else:
+                raise AssertionError(f"a resume with a {mistake} entry was accepted")
+            assert engine.turn(thread) is turn, "a refused resume changed the thread's turn"
+            assert len(self._models) == models
 
         self._call(act)
 
@@ -1433,13 +1575,38 @@ class PromisesMachine(RuleBasedStateMachine):
                     )
                     expected_status = {
                         ReasonKind.COMPLETED: RunStatus.completed,
+                        ReasonKind.INTERRUPTED: RunStatus.interrupted,
+                        ReasonKind.AGENT_CANCELLED: RunStatus.cancelled,
                     }.get(model.expected, RunStatus.failed)
                     assert turn.status is expected_status, f"{model.label}: {turn!r}"
+                asked = model.runs[-1].interrupts if turn.status is RunStatus.interrupted else ()
+                assert turn.interrupts == asked, f"{model.label} exposes {turn.interrupts}"
+                assert turn.snapshot().interrupts == asked, f"{model.label}: {turn.snapshot()}"
+            self._check_open_interrupts()
 
         endings: list[str] = []
         self._check(check)
         for ending in endings:  # for --hypothesis-show-statistics
             hypothesis.event("turn ended", ending)
+
+    def _check_open_interrupts(self) -> None:
+        """The engine's open interrupts per thread follow the turns: those of the last
+        turn that ended ``interrupted``, until one ends ``completed`` or
+        ``interrupted``; a turn that ended otherwise changes nothing."""
+        engine = self._engine()
+        for key in THREADS:
+            expected: tuple[Interrupt, ...] | None = None
+            for model in self._models:
+                turn = model.turn
+                if model.key != key or turn is None:
+                    continue
+                if turn.status is RunStatus.interrupted:
+                    expected = turn.interrupts
+                elif turn.status is RunStatus.completed:
+                    expected = ()
+            assert engine.open_interrupts(key) == expected, (
+                f"{key}: open interrupts {engine.open_interrupts(key)}, expected {expected}"
+            )
 
     @invariant()
     def continuation_depth_is_bounded(self) -> None:
@@ -1637,6 +1804,16 @@ class PromisesMachine(RuleBasedStateMachine):
     def _check_continuation(self, run_input: RunAgentInput) -> None:
         parent = run_input.parent_run_id
         record = self._records[run_input.run_id]
+        sent = run_input.resume
+        if record.index == 0:
+            expected = list(record.model.resume) if record.model.resume else msgspec.UNSET
+            assert sent == expected, (
+                f"{record.model.label}'s first run carried resume={sent}, not {expected}"
+            )
+        else:
+            assert sent is msgspec.UNSET, (
+                f"{record.model.label}'s continuation {record.index} repeats resume={sent}"
+            )
         if not isinstance(parent, str):
             assert record.index == 0, f"{record.model.label}'s run {record.index} has no parent"
             return
