@@ -392,7 +392,7 @@ def test_the_incremental_mapper_always_equals_a_full_mapping(
             messages.extend(pending[: n + 1])
             del pending[: n + 1]
         elif action == "stream":
-            streaming = TextMessage(_POOL[n % len(_POOL)], "assistant", "par")
+            streaming = TextMessage(_POOL[n % len(_POOL)], "assistant", "par", complete=False)
             messages.append(streaming)
         elif action == "grow" and streaming is not None:
             streaming.append("tial")

@@ -109,23 +109,29 @@ class ToolCallInfo:
 
 
 class TextMessage:
-    """Text the agent streamed; mutable while ``complete`` is False.
+    """Text of one message, as the agent streamed it; mutable while ``complete`` is False.
+
+    One built by the embedding code (earlier history, say) is complete unless it says
+    otherwise; the processor builds the ones it streams open, and closes them.
 
     Attributes:
         id: The ``messageId``.
         role: The role the agent gave (``assistant`` unless it said otherwise).
-        complete: True once TEXT_MESSAGE_END (or the end of the run) closed it.
+        complete: True once TEXT_MESSAGE_END (or the end of the run) closed it. While
+            it is False the text may still grow, so the mapper does not keep its mapping.
         interrupted: True when the run ended before the message was closed: the text is
             what arrived, kept (promise 7), but may be cut short.
     """
 
     __slots__ = ("_text", "complete", "id", "interrupted", "role")
 
-    def __init__(self, id: str, role: str = "assistant", text: str = "") -> None:
+    def __init__(
+        self, id: str, role: str = "assistant", text: str = "", *, complete: bool = True
+    ) -> None:
         self.id = id
         self.role = role
         self._text = TextAccumulator(text)
-        self.complete = False
+        self.complete = complete
         self.interrupted = False
 
     @property
@@ -145,14 +151,17 @@ class TextMessage:
 
 
 class ReasoningRecord:
-    """Reasoning or thinking text the agent streamed (not sent back by default)."""
+    """Reasoning or thinking text the agent streamed (not sent back by default).
+
+    Complete unless built otherwise, like :class:`TextMessage`.
+    """
 
     __slots__ = ("_text", "complete", "id")
 
-    def __init__(self, id: str) -> None:
+    def __init__(self, id: str, text: str = "", *, complete: bool = True) -> None:
         self.id = id
-        self._text = TextAccumulator()
-        self.complete = False
+        self._text = TextAccumulator(text)
+        self.complete = complete
 
     @property
     def text(self) -> str:

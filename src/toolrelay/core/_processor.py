@@ -899,7 +899,7 @@ class EventProcessor:
     # -- text -------------------------------------------------------------------
 
     def _start_text(self, message_id: str, role: str | None) -> TextMessage:
-        text = TextMessage(message_id, role or "assistant")
+        text = TextMessage(message_id, role or "assistant", complete=False)
         self._open_texts[message_id] = text
         self._text_sinks[message_id] = text.sink
         self.conversation.append(text)
@@ -1086,7 +1086,7 @@ class EventProcessor:
     def _reasoning(self, message_id: str) -> ReasoningRecord:
         record = self._open_reasoning.get(message_id)
         if record is None:
-            record = ReasoningRecord(message_id)
+            record = ReasoningRecord(message_id, complete=False)
             self._open_reasoning[message_id] = record
             self.conversation.append(record)
         return record
@@ -1137,7 +1137,7 @@ class EventProcessor:
 
     def _on_thinking_text_start(self, event: ThinkingTextMessageStartEvent) -> Sequence[Effect]:
         if self._thinking is None:
-            self._thinking = ReasoningRecord(self._id_factory())
+            self._thinking = ReasoningRecord(self._id_factory(), complete=False)
             self.conversation.append(self._thinking)
         return self._set_activity(_REASONING)
 
