@@ -15,15 +15,13 @@ Every quirk of the real server found here is written down in ``docs/quirks.md``.
 
 from __future__ import annotations
 
-import threading
-import uuid
+import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
-import httpx
 import msgspec
 import pytest
-import uvicorn
 from ag_ui.core import RunAgentInput as SdkRunAgentInput
 from ag_ui_langgraph import LangGraphAgent, add_langgraph_fastapi_endpoint
 from fastapi import FastAPI
@@ -46,10 +44,10 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import interrupt
 
 from toolrelay._reasons import ReasonKind
-from toolrelay.backends import AguiHttpBackend, ThreadKey
-from toolrelay.core import ReasoningRecord, TextMessage, ToolRegistry
+from toolrelay.backends import AguiHttpBackend
+from toolrelay.core import ToolRegistry
 from toolrelay.demo import DEMO_TOOLS
-from toolrelay.errors import HTTPStatusError, ResumeError
+from toolrelay.errors import ResumeError
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     AssistantMessage,
@@ -57,7 +55,6 @@ from toolrelay.protocol import (
     MessagesSnapshotEvent,
     RawEvent,
     ResumeEntry,
-    RunAgentInput,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunStartedEvent,
@@ -68,6 +65,25 @@ from toolrelay.protocol import (
     encode,
 )
 from toolrelay.runtime import Engine, Turn
+
+# The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
+sys.path.insert(0, str(Path(__file__).parent))
+from _loopback import (
+    completed_turn,
+    failure,
+    new_thread,
+    no_arguments_turn,
+    no_tools_turn,
+    reasoning_turn,
+    recorded_engine,
+    rejected_without_run_id,
+    run_turn,
+    secret_input,
+    serve,
+    server_tool_turn,
+    texts,
+    wire_run,
+)
 
 pytestmark = [
     pytest.mark.anyio,
@@ -323,65 +339,11 @@ add_langgraph_fastapi_endpoint(
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     """ag-ui-langgraph's FastAPI app served by uvicorn on loopback, in a thread."""
-    config = uvicorn.Config(
-        APP, host="127.0.0.1", port=0, lifespan="off", log_config=None, http="h11", ws="none"
-    )
-    uv = uvicorn.Server(config)
-    stopped = threading.Event()
-
-    def serve() -> None:
-        try:
-            uv.run()
-        finally:
-            stopped.set()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    for _ in range(1000):
-        if uv.started or stopped.wait(0.01):
-            break
-    assert uv.started, "the LangGraph server did not start"
-    host, port = uv.servers[0].sockets[0].getsockname()[:2]
-    yield f"http://{host}:{port}"
-    uv.should_exit = True
-    thread.join(5)
+    with serve(APP, "the LangGraph server") as url:
+        yield url
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-class Recording:
-    """An AguiHttpBackend that keeps every RunAgentInput it sent."""
-
-    def __init__(self, backend: AguiHttpBackend) -> None:
-        self.backend = backend
-        self.inputs: list[RunAgentInput] = []
-
-    async def allocate_run(self, key: ThreadKey) -> str | None:
-        return await self.backend.allocate_run(key)
-
-    def run(self, key: ThreadKey, run_input: RunAgentInput) -> Any:
-        self.inputs.append(run_input)
-        return self.backend.run(key, run_input)
-
-
-def new_thread() -> str:
-    """A thread the server has never seen (its checkpointer outlives a test)."""
-    return f"lg-{uuid.uuid4().hex}"
-
-
-async def run_turn(
-    url: str, message: str, *, tools: ToolRegistry = DEMO_TOOLS
-) -> tuple[Turn, list[RunAgentInput]]:
-    async with AguiHttpBackend(url) as backend:
-        recording = Recording(backend)
-        async with Engine(recording, tools=tools) as engine:
-            turn = await engine.run_turn(new_thread(), message)
-    return turn, recording.inputs
-
-
-def texts(turn: Turn) -> list[str]:
-    return [m.text for m in turn.conversation.messages if isinstance(m, TextMessage)]
 
 
 def model_calls(turn: Turn) -> list[list[BaseMessage]]:
@@ -402,9 +364,7 @@ def shape(messages: Sequence[BaseMessage]) -> list[str]:
 async def test_client_tools_go_out_come_back_and_the_results_continue(
     server: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    turn, inputs = await run_turn(f"{server}/agent", "What are the secret numbers?")
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.violations == ()
+    turn, inputs = await completed_turn(f"{server}/agent", "What are the secret numbers?")
     assert [r for r in caplog.records if r.name.startswith("toolrelay")] == []
     calls = list(turn.conversation.tool_calls())
     assert [(c.id, c.name, c.arguments, c.status) for c in calls] == [
@@ -433,9 +393,7 @@ async def test_client_tools_go_out_come_back_and_the_results_continue(
 
 
 async def test_multihop_continues_twice(server: str) -> None:
-    turn, inputs = await run_turn(f"{server}/agent", "What's the weather where Alice lives?")
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.violations == ()
+    turn, inputs = await completed_turn(f"{server}/agent", "What's the weather where Alice lives?")
     assert [c.arguments for c in turn.conversation.tool_calls()] == [
         '{"person": "alice"}',
         '{"city": "Paris"}',
@@ -463,25 +421,14 @@ async def test_multihop_continues_twice(server: str) -> None:
 async def test_a_tool_without_arguments_streams_no_args_and_is_sent_back_as_empty_object(
     server: str,
 ) -> None:
-    turn, inputs = await run_turn(f"{server}/agent", "Which people do you know?")
-    assert turn.status is RunStatus.completed, turn.reason
-    (call,) = turn.conversation.tool_calls()
-    assert (call.name, call.arguments) == ("list_people", "")
-    (sent,) = [m for m in inputs[1].messages if isinstance(m, AssistantMessage) and m.tool_calls]
-    assert sent.tool_calls is not None
-    assert sent.tool_calls[0].function.arguments == "{}"
+    turn, _ = await no_arguments_turn(f"{server}/agent")
     assert texts(turn) == ['People: ["alice","bob","carol"]']
 
 
 async def test_reasoning_is_recorded_and_its_signature_stays_in_the_checkpoint(
     server: str,
 ) -> None:
-    turn, inputs = await run_turn(f"{server}/agent", "think, then tell me Bob's number")
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.violations == ()
-    (reasoning,) = [m for m in turn.conversation.messages if isinstance(m, ReasoningRecord)]
-    assert reasoning.text == "The user wants a number."
-    assert all(type(m).__name__ != "ReasoningMessage" for m in inputs[1].messages)
+    turn, _ = await reasoning_turn(f"{server}/agent")
     assert texts(turn) == ["Bob has 7."]
     # The continuation carries no signature, but the model gets its own message back from
     # the checkpoint, thinking block and signature included.
@@ -500,9 +447,7 @@ async def test_reasoning_is_recorded_and_its_signature_stays_in_the_checkpoint(
 async def test_arguments_in_the_chunk_that_names_the_call_are_dropped_by_the_adapter(
     server: str,
 ) -> None:
-    turn, inputs = await run_turn(f"{server}/agent", "glued")
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.violations == ()
+    turn, inputs = await completed_turn(f"{server}/agent", "glued")
     # TOOL_CALL_START, then TOOL_CALL_END: the arguments never reach the client.
     (call,) = turn.conversation.tool_calls()
     assert (call.id, call.arguments, call.status) == ("g1", "", ToolCallStatus.failed)
@@ -520,9 +465,7 @@ async def test_arguments_in_the_chunk_that_names_the_call_are_dropped_by_the_ada
 
 
 async def test_of_two_calls_in_one_chunk_only_the_first_reaches_the_client(server: str) -> None:
-    turn, inputs = await run_turn(f"{server}/agent", "both numbers together")
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.violations == ()
+    turn, inputs = await completed_turn(f"{server}/agent", "both numbers together")
     assert [(c.id, c.arguments) for c in turn.conversation.tool_calls()] == [
         ("x1", '{"name": "alice"}')
     ]
@@ -538,15 +481,7 @@ async def test_of_two_calls_in_one_chunk_only_the_first_reaches_the_client(serve
 
 
 async def test_a_server_side_tool_result_is_kept_not_executed_again(server: str) -> None:
-    SERVER_TOOL_RUNS.clear()
-    turn, inputs = await run_turn(f"{server}/agent", "roll a die, then ask for a number")
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.violations == ()
-    assert SERVER_TOOL_RUNS == [4]
-    calls = {c.id: c for c in turn.conversation.tool_calls()}
-    assert calls["srv-1"].status is ToolCallStatus.completed
-    assert calls["srv-1"].result is not None and calls["srv-1"].result.content == "4"
-    assert calls["cli-1"].result is not None and calls["cli-1"].result.content == "42"
+    turn, inputs = await server_tool_turn(f"{server}/agent", SERVER_TOOL_RUNS)
     assert texts(turn) == ["Rolled. ", "Die 4, secret 42."]
     # TOOL_CALL_RESULT names the result by the call id; the checkpoint stores it under a
     # uuid. toolrelay echoes it under the first, so the graph appends it a second time
@@ -567,33 +502,22 @@ async def test_a_server_side_tool_result_is_kept_not_executed_again(server: str)
 
 async def test_a_model_error_is_run_error_and_fails_the_turn(server: str) -> None:
     turn, _ = await run_turn(f"{server}/agent", "please fail")
-    assert turn.status is RunStatus.failed
-    assert turn.reason is not None
-    assert turn.reason.kind is ReasonKind.AGENT_ERROR
-    assert turn.reason.message == "the model fell over"
+    assert failure(turn) == (RunStatus.failed, ReasonKind.AGENT_ERROR, "the model fell over")
 
 
 async def test_a_graph_without_a_checkpointer_fails_every_run(server: str) -> None:
     turn, _ = await run_turn(f"{server}/stateless", "hi")
-    assert turn.status is RunStatus.failed
-    assert turn.reason is not None
-    assert turn.reason.kind is ReasonKind.AGENT_ERROR
-    assert turn.reason.message == "No checkpointer set"
+    assert failure(turn) == (RunStatus.failed, ReasonKind.AGENT_ERROR, "No checkpointer set")
 
 
 async def test_a_missing_tool_is_answered_in_words(server: str) -> None:
-    turn, inputs = await run_turn(f"{server}/agent", "secret?", tools=ToolRegistry())
-    assert turn.status is RunStatus.completed
-    assert texts(turn) == ["I have no get_secret_number tool."]
-    assert inputs[0].tools == []
+    await no_tools_turn(f"{server}/agent")
 
 
 async def test_a_model_that_does_not_stream_answers_only_in_the_messages_snapshot(
     server: str,
 ) -> None:
-    turn, _ = await run_turn(f"{server}/nostream", "hi")
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.violations == ()
+    turn, _ = await completed_turn(f"{server}/nostream", "hi")
     assert texts(turn) == []
     assert turn.conversation.last_snapshot is not None
     answer = turn.conversation.last_snapshot[-1]
@@ -618,7 +542,8 @@ async def test_the_thread_history_lives_on_the_server(server: str) -> None:
         assert first.status is second.status is RunStatus.completed
         assert texts(second)[-1] == "Hello from LangGraph."
         # Everything toolrelay sends back is already in the checkpoint: nothing doubles.
-        assert shape(MODEL_CALLS[thread][-1]) == [
+        history = shape(MODEL_CALLS[thread][-1])
+        assert history == [
             "HumanMessage",
             "AIMessage",
             "tool:call-a",
@@ -631,30 +556,19 @@ async def test_the_thread_history_lives_on_the_server(server: str) -> None:
             fresh = await engine.run_turn(thread, "hello, it's a new client")
     assert fresh.status is RunStatus.completed
     assert len(fresh.conversation.messages) == 2
-    assert shape(MODEL_CALLS[thread][-1]) == [
-        "HumanMessage",
-        "AIMessage",
-        "tool:call-a",
-        "tool:call-b",
-        "AIMessage",
-        "HumanMessage",
-        "AIMessage",
-        "HumanMessage",
-    ]
+    assert shape(MODEL_CALLS[thread][-1]) == [*history, "AIMessage", "HumanMessage"]
 
 
 async def test_the_state_snapshot_is_echoed_and_keeps_a_withdrawn_tool_offered(
     server: str,
 ) -> None:
     thread = new_thread()
-    async with AguiHttpBackend(f"{server}/agent") as backend:
-        recording = Recording(backend)
-        async with Engine(recording, tools=DEMO_TOOLS) as engine:
-            first = await engine.run_turn(thread, "hi")
-            state = first.conversation.state
-            assert isinstance(state, dict) and sorted(state) == ["messages", "tools"]
-            # The next turn offers no tools at all...
-            second = await engine.run_turn(thread, "secret numbers?", tools=ToolRegistry())
+    async with recorded_engine(f"{server}/agent") as (engine, recording):
+        first = await engine.run_turn(thread, "hi")
+        state = first.conversation.state
+        assert isinstance(state, dict) and sorted(state) == ["messages", "tools"]
+        # The next turn offers no tools at all...
+        second = await engine.run_turn(thread, "secret numbers?", tools=ToolRegistry())
     assert recording.inputs[1].tools == []
     assert recording.inputs[1].state == state
     # ...but the graph merges the echoed state's tools after the (empty) input's, so the
@@ -670,28 +584,26 @@ async def test_an_interrupt_outcome_ends_the_turn_interrupted_and_a_resume_conti
     server: str,
 ) -> None:
     thread = new_thread()
-    async with AguiHttpBackend(f"{server}/approval-outcome") as backend:
-        recording = Recording(backend)
-        async with Engine(recording, tools=DEMO_TOOLS) as engine:
-            first = await engine.run_turn(thread, "may I?")
+    async with recorded_engine(f"{server}/approval-outcome") as (engine, recording):
+        first = await engine.run_turn(thread, "may I?")
 
-            # The graph stopped in interrupt(): the turn is interrupted, not completed,
-            # and says what the graph asks (its payload under metadata.langgraph.raw).
-            assert first.status is RunStatus.interrupted, first.reason
-            assert first.reason is not None
-            assert first.reason.kind is ReasonKind.INTERRUPTED
-            assert first.violations == ()
-            (asked,) = first.interrupts
-            assert asked.reason == "langgraph:interrupt"
-            assert asked.message is None  # the payload is a dict without "message"
-            assert asked.metadata is not None
-            assert asked.metadata["langgraph"]["raw"] == {"question": "May I?"}
-            assert engine.open_interrupts(thread) == (asked,)
+        # The graph stopped in interrupt(): the turn is interrupted, not completed,
+        # and says what the graph asks (its payload under metadata.langgraph.raw).
+        assert first.status is RunStatus.interrupted, first.reason
+        assert first.reason is not None
+        assert first.reason.kind is ReasonKind.INTERRUPTED
+        assert first.violations == ()
+        (asked,) = first.interrupts
+        assert asked.reason == "langgraph:interrupt"
+        assert asked.message is None  # the payload is a dict without "message"
+        assert asked.metadata is not None
+        assert asked.metadata["langgraph"]["raw"] == {"question": "May I?"}
+        assert engine.open_interrupts(thread) == (asked,)
 
-            # The answer: a new turn with no message, its first run carrying resume.
-            answer = ResumeEntry(interrupt_id=asked.id, status="resolved", payload="yes")
-            second = await engine.run_turn(thread, resume=[answer])
-            assert engine.open_interrupts(thread) == ()
+        # The answer: a new turn with no message, its first run carrying resume.
+        answer = ResumeEntry(interrupt_id=asked.id, status="resolved", payload="yes")
+        second = await engine.run_turn(thread, resume=[answer])
+        assert engine.open_interrupts(thread) == ()
 
     assert second.status is RunStatus.completed, second.reason
     assert second.violations == ()
@@ -712,16 +624,12 @@ async def test_an_interrupt_without_the_outcome_reads_as_an_answer(server: str) 
     # run with a plain RUN_FINISHED: on the wire that is a success, and toolrelay cannot
     # know what to resume (docs/quirks.md). Every later message gets the interrupt back.
     thread = new_thread()
-    async with AguiHttpBackend(f"{server}/approval") as backend:
-        recording = Recording(backend)
-        async with Engine(recording, tools=DEMO_TOOLS) as engine:
-            first = await engine.run_turn(thread, "may I?")
-            second = await engine.run_turn(thread, "hello?")
-            assert engine.open_interrupts(thread) == ()
-            with pytest.raises(ResumeError, match="the thread has no open interrupt"):
-                engine.start_turn(
-                    thread, resume=[ResumeEntry(interrupt_id="any", status="resolved")]
-                )
+    async with recorded_engine(f"{server}/approval") as (engine, recording):
+        first = await engine.run_turn(thread, "may I?")
+        second = await engine.run_turn(thread, "hello?")
+        assert engine.open_interrupts(thread) == ()
+        with pytest.raises(ResumeError, match="the thread has no open interrupt"):
+            engine.start_turn(thread, resume=[ResumeEntry(interrupt_id="any", status="resolved")])
     for turn in (first, second):
         assert turn.status is RunStatus.completed, turn.reason
         assert turn.interrupts == ()
@@ -733,21 +641,9 @@ async def test_an_interrupt_without_the_outcome_reads_as_an_answer(server: str) 
 # --- the wire, directly -----------------------------------------------------------------------
 
 
-def secret_input(**kwargs: Any) -> RunAgentInput:
-    return RunAgentInput(
-        thread_id=new_thread(),
-        run_id="wire-run",
-        messages=[UserMessage(id="u1", content="secret numbers")],
-        tools=list(DEMO_TOOLS.definitions()),
-        **kwargs,
-    )
-
-
 async def test_what_a_run_looks_like_on_the_wire(server: str) -> None:
-    run_input = secret_input(protocol_version="1.0")
-    async with AguiHttpBackend(f"{server}/agent") as backend:
-        async with backend.run(ThreadKey(run_input.thread_id), run_input) as events:
-            received = [event async for event in events]
+    run_input = secret_input(thread_id=new_thread(), protocol_version="1.0")
+    received = await wire_run(f"{server}/agent", run_input)
     started, finished = received[0], received[-1]
     assert isinstance(started, RunStartedEvent)
     assert (started.thread_id, started.run_id) == (run_input.thread_id, "wire-run")
@@ -773,10 +669,7 @@ async def test_what_a_run_looks_like_on_the_wire(server: str) -> None:
 async def test_an_interrupt_is_a_custom_event_or_an_interrupt_outcome(server: str) -> None:
     received: dict[str, list[Any]] = {}
     for path in ("/approval", "/approval-outcome"):
-        run_input = secret_input()
-        async with AguiHttpBackend(f"{server}{path}") as backend:
-            async with backend.run(ThreadKey(run_input.thread_id), run_input) as events:
-                received[path] = [event async for event in events]
+        received[path] = await wire_run(f"{server}{path}", secret_input(thread_id=new_thread()))
     for run in received.values():
         (custom,) = [e for e in run if isinstance(e, CustomEvent)]
         assert (custom.name, custom.value) == ("on_interrupt", '{"question": "May I?"}')
@@ -791,32 +684,8 @@ async def test_an_interrupt_is_a_custom_event_or_an_interrupt_outcome(server: st
 
 
 async def test_a_request_the_server_rejects_is_a_422_with_its_reasons(server: str) -> None:
-    async with AguiHttpBackend(
-        f"{server}/agent", transport=_BreakingTransport(httpx.AsyncHTTPTransport())
-    ) as backend:
-        with pytest.raises(HTTPStatusError) as caught:
-            async with backend.run(ThreadKey("t"), secret_input()) as events:
-                async for _ in events:
-                    pass
-    assert caught.value.status_code == 422
-    assert '"loc":["body","runId"]' in caught.value.body_excerpt
-
-
-class _BreakingTransport(httpx.AsyncBaseTransport):
-    """Sends a body without ``runId`` (what a buggy client would)."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self.inner = inner
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
-        broken = httpx.Request(
-            request.method,
-            request.url,
-            headers=headers,
-            content=request.content.replace(b'"runId":"wire-run",', b""),
-        )
-        return await self.inner.handle_async_request(broken)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+    rejected = await rejected_without_run_id(
+        f"{server}/agent", secret_input(thread_id=new_thread())
+    )
+    assert rejected.status_code == 422
+    assert '"loc":["body","runId"]' in rejected.body_excerpt

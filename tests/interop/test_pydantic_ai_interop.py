@@ -12,14 +12,14 @@ Every quirk of the real server found here is written down in ``docs/quirks.md``.
 
 from __future__ import annotations
 
-import threading
+import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-import uvicorn
 from ag_ui.core import RunAgentInput as SdkRunAgentInput
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -41,23 +41,35 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from toolrelay._reasons import ReasonKind
-from toolrelay.backends import AguiHttpBackend, ThreadKey
 from toolrelay.cli._replay import replay_capture
-from toolrelay.core import ReasoningRecord, TextMessage, ToolRegistry, tool
+from toolrelay.core import TextMessage, tool
 from toolrelay.demo import DEMO_TOOLS
-from toolrelay.errors import HTTPStatusError
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     AssistantMessage,
-    RunAgentInput,
     RunFinishedEvent,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
     ToolMessage,
-    UserMessage,
     encode,
 )
-from toolrelay.runtime import Engine, Turn
+
+# The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
+sys.path.insert(0, str(Path(__file__).parent))
+from _loopback import (
+    completed_turn,
+    failure,
+    no_arguments_turn,
+    no_tools_turn,
+    reasoning_turn,
+    rejected_without_run_id,
+    run_turn,
+    secret_input,
+    serve,
+    server_tool_turn,
+    texts,
+    wire_run,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -190,60 +202,8 @@ APP = Starlette(
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     """pydantic-ai's AG-UI app served by uvicorn on loopback, in a thread."""
-    config = uvicorn.Config(
-        APP, host="127.0.0.1", port=0, lifespan="off", log_config=None, http="h11", ws="none"
-    )
-    uv = uvicorn.Server(config)
-    stopped = threading.Event()
-
-    def serve() -> None:
-        try:
-            uv.run()
-        finally:
-            stopped.set()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    for _ in range(1000):
-        if uv.started or stopped.wait(0.01):
-            break
-    assert uv.started, "pydantic-ai's server did not start"
-    host, port = uv.servers[0].sockets[0].getsockname()[:2]
-    yield f"http://{host}:{port}"
-    uv.should_exit = True
-    thread.join(5)
-
-
-# --- helpers ---------------------------------------------------------------------------------
-
-
-class Recording:
-    """An AguiHttpBackend that keeps every RunAgentInput it sent."""
-
-    def __init__(self, backend: AguiHttpBackend) -> None:
-        self.backend = backend
-        self.inputs: list[RunAgentInput] = []
-
-    async def allocate_run(self, key: ThreadKey) -> str | None:
-        return await self.backend.allocate_run(key)
-
-    def run(self, key: ThreadKey, run_input: RunAgentInput) -> Any:
-        self.inputs.append(run_input)
-        return self.backend.run(key, run_input)
-
-
-async def run_turn(
-    url: str, message: str, *, tools: ToolRegistry = DEMO_TOOLS
-) -> tuple[Turn, list[RunAgentInput]]:
-    async with AguiHttpBackend(url) as backend:
-        recording = Recording(backend)
-        async with Engine(recording, tools=tools) as engine:
-            turn = await engine.run_turn("interop-thread", message)
-    return turn, recording.inputs
-
-
-def texts(turn: Turn) -> list[str]:
-    return [m.text for m in turn.conversation.messages if isinstance(m, TextMessage)]
+    with serve(APP, "pydantic-ai's server") as url:
+        yield url
 
 
 # --- the round trip -----------------------------------------------------------------------------
@@ -251,9 +211,7 @@ def texts(turn: Turn) -> list[str]:
 
 async def test_client_tools_go_out_come_back_and_the_results_continue(server: str) -> None:
     MODEL_CALLS.clear()
-    turn, inputs = await run_turn(f"{server}/agent", "What are the secret numbers?")
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.violations == ()
+    turn, inputs = await completed_turn(f"{server}/agent", "What are the secret numbers?")
     calls = list(turn.conversation.tool_calls())
     assert [(c.name, c.arguments, c.status) for c in calls] == [
         ("get_secret_number", '{"name": "alice"}', ToolCallStatus.completed),
@@ -298,13 +256,7 @@ async def test_multihop_continues_twice(server: str) -> None:
 async def test_a_tool_without_arguments_streams_no_args_and_is_sent_back_as_empty_object(
     server: str,
 ) -> None:
-    turn, inputs = await run_turn(f"{server}/agent", "Which people do you know?")
-    assert turn.status is RunStatus.completed, turn.reason
-    (call,) = turn.conversation.tool_calls()
-    assert (call.name, call.arguments) == ("list_people", "")
-    sent = [m for m in inputs[1].messages if isinstance(m, AssistantMessage) and m.tool_calls]
-    assert sent[0].tool_calls is not None
-    assert sent[0].tool_calls[0].function.arguments == "{}"
+    turn, _ = await no_arguments_turn(f"{server}/agent")
     assert texts(turn)[-1] == 'People: ["alice","bob","carol"]'
 
 
@@ -320,35 +272,16 @@ async def test_an_empty_text_message_opens_every_tool_call_response(server: str)
 
 
 async def test_reasoning_events_are_recorded_and_not_sent_back(server: str) -> None:
-    turn, inputs = await run_turn(f"{server}/agent", "think, then tell me Bob's number")
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.violations == ()
-    (reasoning,) = [m for m in turn.conversation.messages if isinstance(m, ReasoningRecord)]
-    assert reasoning.text == "The user wants a number."
-    # The continuation carries no reasoning message (and so no thinking signature).
-    assert all(type(m).__name__ != "ReasoningMessage" for m in inputs[1].messages)
+    turn, _ = await reasoning_turn(f"{server}/agent")
     assert texts(turn)[-1] == "Bob has 7."
 
 
 async def test_legacy_thinking_events_are_tolerated(server: str) -> None:
-    turn, _ = await run_turn(f"{server}/legacy", "think, then tell me Bob's number")
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.violations == ()
-    (reasoning,) = [m for m in turn.conversation.messages if isinstance(m, ReasoningRecord)]
-    assert reasoning.text == "The user wants a number."
+    await reasoning_turn(f"{server}/legacy")
 
 
 async def test_a_server_side_tool_result_is_kept_not_executed_again(server: str) -> None:
-    SERVER_TOOL_RUNS.clear()
-    turn, inputs = await run_turn(f"{server}/agent", "roll a die, then ask for a number")
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.violations == ()
-    assert SERVER_TOOL_RUNS == [4]
-    calls = {c.id: c for c in turn.conversation.tool_calls()}
-    # roll_die is not a client tool: executing it here would have failed ("unknown tool").
-    assert calls["srv-1"].status is ToolCallStatus.completed
-    assert calls["srv-1"].result is not None and calls["srv-1"].result.content == "4"
-    assert calls["cli-1"].result is not None and calls["cli-1"].result.content == "42"
+    turn, inputs = await server_tool_turn(f"{server}/agent", SERVER_TOOL_RUNS)
     assert texts(turn)[-1] == "Die 4, secret 42."
     # Both results travel back (the server's own one is echoed), each once.
     results = [m.tool_call_id for m in inputs[1].messages if isinstance(m, ToolMessage)]
@@ -373,38 +306,18 @@ async def test_a_client_tool_named_like_a_server_tool_is_refused_by_the_server(
 
 async def test_a_model_error_is_run_error_and_fails_the_turn(server: str) -> None:
     turn, _ = await run_turn(f"{server}/agent", "please fail")
-    assert turn.status is RunStatus.failed
-    assert turn.reason is not None
-    assert turn.reason.kind is ReasonKind.AGENT_ERROR
-    assert turn.reason.message == "the model fell over"
+    assert failure(turn) == (RunStatus.failed, ReasonKind.AGENT_ERROR, "the model fell over")
 
 
 async def test_a_missing_tool_is_answered_in_words(server: str) -> None:
-    turn, inputs = await run_turn(f"{server}/agent", "secret?", tools=ToolRegistry())
-    assert turn.status is RunStatus.completed
-    assert texts(turn) == ["I have no get_secret_number tool."]
-    assert inputs[0].tools == []
+    await no_tools_turn(f"{server}/agent")
 
 
 # --- the wire, directly -----------------------------------------------------------------------
 
 
-def secret_input(**kwargs: Any) -> RunAgentInput:
-    return RunAgentInput(
-        thread_id="wire-thread",
-        run_id="wire-run",
-        messages=[UserMessage(id="u1", content="secret numbers")],
-        tools=list(DEMO_TOOLS.definitions()),
-        **kwargs,
-    )
-
-
 async def test_run_ids_are_echoed_and_1_0_clients_get_pending_call_ids(server: str) -> None:
-    async with AguiHttpBackend(f"{server}/agent") as backend:
-        async with backend.run(
-            ThreadKey("wire-thread"), secret_input(protocol_version="1.0")
-        ) as events:
-            received = [event async for event in events]
+    received = await wire_run(f"{server}/agent", secret_input(protocol_version="1.0"))
     started, finished = received[0], received[-1]
     assert isinstance(started, RunStartedEvent)
     assert (started.thread_id, started.run_id, started.protocol_version) == (
@@ -420,35 +333,9 @@ async def test_run_ids_are_echoed_and_1_0_clients_get_pending_call_ids(server: s
 
 
 async def test_a_request_the_server_rejects_is_a_422_with_its_reasons(server: str) -> None:
-    async with AguiHttpBackend(
-        f"{server}/agent", transport=_BreakingTransport(httpx.AsyncHTTPTransport())
-    ) as backend:
-        with pytest.raises(HTTPStatusError) as caught:
-            async with backend.run(ThreadKey("t"), secret_input()) as events:
-                async for _ in events:
-                    pass
-    assert caught.value.status_code == 422
-    assert '"loc":["runId"]' in caught.value.body_excerpt
-
-
-class _BreakingTransport(httpx.AsyncBaseTransport):
-    """Sends a body without ``runId`` (what a buggy client would)."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self.inner = inner
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
-        broken = httpx.Request(
-            request.method,
-            request.url,
-            headers=headers,
-            content=request.content.replace(b'"runId":"wire-run",', b""),
-        )
-        return await self.inner.handle_async_request(broken)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+    rejected = await rejected_without_run_id(f"{server}/agent", secret_input())
+    assert rejected.status_code == 422
+    assert '"loc":["runId"]' in rejected.body_excerpt
 
 
 async def test_a_recorded_pydantic_ai_stream_replays_cleanly(server: str) -> None:
