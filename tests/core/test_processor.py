@@ -1119,6 +1119,69 @@ def test_messages_snapshot_is_stored_and_the_history_is_not_rewritten() -> None:
     assert [getattr(m, "id", None) for m in processor.conversation.messages] == ["user-1", "m1"]
 
 
+def _tool_messages(run_input: Any) -> list[tuple[str, str]]:
+    return [(m.id, m.tool_call_id) for m in run_input.messages if isinstance(m, ToolMessage)]
+
+
+def test_a_server_tool_result_goes_back_under_the_id_the_snapshot_stored_it_under() -> None:
+    # LangGraph's adapter: TOOL_CALL_RESULT names the result by the call id, the
+    # checkpoint (and so MESSAGES_SNAPSHOT) by a fresh id; it merges requests by id.
+    processor = running()
+    feed(
+        processor,
+        server_tool_call("search", "{}", "hits", id="srv-1", message_id="srv-1"),
+        tool_call("local", "{}", id="cli-1"),
+        MessagesSnapshotEvent(
+            messages=[
+                USER,
+                AssistantMessage(
+                    id="ai-1",
+                    tool_calls=[
+                        ToolCall(id="srv-1", function=FunctionCall(name="search", arguments="{}"))
+                    ],
+                ),
+                ToolMessage(id="stored-9", tool_call_id="srv-1", content="hits"),
+            ]
+        ),
+    )
+    only(finish(processor), ToolsReady)
+    execute_all(processor)
+    sent = processor.start_run("run-2")
+    [(server_id, _), (client_id, client_call)] = _tool_messages(sent)
+    assert server_id == "stored-9"
+    assert client_call == "cli-1" and client_id.startswith("gen-")
+    assert "srv-1" not in [m.id for m in sent.messages]
+
+
+def test_a_later_snapshot_renames_a_result_committed_by_an_earlier_run() -> None:
+    processor = running()
+    feed(processor, server_tool_call("search", "{}", "hits", id="srv-1", message_id="srv-1"))
+    feed(processor, tool_call("local", "{}", id="cli-1"))
+    finish(processor)
+    execute_all(processor)
+    processor.start_run("run-2")
+    assert _tool_messages(processor.build_run_input("x"))[0] == ("srv-1", "srv-1")
+    feed(
+        processor,
+        run_started(THREAD, "server-run-2"),
+        MessagesSnapshotEvent(
+            messages=[ToolMessage(id="stored-9", tool_call_id="srv-1", content="hits")]
+        ),
+    )
+    assert processor.conversation.adopt_result_ids({}) == 0
+    tool_messages = _tool_messages(processor.build_run_input("x"))
+    assert tool_messages[0] == ("stored-9", "srv-1")
+    assert tool_messages[1][1] == "cli-1" and tool_messages[1][0] != "stored-9"
+
+
+def test_a_snapshot_without_tool_messages_renames_nothing() -> None:
+    processor = running()
+    feed(processor, server_tool_call("search", "{}", "hits", id="srv-1", message_id="r1"))
+    feed(processor, MessagesSnapshotEvent(messages=[USER]))
+    finish(processor)
+    assert _tool_messages(processor.build_run_input("x")) == [("r1", "srv-1")]
+
+
 # --- limits ------------------------------------------------------------------------------
 
 

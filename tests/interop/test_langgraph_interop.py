@@ -484,20 +484,15 @@ async def test_a_server_side_tool_result_is_kept_not_executed_again(server: str)
     turn, inputs = await server_tool_turn(f"{server}/agent", SERVER_TOOL_RUNS)
     assert texts(turn) == ["Rolled. ", "Die 4, secret 42."]
     # TOOL_CALL_RESULT names the result by the call id; the checkpoint stores it under a
-    # uuid. toolrelay echoes it under the first, so the graph appends it a second time
-    # (docs/quirks.md; a provider that checks tool message order would refuse this).
-    results = [m for m in inputs[1].messages if isinstance(m, ToolMessage)]
-    assert [(m.id, m.tool_call_id) for m in results][0] == ("srv-1", "srv-1")
+    # uuid, which MESSAGES_SNAPSHOT shows. toolrelay sends the result back under the
+    # stored id, so the graph merges it instead of appending it a second time
+    # (docs/quirks.md; a provider that checks tool message order would refuse a double).
     history = model_calls(turn)[-1]
-    assert shape(history) == [
-        "HumanMessage",
-        "AIMessage",
-        "tool:srv-1",
-        "AIMessage",
-        "tool:srv-1",
-        "tool:cli-1",
-    ]
-    assert history[2].id != "srv-1"
+    assert shape(history) == ["HumanMessage", "AIMessage", "tool:srv-1", "AIMessage", "tool:cli-1"]
+    stored_id = history[2].id
+    assert stored_id != "srv-1"
+    results = [m for m in inputs[1].messages if isinstance(m, ToolMessage)]
+    assert [(m.id, m.tool_call_id) for m in results][0] == (stored_id, "srv-1")
 
 
 async def test_a_model_error_is_run_error_and_fails_the_turn(server: str) -> None:

@@ -17,7 +17,7 @@ not changed again.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -270,6 +270,31 @@ class Conversation:
                 ids.add(message.tool_call_id)
         self._indexed = len(messages)
         return call_id in ids
+
+    def adopt_result_ids(self, stored: Mapping[str, str]) -> int:
+        """Send each committed tool result under the id the server stored it under.
+
+        Args:
+            stored: ``toolCallId -> message id`` of the ``tool`` messages of the agent's
+                last ``MESSAGES_SNAPSHOT``.
+
+        Returns:
+            How many results were renamed. A renamed batch is replaced in
+            :attr:`messages` by a copy (batches are immutable).
+        """
+        renamed = 0
+        messages = self.messages
+        for i, message in enumerate(messages):
+            if not isinstance(message, ToolCallMessage):
+                continue
+            ids = tuple(
+                stored.get(call.id, current)
+                for call, current in zip(message.calls, message.result_message_ids, strict=True)
+            )
+            if ids != message.result_message_ids:
+                renamed += sum(a != b for a, b in zip(ids, message.result_message_ids, strict=True))
+                messages[i] = msgspec.structs.replace(message, result_message_ids=ids)
+        return renamed
 
     def texts(self) -> Iterator[TextMessage]:
         """Every streamed text message, oldest first."""

@@ -85,6 +85,13 @@ STATE_DELTA that does not apply         dropped, state unchanged (``state_delta_
 an event type toolrelay does not know   ignored (the protocol grows); logged at debug
 =====================================  ==============================================
 
+MESSAGES_SNAPSHOT: kept as ``conversation.last_snapshot``; the history is not rewritten
+from it, with one exception. A server that keeps the thread's history merges the next
+request into it by message id, so every tool result goes back under the id the
+snapshot shows for its call (LangGraph's adapter announces a result it ran under the
+call id and stores it under another; sent back under the first, it would be added
+twice).
+
 Errors: a limit passed, or RUN_ERROR, ends the turn failed and returns
 :class:`TurnEnded`. Any other exception while processing first moves the turn to
 ``failed`` (``internal_error``) and abandons its calls, then propagates: after an
@@ -172,6 +179,7 @@ from toolrelay.protocol import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    ToolMessage,
     UnknownEvent,
 )
 
@@ -1173,7 +1181,17 @@ class EventProcessor:
         return NO_EFFECTS
 
     def _on_messages_snapshot(self, event: MessagesSnapshotEvent) -> Sequence[Effect]:
-        self.conversation.last_snapshot = tuple(event.messages)
+        snapshot = tuple(event.messages)
+        self.conversation.last_snapshot = snapshot
+        # A server that keeps the thread's history merges the next request into it by
+        # message id, so a tool result must go back under the id the server stored it
+        # under: LangGraph's adapter names a result it sends by the call id but stores
+        # it under a fresh one, and would add it a second time.
+        stored = {m.tool_call_id: m.id for m in snapshot if isinstance(m, ToolMessage)}
+        if stored:
+            for call_id in self._result_ids:
+                self._result_ids[call_id] = stored.get(call_id, self._result_ids[call_id])
+            self.conversation.adopt_result_ids(stored)
         return NO_EFFECTS
 
 
