@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -69,6 +71,10 @@ from toolrelay.testing import (
 )
 from toolrelay.testing._scripted import Script
 
+# The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
+sys.path.insert(0, str(Path(__file__).parent))
+from _streams import drain
+
 pytestmark = pytest.mark.anyio
 
 T1 = ThreadKey("t1")
@@ -88,25 +94,6 @@ SECRET_TOOLS = ToolRegistry.of(get_secret_number)
 
 
 # -- helpers ----------------------------------------------------------------------------
-
-
-def drain(stream: MemoryObjectReceiveStream[Notification]) -> list[Notification]:
-    """Every notification already delivered (the engine publishes synchronously)."""
-    out: list[Notification] = []
-    while True:
-        try:
-            out.append(stream.receive_nowait())
-        except (anyio.WouldBlock, anyio.EndOfStream):
-            return out
-
-
-def drain_lifecycle(stream: MemoryObjectReceiveStream[LifecycleEvent]) -> list[LifecycleEvent]:
-    out: list[LifecycleEvent] = []
-    while True:
-        try:
-            out.append(stream.receive_nowait())
-        except (anyio.WouldBlock, anyio.EndOfStream):
-            return out
 
 
 def snapshots(notes: list[Notification], key: ThreadKey | None = None) -> list[TurnSnapshot]:
@@ -535,7 +522,7 @@ async def test_allocation_failure_on_the_continuation_fails_and_keeps_the_result
             events = lifecycle(engine.registry)
             turn = await engine.run_turn("t1", "go")
             assert engine.registry.get_handle(T1) is None  # nothing left registered
-            completed = [e for e in drain_lifecycle(events) if isinstance(e, RunCompleted)]
+            completed = [e for e in drain(events) if isinstance(e, RunCompleted)]
     assert turn.status is RunStatus.failed  # not stuck in executing_tools
     assert turn.reason is not None
     assert turn.reason.kind is ReasonKind.BACKEND_ERROR
@@ -820,7 +807,7 @@ async def test_user_resend_during_tool_execution_supersedes_the_old_turn(
             assert engine.turn("t1") is new
             await new.wait_finished()
             await old.wait_finished()
-            lifecycle_events = drain_lifecycle(events)
+            lifecycle_events = drain(events)
     assert old.reason is not None and old.reason.kind is ReasonKind.SUPERSEDED
     assert new.status is RunStatus.completed
     assert cancelled == [True]  # the stale tool work was stopped
@@ -921,7 +908,7 @@ async def test_continuations_emit_run_continued_not_run_started(
             events = lifecycle(engine.registry)
             await engine.run_turn("t1", "go")
             await engine.run_turn("t1", "again")
-            got = drain_lifecycle(events)
+            got = drain(events)
     assert got == [
         RunStarted(T1, "srv-run-1"),
         RunContinued(T1, "srv-run-2", previous_run_id="srv-run-1"),
@@ -1046,7 +1033,7 @@ async def test_the_circuit_breaker_stops_a_turn_after_ten_continuations(
         async with Engine(agent, tools=ToolRegistry.of(again)) as engine:
             events = lifecycle(engine.registry)
             turn = await engine.run_turn("t1", "loop forever")
-            got = drain_lifecycle(events)
+            got = drain(events)
     assert turn.status is RunStatus.failed
     assert turn.reason is not None
     assert turn.reason.kind is ReasonKind.MAX_DEPTH

@@ -9,12 +9,13 @@ resume entries, its continuations do not. The ``cancelled`` outcome ends the tur
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import msgspec
 import pytest
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from toolrelay._reasons import ReasonKind
 from toolrelay.core import ChatMessage, ToolCallMessage, ToolRegistry
@@ -29,8 +30,6 @@ from toolrelay.protocol import (
 )
 from toolrelay.runtime import (
     Engine,
-    LifecycleEvent,
-    Notification,
     RunCompleted,
     StateChanged,
     Turn,
@@ -45,6 +44,10 @@ from toolrelay.testing import (
     tool_call,
 )
 from toolrelay.testing._scripted import Script
+
+# The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
+sys.path.insert(0, str(Path(__file__).parent))
+from _streams import drain
 
 pytestmark = pytest.mark.anyio
 
@@ -71,6 +74,7 @@ MAY_I = Interrupt(
     tool_call_id="call-bob",
     response_schema={"type": "boolean"},
 )
+
 YES = ResumeEntry(interrupt_id="approve-1", status="resolved", payload=True)
 
 
@@ -79,24 +83,6 @@ def clear_executed() -> Iterator[None]:
     EXECUTED.clear()
     yield
     EXECUTED.clear()
-
-
-def drain(stream: MemoryObjectReceiveStream[Notification]) -> list[Notification]:
-    out: list[Notification] = []
-    while True:
-        try:
-            out.append(stream.receive_nowait())
-        except (anyio.WouldBlock, anyio.EndOfStream):
-            return out
-
-
-def drain_lifecycle(stream: MemoryObjectReceiveStream[LifecycleEvent]) -> list[LifecycleEvent]:
-    out: list[LifecycleEvent] = []
-    while True:
-        try:
-            out.append(stream.receive_nowait())
-        except (anyio.WouldBlock, anyio.EndOfStream):
-            return out
 
 
 def status_of(turn: Turn) -> RunStatus:
@@ -143,7 +129,7 @@ async def test_an_interrupted_turn_then_a_resumed_turn_that_completes() -> None:
                 shown = [n.snapshot for n in drain(updates) if isinstance(n, StateChanged)]
                 assert shown[-1].status is RunStatus.interrupted
                 assert shown[-1].interrupts == (MAY_I,)
-                [ended] = [e for e in drain_lifecycle(runs) if isinstance(e, RunCompleted)]
+                [ended] = [e for e in drain(runs) if isinstance(e, RunCompleted)]
                 assert ended.status == "interrupted"
 
                 second = await engine.run_turn("t1", resume=[YES])

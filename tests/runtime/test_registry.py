@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
-import anyio
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
 
@@ -20,6 +21,10 @@ from toolrelay.runtime import (
     RunStarted,
 )
 
+# The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
+sys.path.insert(0, str(Path(__file__).parent))
+from _streams import drain
+
 A = ThreadKey("thread-a")
 B = ThreadKey("thread-b")
 
@@ -27,17 +32,6 @@ B = ThreadKey("thread-b")
 def is_disposed(handle: RunHandle) -> bool:
     """``handle.disposed``, read through a call so that type checkers do not narrow it."""
     return handle.disposed
-
-
-def drain(stream: MemoryObjectReceiveStream[LifecycleEvent]) -> list[LifecycleEvent]:
-    """Every lifecycle event already delivered to ``stream`` (the registry emits
-    synchronously, so nothing is in flight)."""
-    events: list[LifecycleEvent] = []
-    while True:
-        try:
-            events.append(stream.receive_nowait())
-        except (anyio.WouldBlock, anyio.EndOfStream):
-            return events
 
 
 @pytest.fixture
