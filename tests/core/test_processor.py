@@ -1182,6 +1182,42 @@ def test_a_snapshot_without_tool_messages_renames_nothing() -> None:
     assert _tool_messages(processor.build_run_input("x")) == [("r1", "srv-1")]
 
 
+def test_an_answer_only_in_the_snapshot_is_kept_when_the_run_streamed_nothing() -> None:
+    processor = running()
+    effects = feed(
+        processor,
+        MessagesSnapshotEvent(
+            messages=[
+                AssistantMessage(id="old", content="from another client"),
+                USER,
+                AssistantMessage(id="a1", content="Hello."),
+                AssistantMessage(
+                    id="a2",
+                    tool_calls=[ToolCall(id="c9", function=FunctionCall(name="f", arguments="{}"))],
+                ),
+            ]
+        ),
+    )
+    assert codes(effects) == ["snapshot_only_message", "snapshot_only_tool_calls"]
+    # Only what follows the last message the conversation knows; never a call.
+    assert [t.text for t in processor.conversation.texts()] == ["Hello."]
+    only(finish(processor), TurnCompleted)
+    assert processor.tool_calls == ()
+    sent = processor.build_run_input("run-2")
+    assert [m.id for m in sent.messages] == ["user-1", "a1"]
+
+
+def test_a_snapshot_after_streamed_text_adds_nothing_even_under_other_ids() -> None:
+    processor = running()
+    feed(processor, text("Hello.", id="m1"))
+    effects = feed(
+        processor,
+        MessagesSnapshotEvent(messages=[USER, AssistantMessage(id="srv-9", content="Hello.")]),
+    )
+    assert effects == []
+    assert [t.text for t in processor.conversation.texts()] == ["Hello."]
+
+
 # --- limits ------------------------------------------------------------------------------
 
 

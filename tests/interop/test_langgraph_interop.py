@@ -512,15 +512,20 @@ async def test_a_missing_tool_is_answered_in_words(server: str) -> None:
 async def test_a_model_that_does_not_stream_answers_only_in_the_messages_snapshot(
     server: str,
 ) -> None:
-    turn, _ = await completed_turn(f"{server}/nostream", "hi")
-    assert texts(turn) == []
+    # No TEXT_MESSAGE_* at all: the answer is kept from the snapshot, with a warning.
+    turn, _ = await run_turn(f"{server}/nostream", "hi")
+    assert turn.status is RunStatus.completed, turn.reason
+    assert texts(turn) == ["Hello from LangGraph."]
+    assert [v.code for v in turn.violations] == ["snapshot_only_message"]
     assert turn.conversation.last_snapshot is not None
     answer = turn.conversation.last_snapshot[-1]
     assert isinstance(answer, AssistantMessage) and answer.content == "Hello from LangGraph."
 
+    # Calls that never streamed have no lifecycle: not executed, and said so.
     turn, inputs = await run_turn(f"{server}/nostream", "What are the secret numbers?")
     assert turn.status is RunStatus.completed, turn.reason
     assert list(turn.conversation.tool_calls()) == []  # nothing ran
+    assert [v.code for v in turn.violations] == ["snapshot_only_tool_calls"]
     assert len(inputs) == 1
     assert turn.conversation.last_snapshot is not None
     asked = turn.conversation.last_snapshot[-1]
@@ -601,7 +606,10 @@ async def test_an_interrupt_outcome_ends_the_turn_interrupted_and_a_resume_conti
         assert engine.open_interrupts(thread) == ()
 
     assert second.status is RunStatus.completed, second.reason
-    assert second.violations == ()
+    # The node answers without a chat model, so without streaming: kept from the
+    # snapshot, with a warning.
+    assert [v.code for v in second.violations] == ["snapshot_only_message"]
+    assert texts(second) == ["You said yes."]
     asking, resuming = recording.inputs
     assert asking.resume is msgspec.UNSET
     assert resuming.resume == [answer]

@@ -271,6 +271,19 @@ class Conversation:
         self._indexed = len(messages)
         return call_id in ids
 
+    def known_ids(self) -> set[str]:
+        """Every message id the conversation would send or has seen: its messages',
+        its batches' and their tool results'."""
+        ids: set[str] = set()
+        for message in self.messages:
+            ids.add(message.id)
+            if isinstance(message, ToolCallMessage):
+                ids.update(message.result_message_ids)
+                ids.update(
+                    call.parent_message_id for call in message.calls if call.parent_message_id
+                )
+        return ids
+
     def adopt_result_ids(self, stored: Mapping[str, str]) -> int:
         """Send each committed tool result under the id the server stored it under.
 

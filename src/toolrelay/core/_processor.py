@@ -86,11 +86,14 @@ an event type toolrelay does not know   ignored (the protocol grows); logged at 
 =====================================  ==============================================
 
 MESSAGES_SNAPSHOT: kept as ``conversation.last_snapshot``; the history is not rewritten
-from it, with one exception. A server that keeps the thread's history merges the next
+from it, with two exceptions. A server that keeps the thread's history merges the next
 request into it by message id, so every tool result goes back under the id the
 snapshot shows for its call (LangGraph's adapter announces a result it ran under the
 call id and stores it under another; sent back under the first, it would be added
-twice).
+twice). And when a run streamed no text and no call, the assistant messages the
+snapshot holds after the last message the conversation knows are its answer (a model
+that does not stream): their text is kept (``snapshot_only_message``), their calls are
+not executed (``snapshot_only_tool_calls``: they have no lifecycle).
 
 Errors: a limit passed, or RUN_ERROR, ends the turn failed and returns
 :class:`TurnEnded`. Any other exception while processing first moves the turn to
@@ -145,9 +148,11 @@ from toolrelay.machines import (
     ToolCallStatus,
 )
 from toolrelay.protocol import (
+    AssistantMessage,
     Context,
     Event,
     Interrupt,
+    Message,
     MessagesSnapshotEvent,
     ReasoningEndEvent,
     ReasoningMessageChunkEvent,
@@ -286,6 +291,7 @@ class EventProcessor:
         "_open_texts",
         "_result_ids",
         "_resume",
+        "_run_first_message",
         "_run",
         "_run_started_seen",
         "_thinking",
@@ -343,6 +349,8 @@ class EventProcessor:
         #: ``interrupt`` outcome, one id each); empty otherwise.
         self.interrupts: tuple[Interrupt, ...] = ()
         self._activity = _IDLE
+        # Where the current run's own messages start in the conversation.
+        self._run_first_message = len(conversation.messages)
         self._calls: dict[str, ToolCallInfo] = {}
         self._open_texts: dict[str, TextMessage] = {}
         self._open_reasoning: dict[str, ReasoningRecord] = {}
@@ -631,6 +639,7 @@ class EventProcessor:
     # -- internals -------------------------------------------------------------
 
     def _reset_run(self) -> None:
+        self._run_first_message = len(self.conversation.messages)
         self._calls = {}
         self._open_texts = {}
         self._open_reasoning = {}
@@ -1192,7 +1201,54 @@ class EventProcessor:
             for call_id in self._result_ids:
                 self._result_ids[call_id] = stored.get(call_id, self._result_ids[call_id])
             self.conversation.adopt_result_ids(stored)
-        return NO_EFFECTS
+        return self._adopt_unstreamed(snapshot)
+
+    def _adopt_unstreamed(self, snapshot: tuple[Message, ...]) -> Sequence[Effect]:
+        """Keep the answer of a run that streamed nothing but a MESSAGES_SNAPSHOT.
+
+        A server whose model does not stream (LangGraph with a non-streaming chat
+        model) sends its answer only in the snapshot. When this run streamed no text
+        and no call, the assistant messages the snapshot holds after the last message
+        the conversation knows are appended as complete texts, with a logged violation
+        (``snapshot_only_message``). Calls found there are not executed (they never
+        streamed, so they have no lifecycle): ``snapshot_only_tool_calls``.
+        """
+        messages = self.conversation.messages
+        if self._calls or any(
+            isinstance(m, (TextMessage, ToolCallMessage))
+            for m in messages[self._run_first_message :]
+        ):
+            return NO_EFFECTS
+        known = self.conversation.known_ids()
+        last_known = -1
+        for i, message in enumerate(snapshot):
+            if message.id in known:
+                last_known = i
+        effects: list[Effect] = []
+        for message in snapshot[last_known + 1 :]:
+            if not isinstance(message, AssistantMessage):
+                continue
+            if message.tool_calls:
+                names = ", ".join(call.function.name for call in message.tool_calls)
+                effects.extend(
+                    self._violation(
+                        "snapshot_only_tool_calls",
+                        "MESSAGES_SNAPSHOT",
+                        f"assistant message {message.id!r} asks for {names} but no call "
+                        "was streamed; not executed",
+                    )
+                )
+            if isinstance(message.content, str) and message.content:
+                self.conversation.append(TextMessage(message.id, "assistant", message.content))
+                effects.extend(
+                    self._violation(
+                        "snapshot_only_message",
+                        "MESSAGES_SNAPSHOT",
+                        f"assistant message {message.id!r} was not streamed; kept from "
+                        "the snapshot",
+                    )
+                )
+        return tuple(effects)
 
 
 def _waiting_for(interrupts: Sequence[Interrupt]) -> str:
