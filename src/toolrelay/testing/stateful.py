@@ -983,15 +983,23 @@ class PromisesMachine(RuleBasedStateMachine):
             call_events: list[Event] = [*starts, *interleaved, *ends]
         else:
             call_events = [e for events in per_call for e in events]
-        if plan.cut and call_events and isinstance(call_events[-1], ToolCallEndEvent):
+        cut_call: str | None = None
+        last = call_events[-1] if call_events else None
+        if plan.cut and isinstance(last, ToolCallEndEvent):
             call_events.pop()
+            cut_call = last.tool_call_id
         steps.extend(call_events)
 
         if plan.malformed:
             steps.extend(self._malformed(record, prefix, call_ids, thread_id, run_id))
             record.malformed_mark = _Mark()
             steps.append(_gate(record.malformed_mark))
-            record.expects_violation = bool(_VIOLATING.intersection(plan.malformed))
+            violating = _VIOLATING.intersection(plan.malformed)
+            if cut_call is not None and cut_call == call_ids[0]:
+                # The cut took the first call's END away, so the "duplicate" END sent
+                # for it is its only one: nothing wrong with it.
+                violating -= {Malformation.duplicate_end}
+            record.expects_violation = bool(violating)
 
         late: list[Step] = []
         if Malformation.events_after_finish in plan.malformed:
