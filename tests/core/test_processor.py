@@ -56,7 +56,9 @@ from toolrelay.protocol import (
     MessagesSnapshotEvent,
     MoveOperation,
     RawEvent,
+    ReasoningEncryptedValueEvent,
     ReasoningEndEvent,
+    ReasoningMessage,
     ReasoningMessageChunkEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
@@ -1583,6 +1585,51 @@ def test_reasoning_is_not_sent_back_unless_asked() -> None:
         execute_all(processor)
         roles = [type(m).__name__ for m in processor.start_run("run-2").messages]
         assert ("ReasoningMessage" in roles) is include
+
+
+@pytest.mark.parametrize("after_end", [False, True])
+def test_a_reasoning_signature_is_kept_and_sent_back_with_its_reasoning(after_end: bool) -> None:
+    processor = running(include_reasoning=True)
+    signature = ReasoningEncryptedValueEvent(
+        subtype="message", entity_id="r1", encrypted_value="sig-1"
+    )
+    feed(
+        processor,
+        ReasoningMessageStartEvent(message_id="r1"),
+        ReasoningMessageContentEvent(message_id="r1", delta="thinking..."),
+    )
+    if after_end:
+        # Mapped once while closed, then signed: the next request must still carry it.
+        feed(processor, ReasoningMessageEndEvent(message_id="r1"))
+        processor.build_run_input("peek")
+        feed(processor, signature)
+    else:
+        feed(processor, signature, ReasoningMessageEndEvent(message_id="r1"))
+    feed(processor, tool_call("f", "{}", id="c1"))
+    finish(processor)
+    execute_all(processor)
+    [reasoning] = [
+        m for m in processor.start_run("run-2").messages if isinstance(m, ReasoningMessage)
+    ]
+    assert (reasoning.content, reasoning.encrypted_value) == ("thinking...", "sig-1")
+
+
+def test_a_tool_call_artefact_is_kept_and_sent_back_with_its_call() -> None:
+    processor = running()
+    feed(
+        processor,
+        ToolCallStartEvent(tool_call_id="c1", tool_call_name="f"),
+        ReasoningEncryptedValueEvent(subtype="tool-call", entity_id="c1", encrypted_value="ts"),
+        ReasoningEncryptedValueEvent(subtype="tool-call", entity_id="ghost", encrypted_value="x"),
+        ToolCallEndEvent(tool_call_id="c1"),
+    )
+    finish(processor)
+    execute_all(processor)
+    [assistant] = [
+        m for m in processor.start_run("run-2").messages if isinstance(m, AssistantMessage)
+    ]
+    assert assistant.tool_calls is not None
+    assert [c.encrypted_value for c in assistant.tool_calls] == ["ts"]
 
 
 # --- the hot path returns the shared empty answer -----------------------------------------------

@@ -45,7 +45,7 @@ from langgraph.types import interrupt
 
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AguiHttpBackend
-from toolrelay.core import ToolRegistry
+from toolrelay.core import ReasoningRecord, ToolRegistry
 from toolrelay.demo import DEMO_TOOLS
 from toolrelay.errors import ResumeError
 from toolrelay.machines import RunStatus, ToolCallStatus
@@ -430,6 +430,8 @@ async def test_reasoning_is_recorded_and_its_signature_stays_in_the_checkpoint(
 ) -> None:
     turn, _ = await reasoning_turn(f"{server}/agent")
     assert texts(turn) == ["Bob has 7."]
+    (reasoning,) = [m for m in turn.conversation.messages if isinstance(m, ReasoningRecord)]
+    assert reasoning.encrypted_value == "sig-1"  # REASONING_ENCRYPTED_VALUE, kept
     # The continuation carries no signature, but the model gets its own message back from
     # the checkpoint, thinking block and signature included.
     answered = model_calls(turn)[-1][1]

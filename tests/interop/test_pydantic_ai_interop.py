@@ -42,7 +42,7 @@ from starlette.routing import Route
 
 from toolrelay._reasons import ReasonKind
 from toolrelay.cli._replay import replay_capture
-from toolrelay.core import TextMessage, tool
+from toolrelay.core import ReasoningRecord, TextMessage, tool
 from toolrelay.demo import DEMO_TOOLS
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
@@ -274,6 +274,9 @@ async def test_an_empty_text_message_opens_every_tool_call_response(server: str)
 async def test_reasoning_events_are_recorded_and_not_sent_back(server: str) -> None:
     turn, _ = await reasoning_turn(f"{server}/agent")
     assert texts(turn)[-1] == "Bob has 7."
+    # The signature (REASONING_ENCRYPTED_VALUE, a JSON string here) is kept on the record.
+    (reasoning,) = [m for m in turn.conversation.messages if isinstance(m, ReasoningRecord)]
+    assert reasoning.encrypted_value is not None and "sig-1" in reasoning.encrypted_value
 
 
 async def test_legacy_thinking_events_are_tolerated(server: str) -> None:

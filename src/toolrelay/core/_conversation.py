@@ -54,7 +54,16 @@ class ToolCallInfo:
         run_id: The run that asked for the call.
     """
 
-    __slots__ = ("_args", "_cursor", "id", "name", "parent_message_id", "result", "run_id")
+    __slots__ = (
+        "_args",
+        "_cursor",
+        "encrypted_value",
+        "id",
+        "name",
+        "parent_message_id",
+        "result",
+        "run_id",
+    )
 
     def __init__(
         self,
@@ -70,6 +79,9 @@ class ToolCallInfo:
         self.parent_message_id = parent_message_id
         self.run_id = run_id
         self.result: ToolResult | None = None
+        #: An opaque artefact the provider attached to the call (REASONING_ENCRYPTED_VALUE
+        #: with subtype ``tool-call``, e.g. a thought signature), sent back with it.
+        self.encrypted_value: str | None = None
         self._args = TextAccumulator(arguments)
         self._cursor = TOOL_CALL_MACHINE.cursor()
 
@@ -154,14 +166,27 @@ class ReasoningRecord:
     """Reasoning or thinking text the agent streamed (not sent back by default).
 
     Complete unless built otherwise, like :class:`TextMessage`.
+
+    Attributes:
+        encrypted_value: The provider's signature or encrypted form of the reasoning
+            (REASONING_ENCRYPTED_VALUE), which some providers require back with it
+            (Anthropic's signed thinking blocks, when tools are used).
     """
 
-    __slots__ = ("_text", "complete", "id")
+    __slots__ = ("_text", "complete", "encrypted_value", "id")
 
-    def __init__(self, id: str, text: str = "", *, complete: bool = True) -> None:
+    def __init__(
+        self,
+        id: str,
+        text: str = "",
+        *,
+        complete: bool = True,
+        encrypted_value: str | None = None,
+    ) -> None:
         self.id = id
         self._text = TextAccumulator(text)
         self.complete = complete
+        self.encrypted_value = encrypted_value
 
     @property
     def text(self) -> str:

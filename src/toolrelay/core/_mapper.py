@@ -59,7 +59,10 @@ def tool_call_to_agui(call: ToolCallInfo) -> ToolCall:
     arguments = call.arguments
     if not arguments.strip():
         arguments = "{}"
-    return ToolCall(id=call.id, function=FunctionCall(name=call.name, arguments=arguments))
+    function = FunctionCall(name=call.name, arguments=arguments)
+    if call.encrypted_value is not None:
+        return ToolCall(id=call.id, function=function, encrypted_value=call.encrypted_value)
+    return ToolCall(id=call.id, function=function)
 
 
 def _text_to_agui(message: TextMessage, id: str) -> Message:
@@ -119,7 +122,13 @@ def _map_into(
                 last_id = None
         elif isinstance(message, ReasoningRecord):
             if include_reasoning:
-                out.append(ReasoningMessage(id=ids.claim(message.id), content=message.text))
+                out.append(
+                    ReasoningMessage(
+                        id=ids.claim(message.id),
+                        content=message.text,
+                        encrypted_value=message.encrypted_value,
+                    )
+                )
                 last_id = None
         else:
             out.append(message)

@@ -154,6 +154,7 @@ from toolrelay.protocol import (
     Interrupt,
     Message,
     MessagesSnapshotEvent,
+    ReasoningEncryptedValueEvent,
     ReasoningEndEvent,
     ReasoningMessageChunkEvent,
     ReasoningMessageContentEvent,
@@ -1146,6 +1147,29 @@ class EventProcessor:
             current.append(event.delta)
         return effects
 
+    def _on_reasoning_encrypted_value(
+        self, event: ReasoningEncryptedValueEvent
+    ) -> Sequence[Effect]:
+        # Kept on the record (subtype "message") or the call ("tool-call") it belongs to,
+        # and sent back with it; an artefact for anything else is not ours to keep.
+        value = event.encrypted_value
+        if event.subtype == "tool-call":
+            call = self._calls.get(event.entity_id)
+            if call is not None:
+                call.encrypted_value = value
+            return NO_EFFECTS
+        record = self._open_reasoning.get(event.entity_id)
+        if record is None:
+            for message in reversed(self.conversation.messages[self._run_first_message :]):
+                if isinstance(message, ReasoningRecord) and message.id == event.entity_id:
+                    record = message
+                    # A closed record may be mapped already: map the thread afresh.
+                    self.conversation._mappers.clear()
+                    break
+        if record is not None:
+            record.encrypted_value = value
+        return NO_EFFECTS
+
     def _on_reasoning_message_end(self, event: ReasoningMessageEndEvent) -> Sequence[Effect]:
         record = self._open_reasoning.pop(event.message_id, None)
         if record is not None:
@@ -1289,6 +1313,7 @@ _HANDLERS: dict[type[Any], _Handler] = {
     ReasoningMessageContentEvent: EventProcessor._on_reasoning_content,
     ReasoningMessageChunkEvent: EventProcessor._on_reasoning_chunk,
     ReasoningMessageEndEvent: EventProcessor._on_reasoning_message_end,
+    ReasoningEncryptedValueEvent: EventProcessor._on_reasoning_encrypted_value,
     ThinkingStartEvent: EventProcessor._on_reasoning_start,
     ThinkingEndEvent: EventProcessor._on_reasoning_end,
     ThinkingTextMessageStartEvent: EventProcessor._on_thinking_text_start,

@@ -400,7 +400,10 @@ class Engine:
         run_id_factory: Makes client-side run ids when the backend does not allocate.
         id_factory: Makes message ids.
         include_reasoning: Send the agent's reasoning back in continuation runs (as
-            ``reasoning`` messages; servers before AG-UI 1.0 reject them).
+            ``reasoning`` messages, with their encrypted values). Unset: what the
+            backend asks for with a ``takes_reasoning`` attribute (the Anthropic
+            backend does), otherwise not, since AG-UI servers before 1.0 reject the
+            ``reasoning`` role.
     """
 
     def __init__(
@@ -417,7 +420,7 @@ class Engine:
         forwarded_props: Any = None,
         run_id_factory: Callable[[], str] = _new_id,
         id_factory: Callable[[], str] = _new_id,
-        include_reasoning: bool = False,
+        include_reasoning: bool | None = None,
     ) -> None:
         self.backend = backend
         self.tools = tools if tools is not None else ToolRegistry()
@@ -432,6 +435,8 @@ class Engine:
         self._forwarded_props = forwarded_props
         self._run_id_factory = run_id_factory
         self._id_factory = id_factory
+        if include_reasoning is None:
+            include_reasoning = getattr(backend, "takes_reasoning", False) is True
         self._include_reasoning = include_reasoning
         self._conversations: dict[ThreadKey, Conversation] = {}
         self._turns: dict[ThreadKey, Turn] = {}

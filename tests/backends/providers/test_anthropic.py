@@ -42,6 +42,8 @@ from toolrelay.protocol import (
     ImagePart,
     Message,
     ReasoningEncryptedValueEvent,
+    ReasoningMessage,
+    RunAgentInput,
     RunFinishedEvent,
     RunStartedEvent,
     SystemMessage,
@@ -882,10 +884,13 @@ async def test_engine_runs_a_multi_hop_conversation_over_loopback_http(
         },
     ]
     assert third.body["messages"][:3] == second.body["messages"]
+    # Extended thinking with tool use: the run's signed thinking block goes back first
+    # in its assistant message, signature and all (REASONING_ENCRYPTED_VALUE kept).
     assert third.body["messages"][3:] == [
         {
             "role": "assistant",
             "content": [
+                {"type": "thinking", "thinking": "Now the city, and zed.", "signature": "sig2"},
                 {
                     "type": "tool_use",
                     "id": "toolu_c",
@@ -950,3 +955,44 @@ async def test_engine_fails_the_turn_on_a_non_2xx_answer(provider: LoopbackServe
     assert turn.reason is not None
     assert turn.reason.code == "500"
     assert "no more replies" in turn.reason.message
+
+
+@pytest.mark.anyio
+async def test_unsigned_reasoning_is_not_sent_and_an_engine_may_refuse_reasoning(
+    provider: LoopbackServer,
+) -> None:
+    # include_reasoning=False overrides the backend's takes_reasoning: no thinking block.
+    provider.app.script(*HOPS)
+    backend = AnthropicBackend("claude-sonnet-4-5", api_key="k", base_url=provider.url)
+    try:
+        async with Engine(backend, tools=DEMO_TOOLS, include_reasoning=False) as engine:
+            turn = await engine.run_turn("thread-1", QUESTION)
+    finally:
+        await backend.aclose()
+    assert turn.status is RunStatus.completed, turn.reason
+    third = provider.app.requests[2]
+    blocks = [b["type"] for m in third.body["messages"] for b in m["content"]]
+    assert "thinking" not in blocks
+
+
+def test_a_reasoning_message_without_signature_is_left_out_of_the_request() -> None:
+    backend = AnthropicBackend("m", api_key="k")
+    body = backend.build_request(
+        RunAgentInput(
+            thread_id="t",
+            run_id="r",
+            messages=[
+                UserMessage(id="u", content="hi"),
+                ReasoningMessage(id="r1", content="unsigned thoughts"),
+                ReasoningMessage(id="r2", content="signed thoughts", encrypted_value="sig"),
+                AssistantMessage(id="a", content="Hello."),
+            ],
+        )
+    )
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "signed thoughts", "signature": "sig"},
+            {"type": "text", "text": "Hello."},
+        ],
+    }

@@ -44,8 +44,12 @@ messages to alternate, starting with ``user``. :class:`AnthropicBackend` maps:
 
 It then checks, before any network call, that tool calls and results pair up and that
 the messages start with ``user`` (:class:`~toolrelay.errors.ConversationError`).
-Reasoning is not sent back: extended thinking together with tool use needs the signed
-thinking blocks of the turn, which toolrelay does not keep (see REASONING_ENCRYPTED_VALUE).
+- a ``reasoning`` message with an encrypted value (a thinking block's signature, kept
+  from REASONING_ENCRYPTED_VALUE) -> a ``thinking`` block with its ``signature``, first
+  in the assistant message that follows it: extended thinking together with tool use
+  requires the turn's signed thinking blocks back with the tool results. Unsigned
+  reasoning is not sent (Anthropic refuses a thinking block without its signature).
+  The backend says ``takes_reasoning``, so an Engine left to decide sends reasoning.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ from toolrelay.backends.providers._openai import (
 )
 from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
+    ActivityMessage,
     AssistantMessage,
     ContentPart,
     DataSource,
@@ -73,6 +78,7 @@ from toolrelay.protocol import (
     ImagePart,
     Message,
     ReasoningEncryptedValueEvent,
+    ReasoningMessage,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
@@ -292,6 +298,7 @@ class AnthropicBackend(ProviderBackend):
     """
 
     name: ClassVar[str] = "anthropic"
+    takes_reasoning: ClassVar[bool] = True
     api_key_env: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
     capabilities: ClassVar[Capabilities] = Capabilities(
@@ -319,8 +326,14 @@ class AnthropicBackend(ProviderBackend):
                 does not start with a user message, or a message has a content part
                 Anthropic cannot take.
         """
-        messages = sendable_messages(run_input.messages)
-        check_tool_results(messages, self.name)
+        check_tool_results(sendable_messages(run_input.messages), self.name)
+        # Signed reasoning goes back as thinking blocks; everything else of _UNSENT not.
+        messages = [
+            m
+            for m in run_input.messages
+            if not isinstance(m, (ActivityMessage, ReasoningMessage))
+            or (isinstance(m, ReasoningMessage) and m.encrypted_value)
+        ]
         system: list[str] = []
         turns: list[dict[str, Any]] = []
         for message in messages:
@@ -381,6 +394,10 @@ class AnthropicBackend(ProviderBackend):
                     for call in tool_calls or ()
                 )
                 return "assistant", blocks
+            case ReasoningMessage(content=content, encrypted_value=signature):
+                return "assistant", [
+                    {"type": "thinking", "thinking": content, "signature": signature}
+                ]
             case ToolMessage(content=content, tool_call_id=tool_call_id, error=error):
                 result: dict[str, Any] = {
                     "type": "tool_result",

@@ -168,6 +168,10 @@ class ProviderBackend(ABC):
     #: The default base URL.
     default_base_url: ClassVar[str]
     capabilities: ClassVar[Capabilities]
+    #: Whether the provider needs the agent's reasoning back in continuation runs: an
+    #: :class:`~toolrelay.Engine` whose ``include_reasoning`` is left unset sends it
+    #: then (Anthropic's signed thinking blocks must accompany tool results).
+    takes_reasoning: ClassVar[bool] = False
 
     def __init__(
         self,
