@@ -296,6 +296,11 @@ class Conversation:
         self._indexed = len(messages)
         return call_id in ids
 
+    def remap(self) -> None:
+        """Forget the mapping kept for the next run: a record that was settled changed
+        (say, a signature arrived for closed reasoning), so map the thread afresh."""
+        self._mappers.clear()
+
     def known_ids(self) -> set[str]:
         """Every message id the conversation would send or has seen: its messages',
         its batches' and their tool results'."""

@@ -488,8 +488,8 @@ class EventProcessor:
         """
         # The hot path (promise 8 and the benchmark's 3x-the-decoder bound): a text or
         # argument delta for a message or call that is open, with every bound still
-        # far away, is one dict lookup and one list append. Anything else, or any
-        # doubt, takes the full path below, which does exactly the same for it.
+        # far away, is one id compare, one countdown and one list append. Anything
+        # else, or any doubt, takes the full path below, which does the same for it.
         cls = type(event)
         if cls is TextMessageContentEvent:
             content: TextMessageContentEvent = event  # type: ignore[assignment]
@@ -665,7 +665,7 @@ class EventProcessor:
 
         The hot ids are forgotten whenever any of that may change: at every event of
         the full path, and by the two methods that change it from outside receive
-        (_terminate, which ends the turn; _reset_run, which opens a run). Outside
+        (_end, which ends the turn; _reset_run, which opens a run). Outside
         receive, calls change status only there or once they have left ``streaming``
         (record_result), so their sinks are already gone.
         """
@@ -1163,8 +1163,8 @@ class EventProcessor:
             for message in reversed(self.conversation.messages[self._run_first_message :]):
                 if isinstance(message, ReasoningRecord) and message.id == event.entity_id:
                     record = message
-                    # A closed record may be mapped already: map the thread afresh.
-                    self.conversation._mappers.clear()
+                    # A closed record may be mapped already.
+                    self.conversation.remap()
                     break
         if record is not None:
             record.encrypted_value = value
