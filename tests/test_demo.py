@@ -35,6 +35,7 @@ from toolrelay.protocol import (
     UserMessage,
     encode,
 )
+from toolrelay.runtime import execute_tool
 
 pytestmark = pytest.mark.anyio
 
@@ -83,7 +84,7 @@ async def test_demo_tools_are_declared_with_json_schemas() -> None:
 async def test_demo_tools_answer_deterministically(
     name: str, arguments: str, content: str | None, error: str | None
 ) -> None:
-    result = await DEMO_TOOLS.execute(name, arguments)
+    result = await execute_tool(DEMO_TOOLS, name, arguments)
     assert result.error == error
     if content is not None:
         assert result.content == content

@@ -59,6 +59,7 @@ from toolrelay.runtime import (
     Turn as Turn,
     TurnSnapshot as TurnSnapshot,
     TurnStatistics as TurnStatistics,
+    execute_tool as execute_tool,
 )
 
 __version__ = "0.1.0"
@@ -105,6 +106,7 @@ __all__ = (
     "TurnSnapshot",
     "TurnStatistics",
     "__version__",
+    "execute_tool",
     "to_agui_messages",
     "tool",
 )

@@ -33,6 +33,7 @@ from toolrelay.core._effects import (
     ActivityChanged,
     ActivityKind,
     Effect,
+    MessagesSettled,
     ToolsReady,
     TurnCompleted,
     TurnEnded,
@@ -1170,7 +1171,7 @@ def test_a_later_snapshot_renames_a_result_committed_by_an_earlier_run() -> None
             messages=[ToolMessage(id="stored-9", tool_call_id="srv-1", content="hits")]
         ),
     )
-    assert processor.conversation.adopt_result_ids({}) == 0
+    assert processor.conversation.adopt_result_ids({}) == []
     tool_messages = _tool_messages(processor.build_run_input("x"))
     assert tool_messages[0] == ("stored-9", "srv-1")
     assert tool_messages[1][1] == "cli-1" and tool_messages[1][0] != "stored-9"
@@ -1402,11 +1403,13 @@ def test_record_result_completes_or_fails_an_executing_call() -> None:
     processor = running()
     feed(processor, tool_call("ok", "{}", id="a"), tool_call("bad", "{}", id="b"))
     finish(processor)
-    processor.record_result(call(processor, "a"), ToolResult.success("fine"))
-    processor.record_result(call(processor, "b"), ToolResult.failure("ValueError: nope"))
-    assert call(processor, "a").status is ToolCallStatus.completed
-    assert call(processor, "b").status is ToolCallStatus.failed
-    assert call(processor, "b").result == ToolResult.failure("ValueError: nope")
+    a, b = call(processor, "a"), call(processor, "b")
+    assert processor.record_result(a, ToolResult.success("fine")) == ()
+    assert a.status is ToolCallStatus.completed
+    assert processor.tool_calls == (a, b)  # the batch waits for its last result
+    processor.record_result(b, ToolResult.failure("ValueError: nope"))
+    assert b.status is ToolCallStatus.failed
+    assert b.result == ToolResult.failure("ValueError: nope")
     assert status_of(processor) is RunStatus.executing_tools  # the runtime continues
 
 
@@ -1427,38 +1430,46 @@ def test_record_result_on_a_call_that_is_not_executing_is_refused_and_changes_no
     )
 
 
-def test_commit_tool_results_appends_one_message_and_clears_the_calls() -> None:
+def test_the_last_result_commits_the_batch_once_as_one_settled_message() -> None:
     processor = running()
     feed(processor, tool_call("f", "{}", id="a"), tool_call("g", "{}", id="b"))
     finish(processor)
-    execute_all(processor)
-    message = processor.commit_tool_results()
-    assert message is not None
+    a, b = processor.tool_calls
+    assert processor.record_result(a, ToolResult.success("1")) == ()
+    assert batches(processor) == []
+    effects = processor.record_result(b, ToolResult.success("2"))
+    [message] = batches(processor)
+    assert effects == (MessagesSettled((message,)),)
     assert [c.id for c in message.calls] == ["a", "b"]
     assert message.result_message_ids == ("gen-1", "gen-2")
     assert message.id == "gen-3"
     assert processor.conversation.messages[-1] is message
     assert processor.tool_calls == ()
     assert status_of(processor) is RunStatus.executing_tools
-    assert processor.commit_tool_results() is None  # idempotent
-    assert batches(processor) == [message]
-    processor.start_run("run-2")  # the continuation does not commit twice
+    processor.start_run("run-2")  # the continuation does not commit again
     assert batches(processor) == [message]
 
 
-def test_commit_tool_results_refuses_while_a_call_is_open() -> None:
+def test_a_continuation_before_every_result_is_refused() -> None:
+    processor = running()
+    feed(processor, tool_call("f", "{}", id="a"), tool_call("g", "{}", id="b"))
+    finish(processor)
+    processor.record_result(call(processor, "a"), ToolResult.success("1"))
+    with pytest.raises(IllegalTransition):
+        processor.start_run("run-2")
+    assert batches(processor) == []
+    assert call(processor, "b").status is ToolCallStatus.executing
+    assert status_of(processor) is RunStatus.executing_tools
+
+
+def test_a_result_after_the_turn_ended_is_not_taken() -> None:
     processor = running()
     feed(processor, tool_call("f", "{}", id="a"))
     finish(processor)
-    with pytest.raises(IllegalTransition):
-        processor.commit_tool_results()
-    assert batches(processor) == []
-    assert call(processor, "a").status is ToolCallStatus.executing
-
-
-def test_commit_tool_results_with_no_calls_returns_none() -> None:
-    processor = running()
-    assert processor.commit_tool_results() is None
+    a = call(processor, "a")
+    processor.cancel("stop")
+    assert processor.record_result(a, ToolResult.success("late")) == ()
+    assert a.status is ToolCallStatus.failed
     assert batches(processor) == []
 
 

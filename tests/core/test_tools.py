@@ -23,6 +23,7 @@ from hypothesis import given, strategies as st
 from toolrelay.core._tools import ToolError, ToolRegistry, ToolResult, ToolSpec, tool
 from toolrelay.errors import ToolDefinitionError
 from toolrelay.protocol import Tool
+from toolrelay.runtime import execute_tool
 
 T = TypeVar("T")
 
@@ -130,12 +131,12 @@ def test_lookup_of_unknown_tool_raises_key_error_listing_known_names() -> None:
 
 
 def test_execute_runs_the_tool_and_returns_its_result() -> None:
-    result = run_now(ToolRegistry.of(add).execute("add", '{"a": 2, "b": 40}'))
+    result = run_now(execute_tool(ToolRegistry.of(add), "add", '{"a": 2, "b": 40}'))
     assert result == ToolResult.success("42")
 
 
 def test_execute_with_failing_tool_returns_failure_not_exception() -> None:
-    result = run_now(ToolRegistry.of(failing).execute("failing", '{"reason": "boom"}'))
+    result = run_now(execute_tool(ToolRegistry.of(failing), "failing", '{"reason": "boom"}'))
     assert not result.ok
     assert result.error == "ValueError: boom"
     assert msgspec.json.decode(result.content) == {"error": "ValueError: boom"}
@@ -248,7 +249,9 @@ def test_callable_object_annotations_resolve_in_its_module() -> None:
     spec = tool(Mover(), name="move")
     assert spec.description == "Move a point."
     assert spec.parameters["properties"]["p"] == {"$ref": "#/$defs/Point"}
-    result = run_now(ToolRegistry.of(spec).execute("move", '{"p": {"x": 1, "y": 2}, "dx": 2}'))
+    result = run_now(
+        execute_tool(ToolRegistry.of(spec), "move", '{"p": {"x": 1, "y": 2}, "dx": 2}')
+    )
     assert result == ToolResult.success('{"x":3,"y":2}')
 
 
@@ -261,7 +264,7 @@ def test_partial_is_declared_from_its_remaining_parameters() -> None:
     assert spec.name == "scaled"
     assert spec.description == "Scale a value."
     assert spec.parameters["required"] == ["value"]
-    assert run_now(ToolRegistry.of(spec).execute("scaled", '{"value": 5}')).content == "15"
+    assert run_now(execute_tool(ToolRegistry.of(spec), "scaled", '{"value": 5}')).content == "15"
 
 
 def test_function_without_signature_is_rejected() -> None:
@@ -322,7 +325,7 @@ def test_defaults_may_precede_required_parameters() -> None:
         return b * a
 
     assert f.parameters["required"] == ["b"]
-    assert run_now(ToolRegistry.of(f).execute("f", '{"b": "x"}')).content == "x"
+    assert run_now(execute_tool(ToolRegistry.of(f), "f", '{"b": "x"}')).content == "x"
 
 
 def test_schema_for_lists() -> None:
@@ -346,8 +349,8 @@ def test_non_empty_mutable_default_is_in_schema_and_copied_per_call() -> None:
 
     assert collect.parameters["properties"]["values"]["default"] == [1, 2]
     registry = ToolRegistry.of(collect)
-    run_now(registry.execute("collect", ""))
-    run_now(registry.execute("collect", ""))
+    run_now(execute_tool(registry, "collect", ""))
+    run_now(execute_tool(registry, "collect", ""))
     assert seen == [[1, 2, 99], [1, 2, 99]]
 
 
@@ -373,7 +376,9 @@ def test_schema_for_nested_struct_keeps_defs_valid() -> None:
         }
     }
     assert "title" not in schema
-    result = run_now(ToolRegistry.of(distance).execute("distance", '{"a": {"x": 3, "y": -4}}'))
+    result = run_now(
+        execute_tool(ToolRegistry.of(distance), "distance", '{"a": {"x": 3, "y": -4}}')
+    )
     assert result == ToolResult.success("7")
 
 
@@ -383,7 +388,7 @@ def test_schema_for_literal() -> None:
         return unit
 
     assert convert.parameters["properties"]["unit"] == {"enum": ["c", "f"]}
-    result = run_now(ToolRegistry.of(convert).execute("convert", '{"unit": "k"}'))
+    result = run_now(execute_tool(ToolRegistry.of(convert), "convert", '{"unit": "k"}'))
     assert (
         result.error == "Invalid arguments for tool 'convert': Invalid enum value 'k' - at `$.unit`"
     )
@@ -398,7 +403,7 @@ def test_schema_for_annotated_meta() -> None:
         "count": {"type": "integer", "minimum": 1, "description": "A positive count."},
         "word": {"type": "string", "maxLength": 5},
     }
-    result = run_now(ToolRegistry.of(repeat).execute("repeat", '{"count": 0, "word": "a"}'))
+    result = run_now(execute_tool(ToolRegistry.of(repeat), "repeat", '{"count": 0, "word": "a"}'))
     assert result.error == "Invalid arguments for tool 'repeat': Expected `int` >= 1 - at `$.count`"
 
 
@@ -419,7 +424,9 @@ def test_string_annotations_are_resolved() -> None:
     spec = tool(area)
     assert spec.parameters["properties"]["p"] == {"$ref": "#/$defs/Point"}
     assert spec.parameters["properties"]["scale"]["minimum"] == 1
-    result = run_now(ToolRegistry.of(spec).execute("area", '{"p": {"x": 2, "y": 3}, "scale": 2}'))
+    result = run_now(
+        execute_tool(ToolRegistry.of(spec), "area", '{"p": {"x": 2, "y": 3}, "scale": 2}')
+    )
     assert result.content == "12"
 
 
@@ -633,12 +640,12 @@ def test_from_schema_passes_the_decoded_object_to_the_handler() -> None:
     assert spec.blocking and not spec.is_async and spec.timeout == 1.0 and spec.args_type is None
 
     registry = ToolRegistry.of(spec)
-    assert run_now(registry.execute("lookup", '{"q": "x", "extra": [1]}')) == ToolResult.success(
-        "done"
-    )
-    assert run_now(registry.execute("lookup", "")) == ToolResult.success("done")
+    assert run_now(
+        execute_tool(registry, "lookup", '{"q": "x", "extra": [1]}')
+    ) == ToolResult.success("done")
+    assert run_now(execute_tool(registry, "lookup", "")) == ToolResult.success("done")
     assert received == [{"q": "x", "extra": [1]}, {}]
-    result = run_now(registry.execute("lookup", "[1]"))
+    result = run_now(execute_tool(registry, "lookup", "[1]"))
     assert result.error == "Invalid arguments for tool 'lookup': Expected `object`, got `array`"
 
 
@@ -664,22 +671,22 @@ def test_empty_arguments_mean_an_empty_object(arguments: str) -> None:
     def hello(name: str = "world") -> str:
         return f"hello {name}"
 
-    result = run_now(ToolRegistry.of(hello).execute("hello", arguments))
+    result = run_now(execute_tool(ToolRegistry.of(hello), "hello", arguments))
     assert result == ToolResult.success("hello world")
 
 
 def test_invalid_json_gives_a_failure_saying_so() -> None:
-    result = run_now(ToolRegistry.of(add).execute("add", '{"a": 1, "b": '))
+    result = run_now(execute_tool(ToolRegistry.of(add), "add", '{"a": 1, "b": '))
     assert result.error == "Arguments for tool 'add' are not valid JSON: Input data was truncated"
 
 
 def test_validation_failure_names_the_path() -> None:
-    result = run_now(ToolRegistry.of(add).execute("add", '{"a": 1, "b": "2"}'))
+    result = run_now(execute_tool(ToolRegistry.of(add), "add", '{"a": 1, "b": "2"}'))
     assert result.error == "Invalid arguments for tool 'add': Expected `int`, got `str` - at `$.b`"
 
 
 def test_missing_required_argument_is_a_failure() -> None:
-    result = run_now(ToolRegistry.of(add).execute("add", '{"a": 1}'))
+    result = run_now(execute_tool(ToolRegistry.of(add), "add", '{"a": 1}'))
     assert result.error == "Invalid arguments for tool 'add': Object missing required field `b`"
 
 
@@ -688,21 +695,21 @@ def test_nested_validation_failure_names_the_nested_path() -> None:
     def move(to: Point) -> str:
         return "ok"
 
-    result = run_now(ToolRegistry.of(move).execute("move", '{"to": {"x": 1, "y": null}}'))
+    result = run_now(execute_tool(ToolRegistry.of(move), "move", '{"to": {"x": 1, "y": null}}'))
     assert result.error == (
         "Invalid arguments for tool 'move': Expected `int`, got `null` - at `$.to.y`"
     )
 
 
 def test_unknown_arguments_are_ignored() -> None:
-    result = run_now(ToolRegistry.of(add).execute("add", '{"a": 1, "b": 2, "c": 3}'))
+    result = run_now(execute_tool(ToolRegistry.of(add), "add", '{"a": 1, "b": 2, "c": 3}'))
     assert result == ToolResult.success("3")
 
 
 def test_unknown_tool_gives_a_failure_listing_available_tools() -> None:
-    result = run_now(ToolRegistry.of(add, upper).execute("nope", "{}"))
+    result = run_now(execute_tool(ToolRegistry.of(add, upper), "nope", "{}"))
     assert result.error == "Unknown tool 'nope'. Available tools: add, shout."
-    empty = run_now(ToolRegistry().execute("nope", "{}"))
+    empty = run_now(execute_tool(ToolRegistry(), "nope", "{}"))
     assert empty.error == "Unknown tool 'nope'. Available tools: (none)."
 
 
@@ -722,13 +729,15 @@ class RecordingRunSync:
 
 def test_blocking_sync_tool_runs_through_run_sync() -> None:
     run_sync = RecordingRunSync()
-    result = run_now(ToolRegistry.of(add).execute("add", '{"a": 1, "b": 1}', run_sync=run_sync))
+    result = run_now(
+        execute_tool(ToolRegistry.of(add), "add", '{"a": 1, "b": 1}', run_sync=run_sync)
+    )
     assert result == ToolResult.success("2")
     assert run_sync.calls == 1
 
 
 def test_blocking_sync_tool_runs_inline_without_run_sync() -> None:
-    assert run_now(ToolRegistry.of(add).execute("add", '{"a": 1, "b": 1}')).content == "2"
+    assert run_now(execute_tool(ToolRegistry.of(add), "add", '{"a": 1, "b": 1}')).content == "2"
 
 
 def test_non_blocking_sync_tool_runs_inline_even_with_run_sync() -> None:
@@ -737,7 +746,7 @@ def test_non_blocking_sync_tool_runs_inline_even_with_run_sync() -> None:
         return n * 2
 
     run_sync = RecordingRunSync()
-    result = run_now(ToolRegistry.of(quick).execute("quick", '{"n": 4}', run_sync=run_sync))
+    result = run_now(execute_tool(ToolRegistry.of(quick), "quick", '{"n": 4}', run_sync=run_sync))
     assert result.content == "8"
     assert run_sync.calls == 0
 
@@ -745,7 +754,7 @@ def test_non_blocking_sync_tool_runs_inline_even_with_run_sync() -> None:
 def test_exception_inside_run_sync_is_a_failure() -> None:
     run_sync = RecordingRunSync()
     result = run_now(
-        ToolRegistry.of(failing).execute("failing", '{"reason": "x"}', run_sync=run_sync)
+        execute_tool(ToolRegistry.of(failing), "failing", '{"reason": "x"}', run_sync=run_sync)
     )
     assert result.error == "ValueError: x"
     assert run_sync.calls == 1
@@ -760,7 +769,7 @@ async def test_async_tool_is_awaited(anyio_backend: str) -> None:
 
     run_sync = RecordingRunSync()
     registry = ToolRegistry.of(slow_add)
-    result = await registry.execute("slow_add", '{"a": 2, "b": 3}', run_sync=run_sync)
+    result = await execute_tool(registry, "slow_add", '{"a": 2, "b": 3}', run_sync=run_sync)
     assert result == ToolResult.success("5")
     assert run_sync.calls == 0
 
@@ -772,7 +781,7 @@ async def test_async_tool_failure_is_a_failure_result(anyio_backend: str) -> Non
         await anyio.lowlevel.checkpoint()
         raise ToolError("the service is down")
 
-    result = await ToolRegistry.of(broken).execute("broken", "{}")
+    result = await execute_tool(ToolRegistry.of(broken), "broken", "{}")
     assert result.error == "the service is down"
 
 
@@ -785,7 +794,7 @@ def test_sync_callable_returning_an_awaitable_is_awaited() -> None:
 
     spec = tool(wrapper)
     assert not spec.is_async
-    assert run_now(ToolRegistry.of(spec).execute("wrapper", "")) == ToolResult.success(
+    assert run_now(execute_tool(ToolRegistry.of(spec), "wrapper", "")) == ToolResult.success(
         "from coroutine"
     )
 
@@ -798,7 +807,7 @@ def test_tool_error_sends_its_message_alone() -> None:
     def picky(n: int) -> int:
         raise ToolError(f"{n} is not allowed, try 3")
 
-    result = run_now(ToolRegistry.of(picky).execute("picky", '{"n": 2}'))
+    result = run_now(execute_tool(ToolRegistry.of(picky), "picky", '{"n": 2}'))
     assert result.error == "2 is not allowed, try 3"
     assert msgspec.json.decode(result.content) == {"error": "2 is not allowed, try 3"}
 
@@ -808,7 +817,7 @@ def test_exception_without_message_is_named_by_its_type() -> None:
     def empty() -> None:
         raise RuntimeError
 
-    assert run_now(ToolRegistry.of(empty).execute("empty", "")).error == "RuntimeError"
+    assert run_now(execute_tool(ToolRegistry.of(empty), "empty", "")).error == "RuntimeError"
 
 
 @pytest.mark.parametrize("exc_type", [KeyboardInterrupt, SystemExit, asyncio.CancelledError])
@@ -818,7 +827,7 @@ def test_base_exceptions_propagate_from_a_sync_tool(exc_type: type[BaseException
         raise exc_type
 
     with pytest.raises(exc_type):
-        run_now(ToolRegistry.of(interrupted).execute("interrupted", ""))
+        run_now(execute_tool(ToolRegistry.of(interrupted), "interrupted", ""))
 
 
 @pytest.mark.anyio
@@ -835,7 +844,7 @@ async def test_cancellation_propagates_out_of_execute(anyio_backend: str) -> Non
     outcomes: list[ToolResult] = []
 
     async def call() -> None:
-        outcomes.append(await registry.execute("hang", ""))
+        outcomes.append(await execute_tool(registry, "hang", ""))
 
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
@@ -856,8 +865,8 @@ async def test_cancellation_propagates_through_run_sync(anyio_backend: str) -> N
     with anyio.CancelScope() as scope:
         scope.cancel()
         outcomes.append(
-            await ToolRegistry.of(add).execute(
-                "add", '{"a": 1, "b": 2}', run_sync=cancelled_run_sync
+            await execute_tool(
+                ToolRegistry.of(add), "add", '{"a": 1, "b": 2}', run_sync=cancelled_run_sync
             )
         )
     assert scope.cancelled_caught
@@ -871,7 +880,7 @@ def _returning(value: object) -> ToolResult:
     def give() -> object:
         return value
 
-    return run_now(ToolRegistry.of(tool(give)).execute("give", ""))
+    return run_now(execute_tool(ToolRegistry.of(tool(give)), "give", ""))
 
 
 @pytest.mark.parametrize(
@@ -960,7 +969,9 @@ def test_valid_arguments_round_trip_to_the_handler_kwargs(
             },
         )
     )
-    result = run_now(ToolRegistry.of(spec).execute("echo", msgspec.json.encode(arguments).decode()))
+    result = run_now(
+        execute_tool(ToolRegistry.of(spec), "echo", msgspec.json.encode(arguments).decode())
+    )
     assert result.ok, result
     expected = {name: arguments.get(name, default) for name, _, default in shape}
     assert msgspec.json.decode(result.content) == expected

@@ -29,6 +29,7 @@ from toolrelay.core import (
     ToolCallMessage,
     ToolRegistry,
     ToolResult,
+    ToolSpec,
     _processor,
     tool,
 )
@@ -1348,9 +1349,7 @@ async def test_an_exception_from_the_processor_is_an_internal_error_not_a_backen
 
 async def test_a_bug_in_a_tool_registry_is_an_internal_error() -> None:
     class BrokenRegistry(ToolRegistry):
-        async def execute(
-            self, name: str, arguments: str, *, run_sync: object = None
-        ) -> ToolResult:
+        def get(self, name: str) -> ToolSpec[..., Any] | None:
             raise LookupError("registry bug")
 
     agent = ScriptedAgent([tool_call("anything", id="c1")], [text("never")])

@@ -8,6 +8,7 @@ from typing import Any, assert_type
 import anyio.to_thread
 
 from toolrelay.core._tools import ToolRegistry, ToolResult, ToolSpec, tool
+from toolrelay.runtime import execute_tool
 
 
 def _add(a: int, b: int = 0) -> int:
@@ -43,7 +44,7 @@ def _wrong_calls_are_type_errors() -> None:
 
 async def _uses_anyio_run_sync(registry: ToolRegistry) -> ToolResult:
     # The runtime's thread runner fits the run_sync parameter as it is.
-    return await registry.execute("_add", '{"a": 1}', run_sync=anyio.to_thread.run_sync)
+    return await execute_tool(registry, "_add", '{"a": 1}', run_sync=anyio.to_thread.run_sync)
 
 
 def test_registry_accepts_specs_and_functions() -> None:

@@ -16,7 +16,7 @@ it starts on:
 - payloads that are not JSON, or not a valid event (the event is skipped);
 - data larger than the default ``max_event_bytes``;
 - an event cut off by the end of the file (SSE discards it);
-- every protocol violation the processor tolerated (``processor.violations``).
+- every protocol violation the processor tolerated (its ``ViolationRaised`` effects).
 
 Exit codes: 0 the recorded run completed, ended with tool calls ready (they are
 listed: "would execute: ..."), or was interrupted (the AG-UI ``interrupt`` outcome:
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -41,12 +41,18 @@ from httpx_sse import EventSource
 from toolrelay._reasons import TerminalReason
 from toolrelay.core import (
     Conversation,
+    Effect,
     EventProcessor,
     Limits,
     ReasoningRecord,
     TextMessage,
     ToolCallInfo,
     ToolCallMessage,
+    ToolsReady,
+    TurnCompleted,
+    TurnEnded,
+    TurnInterrupted,
+    ViolationRaised,
     to_agui_messages,
 )
 from toolrelay.diagrams import trace_diagram
@@ -99,6 +105,9 @@ class ReplayReport:
     events: int
     processor: EventProcessor
     findings: list[Finding] = field(default_factory=list)
+    #: The calls the run handed to the client (its ``ToolsReady``): what a live run
+    #: would execute.
+    ready_calls: tuple[ToolCallInfo, ...] = ()
 
     @property
     def status(self) -> RunStatus:
@@ -107,14 +116,6 @@ class ReplayReport:
     @property
     def reason(self) -> TerminalReason | None:
         return self.processor.reason
-
-    @property
-    def ready_calls(self) -> tuple[ToolCallInfo, ...]:
-        """Calls the recorded run left for the client: what a live run would execute."""
-        if self.processor.status is not RunStatus.executing_tools:
-            return ()
-        # Calls the agent resolved itself (TOOL_CALL_RESULT) are completed, not ready.
-        return tuple(c for c in self.processor.tool_calls if c.status is ToolCallStatus.executing)
 
     @property
     def ok(self) -> bool:
@@ -202,17 +203,28 @@ def replay_capture(data: bytes, *, limits: Limits | None = None) -> ReplayReport
     run_id = started.run_id if started is not None else "replay"
     processor = EventProcessor(Conversation(thread_id), limits=limits)
     processor.start_run(run_id)
+    ready: tuple[ToolCallInfo, ...] = ()
+    ended = False
+
+    def perform(effects: Sequence[Effect], index: int | None, line: int | None) -> None:
+        nonlocal ready, ended
+        for effect in effects:
+            match effect:
+                case ViolationRaised(violation=v):
+                    findings.append(Finding(index, line, v.code, v.event_type, v.message))
+                case ToolsReady(calls=calls):
+                    ready, ended = calls, True
+                case TurnCompleted() | TurnInterrupted() | TurnEnded():
+                    ended = True
+                case _:
+                    pass
+
     for index, line, event in decoded:
-        seen = len(processor.violations)
-        processor.receive(event)
-        findings.extend(
-            Finding(index, line, v.code, v.event_type, v.message)
-            for v in processor.violations[seen:]
-        )
-    if not processor.run_ended:
-        processor.end_stream()
+        perform(processor.receive(event), index, line)
+    if not ended:
+        perform(processor.end_stream(), None, None)
     findings.sort(key=lambda f: (f.line or 0, f.index or 0))
-    return ReplayReport(sse_count, len(decoded), processor, findings)
+    return ReplayReport(sse_count, len(decoded), processor, findings, ready)
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:

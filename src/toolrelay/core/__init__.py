@@ -20,6 +20,7 @@ from toolrelay.core._effects import (
     ActivityChanged as ActivityChanged,
     ActivityKind as ActivityKind,
     Effect as Effect,
+    MessagesSettled as MessagesSettled,
     ProtocolViolation as ProtocolViolation,
     ToolsReady as ToolsReady,
     TurnCompleted as TurnCompleted,
@@ -35,7 +36,6 @@ from toolrelay.core._patch import JsonPatchError as JsonPatchError, apply_patch 
 from toolrelay.core._processor import EventProcessor as EventProcessor, Limits as Limits
 from toolrelay.core._resume import check_resume as check_resume
 from toolrelay.core._tools import (
-    RunSync as RunSync,
     ToolError as ToolError,
     ToolRegistry as ToolRegistry,
     ToolResult as ToolResult,
@@ -53,10 +53,10 @@ __all__ = (
     "EventProcessor",
     "JsonPatchError",
     "Limits",
+    "MessagesSettled",
     "NO_EFFECTS",
     "ProtocolViolation",
     "ReasoningRecord",
-    "RunSync",
     "TextAccumulator",
     "TextMessage",
     "ToolCallInfo",

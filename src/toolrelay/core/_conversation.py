@@ -314,7 +314,7 @@ class Conversation:
                 )
         return ids
 
-    def adopt_result_ids(self, stored: Mapping[str, str]) -> int:
+    def adopt_result_ids(self, stored: Mapping[str, str]) -> list[ToolCallMessage]:
         """Send each committed tool result under the id the server stored it under.
 
         Args:
@@ -322,10 +322,10 @@ class Conversation:
                 last ``MESSAGES_SNAPSHOT``.
 
         Returns:
-            How many results were renamed. A renamed batch is replaced in
-            :attr:`messages` by a copy (batches are immutable).
+            The renamed batches: each replaced in :attr:`messages` by a copy (batches
+            are immutable).
         """
-        renamed = 0
+        renamed: list[ToolCallMessage] = []
         messages = self.messages
         for i, message in enumerate(messages):
             if not isinstance(message, ToolCallMessage):
@@ -335,8 +335,9 @@ class Conversation:
                 for call, current in zip(message.calls, message.result_message_ids, strict=True)
             )
             if ids != message.result_message_ids:
-                renamed += sum(a != b for a, b in zip(ids, message.result_message_ids, strict=True))
-                messages[i] = msgspec.structs.replace(message, result_message_ids=ids)
+                batch = msgspec.structs.replace(message, result_message_ids=ids)
+                messages[i] = batch
+                renamed.append(batch)
         return renamed
 
     def texts(self) -> Iterator[TextMessage]:

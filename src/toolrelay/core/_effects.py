@@ -13,7 +13,7 @@ import enum
 import msgspec
 
 from toolrelay._reasons import TerminalReason
-from toolrelay.core._conversation import ToolCallInfo
+from toolrelay.core._conversation import ChatMessage, ToolCallInfo
 from toolrelay.protocol import Interrupt
 
 __all__ = (
@@ -22,6 +22,7 @@ __all__ = (
     "ActivityChanged",
     "ActivityKind",
     "Effect",
+    "MessagesSettled",
     "ProtocolViolation",
     "TurnCompleted",
     "TurnEnded",
@@ -112,6 +113,19 @@ class ToolsReady(msgspec.Struct, frozen=True):
     calls: tuple[ToolCallInfo, ...]
 
 
+class MessagesSettled(msgspec.Struct, frozen=True):
+    """Messages of the conversation reached their final form: a text or reasoning
+    message closed, a batch of tool calls was committed with its results.
+
+    What a durable store writes, one block each, the moment it exists. A message may
+    settle again when something it holds changes after it closed (a signature that
+    arrives late, a tool result renamed to the id a server stored it under): the later
+    one replaces the earlier, by id.
+    """
+
+    messages: tuple[ChatMessage, ...]
+
+
 class TurnCompleted(msgspec.Struct, frozen=True):
     """The run finished and no tool call is pending: the turn is ``completed``."""
 
@@ -144,7 +158,13 @@ class TurnEnded(msgspec.Struct, frozen=True):
 
 
 Effect = (
-    ActivityChanged | ViolationRaised | ToolsReady | TurnCompleted | TurnInterrupted | TurnEnded
+    ActivityChanged
+    | ViolationRaised
+    | MessagesSettled
+    | ToolsReady
+    | TurnCompleted
+    | TurnInterrupted
+    | TurnEnded
 )
 """Everything the processor can answer with."""
 

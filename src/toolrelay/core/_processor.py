@@ -12,8 +12,14 @@ loop around it, shaped like an h11 connection::
             ...                                      # ToolsReady / TurnCompleted /
                                                      # TurnInterrupted / TurnEnded
     processor.end_stream()                           # the stream closed
-    processor.record_result(call, result)            # for each executed tool
+    processor.record_result(call, result)            # once per executed tool; the last
+                                                     # one commits the batch
     run_input = processor.start_run(next_run_id)     # executing_tools -> running, depth + 1
+
+Effects say everything the runtime acts on: ``ToolsReady`` (run the batch),
+``TurnCompleted`` / ``TurnInterrupted`` / ``TurnEnded`` (the turn is over),
+``ActivityChanged`` and ``ViolationRaised`` (for observers), and ``MessagesSettled``
+(messages that reached their final form, for a durable store).
 
 Every transition of the turn goes through the declared ``RunLifecycle`` and every
 transition of a call through ``ToolCallLifecycle`` (their compiled tables); argument
@@ -117,6 +123,7 @@ from msgspec import UNSET
 from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.core._arguments import utf8_len
 from toolrelay.core._conversation import (
+    ChatMessage,
     Conversation,
     ReasoningRecord,
     TextMessage,
@@ -129,6 +136,7 @@ from toolrelay.core._effects import (
     ActivityChanged,
     ActivityKind,
     Effect,
+    MessagesSettled,
     ProtocolViolation,
     ToolsReady,
     TurnCompleted,
@@ -295,6 +303,7 @@ class EventProcessor:
         "_run_first_message",
         "_run",
         "_run_started_seen",
+        "_settled",
         "_thinking",
         "_tools",
         "_wire_ended",
@@ -360,6 +369,9 @@ class EventProcessor:
         self._chunk_text: TextMessage | None = None
         self._chunk_reasoning: ReasoningRecord | None = None
         self._thinking: ReasoningRecord | None = None
+        # Messages that reached their final form since the last effects were returned
+        # (reported once, as MessagesSettled, by _with_settled).
+        self._settled: list[ChatMessage] = []
         # Events this run may still take before max_events_per_run (the hot path and
         # the full path count down the same number).
         self._left = self._limits.max_events_per_run
@@ -428,12 +440,16 @@ class EventProcessor:
 
         Raises:
             IllegalTransition: The turn is not idle or executing tools (for a
-                continuation, every call of the batch must have a result first).
+                continuation, every call of the batch must have its result recorded).
         """
         state = self._run.state
         resume: Sequence[ResumeEntry] = ()
         if state is _EXECUTING_TOOLS:
-            self.commit_tool_results()
+            if self._calls:
+                call = next(iter(self._calls.values()))
+                raise IllegalTransition(
+                    "ToolCallLifecycle", call.status.value, f"continue_run (call {call.id!r})"
+                )
             event = RunEvent.continue_run
         else:
             event = RunEvent.start
@@ -552,8 +568,8 @@ class EventProcessor:
             if handler is None:
                 if isinstance(event, UnknownEvent):
                     logger.debug("ignoring unknown AG-UI event type %r", event.type)
-                return NO_EFFECTS
-            return handler(self, event)
+                return self._with_settled(NO_EFFECTS)
+            return self._with_settled(handler(self, event))
         except RemoteProtocolError as exc:
             return self.fail(exc.reason)
         except Exception as exc:
@@ -570,7 +586,7 @@ class EventProcessor:
         fails (``protocol_error``): a stream that ends early is a broken run, and its
         pending calls are abandoned, not executed."""
         if self._ended:
-            return NO_EFFECTS
+            return self._with_settled(NO_EFFECTS)
         return self.fail(
             TerminalReason(
                 kind=ReasonKind.PROTOCOL_ERROR,
@@ -578,29 +594,52 @@ class EventProcessor:
             )
         )
 
-    def record_result(self, call: ToolCallInfo, result: ToolResult) -> None:
-        """Store the outcome of an executed call (``executing -> completed | failed``)."""
-        self._send_call(call, ToolCallEvent.succeed if result.error is None else ToolCallEvent.fail)
-        call.result = result
+    def record_result(self, call: ToolCallInfo, result: ToolResult) -> Sequence[Effect]:
+        """Hand in the outcome of an executed call (``executing -> completed | failed``).
 
-    def commit_tool_results(self) -> ToolCallMessage | None:
-        """Append the run's calls, each final, to the conversation as one
-        :class:`ToolCallMessage` and clear the in-flight calls.
+        The runtime calls it once per call of the batch, as each finishes. The last
+        one commits the batch to the conversation (one :class:`ToolCallMessage`,
+        reported as :class:`MessagesSettled`), so a continuation that then fails keeps
+        the results (a retry sends them again). On a turn that already ended (cancelled
+        or superseded while its tools ran) the result is not taken: its call was
+        abandoned.
 
-        Called by :meth:`start_run` for a continuation; the runtime calls it as soon as
-        the batch finished so that a continuation that then fails keeps the results in
-        the conversation (a retry sends them again). Idempotent.
+        Returns:
+            ``MessagesSettled`` with the batch once every call has its outcome; the
+            shared empty tuple otherwise.
 
         Raises:
-            IllegalTransition: A call of the batch has no result yet.
+            IllegalTransition: ``call`` is not executing (its result was recorded
+                already, or it is not part of the batch); nothing changed.
         """
+        if self._run.state.is_final:
+            return NO_EFFECTS
+        self._send_call(call, ToolCallEvent.succeed if result.error is None else ToolCallEvent.fail)
+        call.result = result
+        for other in self._calls.values():
+            if other.status in _OPEN_CALL:
+                return NO_EFFECTS
+        self._commit_batch()
+        return self._with_settled(NO_EFFECTS)
+
+    def _with_settled(self, effects: Sequence[Effect]) -> Sequence[Effect]:
+        """``effects``, with the messages settled since the last answer reported once."""
+        if not self._settled:
+            return effects
+        settled = MessagesSettled(tuple(self._settled))
+        self._settled.clear()
+        return (*effects, settled)
+
+    def _settle(self, message: ChatMessage) -> None:
+        self._settled.append(message)
+
+    def _commit_batch(self) -> None:
+        """Append the run's calls, each final, to the conversation as one
+        :class:`ToolCallMessage` and clear the in-flight calls. Called when the last
+        result of a batch is recorded, when a run completes with calls the agent
+        resolved itself, and when a turn ends (the calls that had an outcome)."""
         if not self._calls:
-            return None
-        for call in self._calls.values():
-            if call.status in _OPEN_CALL:
-                raise IllegalTransition(
-                    "ToolCallLifecycle", call.status.value, f"commit (call {call.id!r})"
-                )
+            return
         calls: list[ToolCallInfo] = []
         ids: list[str] = []
         for call in self._calls.values():
@@ -609,12 +648,12 @@ class EventProcessor:
                 ids.append(self._result_ids.get(call.id) or self._id_factory())
         self._calls = {}
         if not calls:
-            return None
+            return
         message = ToolCallMessage(
             id=self._id_factory(), calls=tuple(calls), result_message_ids=tuple(ids)
         )
         self.conversation.append(message)
-        return message
+        self._settle(message)
 
     def fail(self, reason: TerminalReason) -> Sequence[Effect]:
         """End the turn ``failed`` with ``reason``; a no-op on a finished turn."""
@@ -712,7 +751,7 @@ class EventProcessor:
     def _terminate(self, event: RunEvent, reason: TerminalReason) -> Sequence[Effect]:
         if self._run.state.is_final:
             return NO_EFFECTS
-        return (*self._end(event, reason), TurnEnded(reason))
+        return self._with_settled((*self._end(event, reason), TurnEnded(reason)))
 
     def _end(self, event: RunEvent, reason: TerminalReason) -> Sequence[Effect]:
         """End the turn by ``event``: close what is open, abandon the open calls, commit
@@ -731,7 +770,7 @@ class EventProcessor:
         # Calls that already have an outcome (the agent's TOOL_CALL_RESULT, a result the
         # runtime recorded) are kept in the conversation, not dropped (promise 7).
         self._calls = settled
-        self.commit_tool_results()
+        self._commit_batch()
         self._run.send(event)
         self.reason = reason
         self._ended = True
@@ -742,15 +781,18 @@ class EventProcessor:
         for text in self._open_texts.values():
             text.complete = True
             text.interrupted = interrupted
+            self._settle(text)
         self._open_texts.clear()
         self._text_sinks.clear()
         self._chunk_text = None
         for record in self._open_reasoning.values():
             record.complete = True
+            self._settle(record)
         self._open_reasoning.clear()
         self._chunk_reasoning = None
         if self._thinking is not None:
             self._thinking.complete = True
+            self._settle(self._thinking)
             self._thinking = None
 
     def _close_tool_chunk(self) -> None:
@@ -764,16 +806,18 @@ class EventProcessor:
         record = self._chunk_reasoning
         if record is not None:
             self._chunk_reasoning = None
-            self._open_reasoning.pop(record.id, None)
-            record.complete = True
+            if self._open_reasoning.pop(record.id, None) is not None:
+                record.complete = True
+                self._settle(record)
 
     def _close_text_chunk(self) -> None:
         text = self._chunk_text
         if text is not None:
             self._chunk_text = None
-            self._open_texts.pop(text.id, None)
             self._text_sinks.pop(text.id, None)
-            text.complete = True
+            if self._open_texts.pop(text.id, None) is not None:
+                text.complete = True
+                self._settle(text)
 
     def _calling_activity(self) -> Sequence[Effect]:
         names = tuple(call.name for call in self._calls.values() if call.status in _CALLING)
@@ -869,7 +913,7 @@ class EventProcessor:
             )
             effects.append(ToolsReady(tuple(pending)))
             return tuple(effects)
-        self.commit_tool_results()
+        self._commit_batch()
         self._run.send(RunEvent.complete)
         self.reason = _COMPLETED
         effects.extend(self._set_activity(_DONE))
@@ -956,6 +1000,7 @@ class EventProcessor:
                 f"text message {event.message_id!r} is not open",
             )
         text.complete = True
+        self._settle(text)
         return self._calling_activity() if self._calls else NO_EFFECTS
 
     def _on_text_chunk(self, event: TextMessageChunkEvent) -> Sequence[Effect]:
@@ -1168,12 +1213,15 @@ class EventProcessor:
                     break
         if record is not None:
             record.encrypted_value = value
+            if record.complete:
+                self._settle(record)  # settled before its signature came: again
         return NO_EFFECTS
 
     def _on_reasoning_message_end(self, event: ReasoningMessageEndEvent) -> Sequence[Effect]:
         record = self._open_reasoning.pop(event.message_id, None)
         if record is not None:
             record.complete = True
+            self._settle(record)
         return NO_EFFECTS
 
     def _on_thinking_text_start(self, event: ThinkingTextMessageStartEvent) -> Sequence[Effect]:
@@ -1192,6 +1240,7 @@ class EventProcessor:
     def _on_thinking_text_end(self, event: ThinkingTextMessageEndEvent) -> Sequence[Effect]:
         if self._thinking is not None:
             self._thinking.complete = True
+            self._settle(self._thinking)
             self._thinking = None
         return NO_EFFECTS
 
@@ -1224,7 +1273,8 @@ class EventProcessor:
         if stored:
             for call_id in self._result_ids:
                 self._result_ids[call_id] = stored.get(call_id, self._result_ids[call_id])
-            self.conversation.adopt_result_ids(stored)
+            for batch in self.conversation.adopt_result_ids(stored):
+                self._settle(batch)
         return self._adopt_unstreamed(snapshot)
 
     def _adopt_unstreamed(self, snapshot: tuple[Message, ...]) -> Sequence[Effect]:
@@ -1263,7 +1313,9 @@ class EventProcessor:
                     )
                 )
             if isinstance(message.content, str) and message.content:
-                self.conversation.append(TextMessage(message.id, "assistant", message.content))
+                adopted = TextMessage(message.id, "assistant", message.content)
+                self.conversation.append(adopted)
+                self._settle(adopted)
                 effects.extend(
                     self._violation(
                         "snapshot_only_message",

@@ -13,16 +13,16 @@ sees ``{"type": "object", "properties": ..., "required": ...}``) and decodes and
 validates the model's arguments in one step (``msgspec.json.decode(args, type=...)``),
 so the schema the model is shown and the check its arguments pass cannot drift apart.
 
-Execution (:meth:`ToolRegistry.execute`) never raises for a problem on the tool's
-side: an unknown name, arguments that are not JSON or do not validate, an exception
-from the tool, a result that cannot be encoded all become a failed
-:class:`ToolResult` whose text is sent to the model (promise 2: the model sees every
-outcome). Cancellation (``BaseException`` that is not ``Exception``) always
-propagates untouched, so a cancelled turn ends promptly (promise 4).
+The core decides and the runtime runs: :meth:`ToolSpec.bind` decodes and
+validates the model's arguments into a callable (or the failure saying why not), the
+runtime calls it (awaiting an async tool, a blocking one in a worker thread, under
+its timeout) and :meth:`ToolSpec.outcome` / :meth:`ToolSpec.failure_of` turn what came
+back into the :class:`ToolResult` the model sees. Nothing on the tool's side raises
+out of that: an unknown name, bad arguments, an exception, a result that cannot be
+encoded all become failures (promise 2: the model sees every outcome).
 
-This module is sans-IO: it never imports an event loop library or reads the clock.
-``execute`` is ``async`` only to await async tools; worker threads and timeouts
-belong to the runtime, which passes ``run_sync`` and reads :attr:`ToolSpec.timeout`.
+This module is sans-IO: it never imports an event loop library, awaits or reads the
+clock.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import msgspec
 
@@ -45,7 +45,6 @@ from toolrelay.errors import ToolDefinitionError
 from toolrelay.protocol import Tool
 
 __all__ = (
-    "RunSync",
     "ToolError",
     "ToolRegistry",
     "ToolResult",
@@ -105,15 +104,6 @@ class ToolError(Exception):
     The model receives the message alone; for any other exception it receives
     ``"<ExceptionType>: <message>"``.
     """
-
-
-class RunSync(Protocol):
-    """How the runtime runs a blocking function off the event loop.
-
-    ``anyio.to_thread.run_sync`` and ``trio.to_thread.run_sync`` both fit.
-    """
-
-    def __call__(self, func: Callable[[], T], /) -> Awaitable[T]: ...
 
 
 # ---------------------------------------------------------------------------
@@ -215,24 +205,21 @@ class ToolSpec(Generic[P, R]):
             args_type=None,
         )
 
-    async def execute(self, arguments: str, *, run_sync: RunSync | None = None) -> ToolResult:
-        """Decode ``arguments``, call the tool and turn its outcome into a result.
+    def bind(self, arguments: str) -> Callable[[], Any] | ToolResult:
+        """Decode ``arguments`` and bind them to the handler, without calling it.
 
-        See :meth:`ToolRegistry.execute`, which looks the spec up and calls this.
+        The runtime calls what this returns (awaiting it for an async tool, in a
+        worker thread for a blocking one) and turns the outcome into a result with
+        :meth:`outcome` or :meth:`failure_of`: the core decides, the runtime runs.
 
         Args:
             arguments: The JSON text of the arguments; empty, whitespace or ``null``
                 means no arguments (``{}``).
-            run_sync: Runs a blocking sync handler off the event loop. Without it, or
-                when :attr:`blocking` is ``False``, a sync handler is called inline.
 
         Returns:
-            A success with the handler's return value as text, or a failure saying
-            what went wrong (bad JSON, invalid arguments, the exception raised).
-
-        Raises:
-            BaseException: Only exceptions that are not ``Exception`` (cancellation,
-                ``KeyboardInterrupt``, ``SystemExit``) propagate, untouched.
+            A callable taking no argument, or the failure saying why there is none
+            (bad JSON, invalid arguments: msgspec's message with the path, such as
+            ``Expected `int`, got `str` - at `$.n```).
         """
         stripped = arguments.strip()
         raw = stripped if stripped and stripped != "null" else "{}"
@@ -245,32 +232,25 @@ class ToolSpec(Generic[P, R]):
             return ToolResult.failure(f"Invalid arguments for tool {self.name!r}: {exc}")
         except msgspec.DecodeError as exc:
             return ToolResult.failure(f"Arguments for tool {self.name!r} are not valid JSON: {exc}")
-
         handler: Callable[..., Any] = self.handler
-        call: Callable[[], Any]
         if self.args_type is None:
-            call = functools.partial(handler, decoded)
-        else:
-            call = functools.partial(handler, **msgspec.structs.asdict(decoded))
-        try:
-            if self.is_async:
-                result = await call()
-            elif self.blocking and run_sync is not None:
-                result = await run_sync(call)
-            else:
-                result = call()
-            if inspect.isawaitable(result):
-                # A sync-looking callable that returned an awaitable (an undetected
-                # async callable): finish it rather than encode a coroutine object.
-                result = await result
-        except ToolError as exc:
+            return functools.partial(handler, decoded)
+        return functools.partial(handler, **msgspec.structs.asdict(decoded))
+
+    def outcome(self, value: object) -> ToolResult:
+        """The result the model sees for the handler's return value: a ``str`` as is,
+        ``None`` as ``""``, a :class:`ToolResult` as is, anything else JSON-encoded by
+        msgspec (a failure when it cannot be)."""
+        return _to_result(self.name, value)
+
+    @staticmethod
+    def failure_of(exc: Exception) -> ToolResult:
+        """The result the model sees for an exception the handler raised: a
+        :class:`ToolError`'s message alone, otherwise ``"<ExceptionType>: <message>"``."""
+        if isinstance(exc, ToolError):
             return ToolResult.failure(str(exc) or type(exc).__name__)
-        except Exception as exc:
-            text = str(exc)
-            return ToolResult.failure(
-                f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-            )
-        return _to_result(self.name, result)
+        text = str(exc)
+        return ToolResult.failure(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
 
 
 def _to_result(name: str, value: object) -> ToolResult:
@@ -676,40 +656,9 @@ class ToolRegistry:
         """
         return self._definitions
 
-    async def execute(
-        self, name: str, arguments: str, *, run_sync: RunSync | None = None
-    ) -> ToolResult:
-        """Run the tool ``name`` with the JSON ``arguments``; never raises for tool problems.
-
-        Args:
-            name: The tool to call.
-            arguments: The JSON text of the arguments, as streamed by the agent; empty,
-                whitespace or ``null`` means ``{}``.
-            run_sync: How to run a blocking sync tool off the event loop (the runtime
-                passes ``anyio.to_thread.run_sync``). Without it, or for a tool with
-                ``blocking=False``, a sync tool is called inline. Async tools are
-                awaited. Timeouts are the caller's: wrap the call in a deadline,
-                using :attr:`ToolSpec.timeout` when it is set.
-
-        Returns:
-            A success holding the tool's return value as text (a ``str`` as is,
-            ``None`` as ``""``, anything else JSON-encoded by msgspec; a returned
-            :class:`ToolResult` as is), or a failure when the tool is unknown, the
-            arguments are not JSON or fail validation (msgspec's message with the
-            path, such as ``Expected `int`, got `str` - at `$.n```), the tool raised
-            (``"<ExceptionType>: <message>"``; a :class:`ToolError`'s message alone),
-            or the return value cannot be encoded.
-
-        Raises:
-            BaseException: Only exceptions that are not ``Exception`` propagate, and
-                untouched: cancellation (``asyncio.CancelledError``,
-                ``trio.Cancelled``), ``KeyboardInterrupt``, ``SystemExit``. The
-                registry is unchanged afterwards, as it always is.
-        """
-        spec = self._tools.get(name)
-        if spec is None:
-            return ToolResult.failure(f"Unknown tool {name!r}. Available tools: {self._known()}.")
-        return await spec.execute(arguments, run_sync=run_sync)
+    def unknown(self, name: str) -> ToolResult:
+        """The failure the model sees for a call to a tool the registry does not have."""
+        return ToolResult.failure(f"Unknown tool {name!r}. Available tools: {self._known()}.")
 
     def _known(self) -> str:
         return ", ".join(self._tools) if self._tools else "(none)"

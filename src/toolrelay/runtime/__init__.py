@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from toolrelay.runtime._engine import (
-    Engine as Engine,
-    EngineStatistics as EngineStatistics,
-    EventReceived as EventReceived,
-    Notification as Notification,
-    StateChanged as StateChanged,
-    ToolCallFinished as ToolCallFinished,
-    Turn as Turn,
-    TurnSnapshot as TurnSnapshot,
-    TurnStatistics as TurnStatistics,
+from toolrelay.runtime._engine import Engine as Engine
+from toolrelay.runtime._executor import (
+    RunSync as RunSync,
+    execute_batch as execute_batch,
+    execute_tool as execute_tool,
 )
-from toolrelay.runtime._executor import execute_batch as execute_batch
 from toolrelay.runtime._registry import (
     LifecycleEvent as LifecycleEvent,
     RunCompleted as RunCompleted,
@@ -21,6 +15,16 @@ from toolrelay.runtime._registry import (
     RunHandle as RunHandle,
     RunRegistry as RunRegistry,
     RunStarted as RunStarted,
+)
+from toolrelay.runtime._turn import Turn as Turn
+from toolrelay.runtime._views import (
+    EngineStatistics as EngineStatistics,
+    EventReceived as EventReceived,
+    Notification as Notification,
+    StateChanged as StateChanged,
+    ToolCallFinished as ToolCallFinished,
+    TurnSnapshot as TurnSnapshot,
+    TurnStatistics as TurnStatistics,
 )
 
 __all__ = (
@@ -34,10 +38,12 @@ __all__ = (
     "RunHandle",
     "RunRegistry",
     "RunStarted",
+    "RunSync",
     "StateChanged",
     "ToolCallFinished",
     "Turn",
     "TurnSnapshot",
     "TurnStatistics",
     "execute_batch",
+    "execute_tool",
 )

@@ -37,11 +37,11 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from toolrelay.backends._base import ThreadKey
 from toolrelay.errors import ClosedError
+from toolrelay.runtime._fanout import Fanout
 
 __all__ = (
     "LifecycleEvent",
@@ -151,11 +151,9 @@ class RunRegistry:
 
     def __init__(self, *, subscriber_buffer: float = math.inf) -> None:
         self._runs: dict[ThreadKey, RunHandle] = {}
-        self._subscribers: list[MemoryObjectSendStream[LifecycleEvent]] = []
+        self._fanout: Fanout[LifecycleEvent] = Fanout()
         self._buffer = subscriber_buffer
         self._closed = False
-        #: Lifecycle events a slow subscriber did not get.
-        self.dropped_events = 0
 
     # -- queries ------------------------------------------------------------------
 
@@ -167,6 +165,11 @@ class RunRegistry:
     def closed(self) -> bool:
         """Whether :meth:`close` ran."""
         return self._closed
+
+    @property
+    def dropped_events(self) -> int:
+        """Lifecycle events a slow subscriber did not get."""
+        return self._fanout.dropped
 
     def get_handle(self, key: ThreadKey) -> RunHandle | None:
         """The handle that owns ``key`` now, or ``None`` (always ``None`` once closed)."""
@@ -252,9 +255,7 @@ class RunRegistry:
             ClosedError: The registry is closed.
         """
         self._check_open()
-        send, receive = anyio.create_memory_object_stream[LifecycleEvent](self._buffer)
-        self._subscribers.append(send)
-        return receive
+        return self._fanout.subscribe(max_buffer=self._buffer)
 
     def close(self) -> None:
         """Dispose every handle and end every subscription; from then on the registry
@@ -270,9 +271,7 @@ class RunRegistry:
         handles, self._runs = list(self._runs.values()), {}
         for handle in handles:
             self._dispose(handle)
-        for send in self._subscribers:
-            send.close()
-        self._subscribers.clear()
+        self._fanout.close()
 
     # -- internals ---------------------------------------------------------------------
 
@@ -288,15 +287,4 @@ class RunRegistry:
             logger.warning("error disposing run %s on %s", handle.run_id, handle.key, exc_info=True)
 
     def _emit(self, event: LifecycleEvent) -> None:
-        alive: list[MemoryObjectSendStream[LifecycleEvent]] = []
-        for send in self._subscribers:
-            try:
-                send.send_nowait(event)
-            except anyio.WouldBlock:
-                self.dropped_events += 1
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                # The subscriber closed its end: close ours too, or it leaks (and warns).
-                send.close()
-                continue
-            alive.append(send)
-        self._subscribers = alive
+        self._fanout.publish(event)

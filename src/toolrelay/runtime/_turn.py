@@ -1,0 +1,472 @@
+"""One user turn on one thread, and the task that drives it.
+
+Theory of operation
+-------------------
+A :class:`Turn` owns its sans-IO :class:`~toolrelay.core.EventProcessor` and is
+driven by one task in the engine's task group: a thin loop that feeds the run's
+events to the processor and dispatches on the effects it answers with (h11's
+contract: the caller acts on what it gets back, it does not poll)::
+
+    allocate run id -> register_run -> start_run -> stream events into the processor
+      ToolsReady(calls)   execute the batch (concurrently, isolated, each with a
+                          timeout), hand each result to the processor once (the last
+                          one commits the batch), safety checks, allocate,
+                          replace_run (compare-and-swap), start_run (depth + 1),
+                          stream again
+      TurnCompleted, TurnInterrupted, TurnEnded
+                          the turn is final: the task ends
+      ActivityChanged, ViolationRaised
+                          observers are told the turn's new state
+      MessagesSettled     the engine's store, if it has one, writes them
+
+The run's end is known in one place: the effect that ends it. A turn ended from
+outside (cancelled, superseded, the engine closed) gets its ending effect from the
+processor too, so the loop stops reading at the next event, and late events are
+neither processed nor shown.
+
+The safety checks of the reference design (000), and where they live:
+
+== ================================= ==================================================
+0  depth >= max_depth                 the processor, when a run ends with calls pending:
+                                      the turn fails ``max_depth`` (promise 3)
+1  per-tool isolation                 :func:`~toolrelay.runtime.execute_batch`: every
+                                      call gets a result
+2  engine closed while awaiting       ``Engine.aclose`` ends every live turn
+                                      (``cancelled``, reason ``closed``) and cancels its
+                                      task; nothing changes and no backend call happens
+                                      after it returns
+3  cancelled at an await              :meth:`Turn.cancel` ends the turn ``cancelled`` at
+                                      once and cancels its task scope (promise 4)
+4  stale handle after the tools       ``registry.is_registered(handle)`` false ->
+   or after allocation                ``superseded``
+5  compare-and-swap fails             ``replace_run`` false -> the new handle is disposed,
+                                      the turn ends ``superseded`` (promise 5)
+6  focus guard                        focus is a thread key the embedding code sets; a
+                                      background continuation never changes it
+                                      (promise 6)
+7  catch-all                          any unexpected exception ends the turn ``failed``
+                                      (``internal_error``) and is logged
+== ================================= ==================================================
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import anyio
+
+from toolrelay._reasons import ReasonKind, TerminalReason
+from toolrelay.backends._base import ThreadKey
+from toolrelay.core import (
+    Activity,
+    ActivityChanged,
+    ChatMessage,
+    Conversation,
+    Effect,
+    EventProcessor,
+    MessagesSettled,
+    ProtocolViolation,
+    ToolCallInfo,
+    ToolCallMessage,
+    ToolRegistry,
+    ToolResult,
+    ToolsReady,
+    TurnCompleted,
+    TurnEnded,
+    TurnInterrupted,
+    ViolationRaised,
+)
+from toolrelay.errors import RemoteProtocolError
+from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay.protocol import Interrupt, ResumeEntry, RunAgentInput
+from toolrelay.runtime._executor import execute_batch
+from toolrelay.runtime._registry import RunHandle
+from toolrelay.runtime._views import (
+    EventReceived,
+    StateChanged,
+    ToolCallFinished,
+    TurnSnapshot,
+    TurnStatistics,
+)
+
+if TYPE_CHECKING:
+    from toolrelay.runtime._engine import Engine
+
+__all__ = ("Turn",)
+
+logger = logging.getLogger("toolrelay.runtime")
+
+#: The effects that end a run: the turn goes on with tools, or it is over.
+RunEnding = ToolsReady | TurnCompleted | TurnInterrupted | TurnEnded
+
+
+def _describe(exc: BaseException) -> str:
+    """``"Type: message"`` of ``exc``, looking through groups that wrap one exception
+    (a task group's), so the reason names the real error."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
+class Turn:
+    """One user turn on one thread: the user's message (or answers to the agent's
+    interrupts) and every run until the answer.
+
+    Created by :meth:`Engine.start_turn`; read it at any time, :meth:`cancel` it, and
+    ``await`` :meth:`wait_finished`.
+    """
+
+    __slots__ = (
+        "_done",
+        "_engine",
+        "_ending",
+        "_handle",
+        "_last_published",
+        "_processor",
+        "_scope",
+        "_start",
+        "_stop",
+        "_tools",
+        "key",
+    )
+
+    def __init__(
+        self,
+        engine: Engine,
+        key: ThreadKey,
+        processor: EventProcessor,
+        tools: ToolRegistry,
+        start: int,
+    ) -> None:
+        self._engine = engine
+        self.key = key
+        self._processor = processor
+        self._tools = tools
+        self._scope = anyio.CancelScope()
+        self._done = anyio.Event()
+        self._handle: RunHandle | None = None
+        self._last_published: TurnSnapshot | None = None
+        # How the current run ended (None while it streams).
+        self._ending: RunEnding | None = None
+        # This turn's slice of the thread's conversation (from its user message, if it
+        # has one; the next turn on the thread closes the slice).
+        self._start = start
+        self._stop: int | None = None
+
+    # -- reading -------------------------------------------------------------------
+
+    @property
+    def status(self) -> RunStatus:
+        return self._processor.status
+
+    @property
+    def reason(self) -> TerminalReason | None:
+        """Why the turn ended; ``None`` while it runs."""
+        return self._processor.reason
+
+    @property
+    def depth(self) -> int:
+        return self._processor.depth
+
+    @property
+    def activity(self) -> Activity:
+        return self._processor.activity
+
+    @property
+    def run_id(self) -> str | None:
+        return self._processor.run_id
+
+    @property
+    def conversation(self) -> Conversation:
+        return self._processor.conversation
+
+    @property
+    def messages(self) -> list[ChatMessage]:
+        """This turn's part of the thread's conversation: from its user message (or,
+        for a turn that only answers interrupts, from what it added) up to where the
+        next turn on the thread began. A copy."""
+        return self._processor.conversation.messages[self._start : self._stop]
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallInfo, ...]:
+        """The calls of the run in flight (empty once committed, finished or aborted)."""
+        return self._processor.tool_calls
+
+    @property
+    def abandoned_calls(self) -> tuple[ToolCallInfo, ...]:
+        """Calls an abort or a broken run left unexecuted."""
+        return tuple(self._processor.abandoned)
+
+    @property
+    def violations(self) -> tuple[ProtocolViolation, ...]:
+        return tuple(self._processor.violations)
+
+    @property
+    def interrupts(self) -> tuple[Interrupt, ...]:
+        """What the agent asks, once the turn ended ``interrupted`` (AG-UI ``interrupt``
+        outcome); empty otherwise. Answer with ``Engine.start_turn(key, resume=[...])``,
+        one ``ResumeEntry`` per interrupt, by ``Interrupt.id``."""
+        return self._processor.interrupts
+
+    @property
+    def resume(self) -> tuple[ResumeEntry, ...]:
+        """The answers to earlier interrupts that this turn's first run carried."""
+        return self._processor.resume
+
+    @property
+    def finished(self) -> bool:
+        """Whether the turn reached a final state."""
+        return self._processor.status.is_final
+
+    def snapshot(self) -> TurnSnapshot:
+        p = self._processor
+        return TurnSnapshot(
+            key=self.key,
+            status=p.status,
+            activity=p.activity,
+            depth=p.depth,
+            run_id=p.run_id,
+            run_count=p.run_count,
+            reason=p.reason,
+            interrupts=p.interrupts,
+        )
+
+    def statistics(self) -> TurnStatistics:
+        counts: dict[ToolCallStatus, int] = dict.fromkeys(ToolCallStatus, 0)
+        for message in self.messages:
+            if isinstance(message, ToolCallMessage):
+                for call in message.calls:
+                    counts[call.status] += 1
+        for call in (*self._processor.tool_calls, *self._processor.abandoned):
+            counts[call.status] += 1
+        p = self._processor
+        return TurnStatistics(
+            runs=p.run_count,
+            depth=p.depth,
+            tool_calls=counts,
+            violations=len(p.violations),
+            status=p.status,
+        )
+
+    # -- acting ---------------------------------------------------------------------
+
+    def cancel(self, message: str = "cancelled by the user") -> bool:
+        """End the turn ``cancelled`` now and stop its work (promise 4).
+
+        Returns:
+            ``False`` when the turn had already ended (nothing changes).
+        """
+        return self._end(TerminalReason(kind=ReasonKind.CANCELLED, message=message))
+
+    async def wait_finished(self) -> TerminalReason:
+        """Wait until the turn's task is done; returns why the turn ended."""
+        await self._done.wait()
+        reason = self._processor.reason
+        assert reason is not None
+        return reason
+
+    def __repr__(self) -> str:
+        return f"Turn(key={self.key}, status={self.status.value}, depth={self.depth})"
+
+    # -- what the engine asks of a turn ----------------------------------------------
+
+    def _end(self, reason: TerminalReason) -> bool:
+        """End the turn from outside its task (cancel, supersede, the engine closing)."""
+        processor = self._processor
+        if processor.status.is_final:
+            return False
+        if reason.kind is ReasonKind.SUPERSEDED:
+            effects = processor.supersede(reason.message)
+        else:
+            effects = processor.cancel(reason.message, kind=reason.kind)
+        self._scope.cancel()
+        self._perform(effects)
+        return True
+
+    def _close_slice(self, stop: int) -> None:
+        """The next turn on the thread begins at ``stop``: this turn's messages end there."""
+        self._stop = stop
+
+    def _publish_state(self, *, force: bool = False) -> None:
+        """Tell subscribers the turn's state, unless it is the one they were last told
+        (``force``: a newly focused view wants it again)."""
+        engine = self._engine
+        if not engine._notifications:
+            return
+        snapshot = self.snapshot()
+        if not force and snapshot == self._last_published:
+            return
+        self._last_published = snapshot
+        engine._notify(StateChanged(snapshot))
+
+    # -- the driver ---------------------------------------------------------------------
+
+    async def _drive(self) -> None:
+        processor = self._processor
+        try:
+            with self._scope:
+                await self._run_all()
+        except Exception as exc:
+            self._internal_error(exc)
+        finally:
+            if not processor.status.is_final:
+                # Only a cancellation from outside toolrelay's own calls gets here.
+                self._perform(processor.cancel("the turn's task was cancelled"))
+            self._engine._turn_finished(self, self._handle)
+            self._done.set()
+
+    def _perform(self, effects: Sequence[Effect]) -> None:
+        """Act on the processor's effects (the one place they are read)."""
+        if not effects:
+            return
+        for effect in effects:
+            match effect:
+                case MessagesSettled(messages=messages):
+                    self._engine._settled(self, messages)
+                case ToolsReady() | TurnCompleted() | TurnInterrupted() | TurnEnded():
+                    self._ending = effect
+                case ActivityChanged() | ViolationRaised():
+                    pass
+        self._publish_state()
+
+    def _internal_error(self, exc: Exception) -> None:
+        """Safety check 7: log an unexpected exception and fail the turn ``internal_error``
+        (unless it already ended: the processor fails itself before raising)."""
+        logger.error("turn on %s failed unexpectedly", self.key, exc_info=exc)
+        processor = self._processor
+        if not processor.status.is_final:
+            self._perform(
+                processor.fail(
+                    TerminalReason(kind=ReasonKind.INTERNAL_ERROR, message=_describe(exc))
+                )
+            )
+
+    async def _allocate(self) -> str | None:
+        processor = self._processor
+        try:
+            run_id = await self._engine.backend.allocate_run(self.key)
+        except RemoteProtocolError as exc:
+            self._perform(processor.fail(exc.reason))
+            return None
+        except Exception as exc:
+            self._perform(
+                processor.fail(
+                    TerminalReason(
+                        kind=ReasonKind.BACKEND_ERROR,
+                        message=f"run allocation failed: {type(exc).__name__}: {exc}",
+                    )
+                )
+            )
+            return None
+        if processor.status.is_final:
+            return None
+        return run_id or self._engine._new_run_id()
+
+    def _stale(self, handle: RunHandle) -> bool:
+        """Safety check 4: is ``handle`` still the thread's registered run?"""
+        if self._engine.registry.is_registered(handle):
+            return False
+        self._perform(self._processor.supersede("the run was replaced on its thread"))
+        return True
+
+    def _take_result(self, call: ToolCallInfo, result: ToolResult) -> None:
+        """Hand one tool's result to the processor (once; the last commits the batch)."""
+        effects = self._processor.record_result(call, result)
+        if not self._processor.status.is_final:
+            self._engine._notify(ToolCallFinished(self.key, call.id, call.name, result))
+        self._perform(effects)
+
+    async def _run_all(self) -> None:
+        processor = self._processor
+        engine = self._engine
+        run_id = await self._allocate()
+        if run_id is None:
+            return
+        handle = RunHandle(self.key, run_id)
+        engine.registry.register_run(handle)
+        self._handle = handle
+        run_input = processor.start_run(run_id)
+        self._publish_state()
+        while True:
+            match await self._stream(handle, run_input):
+                case ToolsReady(calls=calls):
+                    await execute_batch(
+                        self._tools,
+                        calls,
+                        default_timeout=engine.tool_timeout,
+                        on_result=self._take_result,
+                        limiter=engine._limiter,
+                    )
+                case _:
+                    return
+            if self._stale(handle):
+                return
+            next_run_id = await self._allocate()
+            if next_run_id is None or self._stale(handle):
+                return
+            next_handle = RunHandle(self.key, next_run_id, depth=processor.depth + 1)
+            if not engine.registry.replace_run(handle, next_handle):
+                next_handle.dispose()
+                self._perform(processor.supersede("the run was replaced on its thread"))
+                return
+            handle = next_handle
+            self._handle = handle
+            run_input = processor.start_run(next_run_id)
+            self._publish_state()
+
+    def _run_over(self) -> bool:
+        """Whether the current run ended: an ending effect was performed."""
+        return self._ending is not None
+
+    async def _stream(self, handle: RunHandle, run_input: RunAgentInput) -> RunEnding | None:
+        """Stream one run into the processor; returns the effect that ended it."""
+        processor = self._processor
+        engine = self._engine
+        self._ending = None
+        with anyio.CancelScope() as scope:
+            handle.on_dispose(scope.cancel)
+            try:
+                async with engine.backend.run(self.key, run_input) as events:
+                    async for event in events:
+                        if self._run_over():
+                            # Ended from outside (cancelled, superseded) while the
+                            # backend already had this event: not processed, not shown.
+                            break
+                        # An exception here is ours (processor, observers), not the
+                        # backend's: safety check 7, then stop reading the stream.
+                        try:
+                            effects = processor.receive(event)
+                            if engine._notifications.marked:
+                                engine._notify(EventReceived(self.key, event))
+                            self._perform(effects)
+                        except Exception as exc:
+                            self._internal_error(exc)
+                            break
+                        if self._run_over():
+                            break
+                if not self._run_over():
+                    try:
+                        effects = processor.end_stream()
+                    except Exception as exc:
+                        self._internal_error(exc)
+                    else:
+                        self._perform(effects)
+            except RemoteProtocolError as exc:
+                self._perform(processor.fail(exc.reason))
+            except Exception as exc:
+                if processor.status.is_final:
+                    raise  # the turn had already ended (say, closing failed): the catch-all logs it
+                self._perform(
+                    processor.fail(
+                        TerminalReason(
+                            kind=ReasonKind.BACKEND_ERROR,
+                            message=f"the backend failed: {type(exc).__name__}: {exc}",
+                        )
+                    )
+                )
+        if scope.cancelled_caught and not processor.status.is_final:
+            # The handle was disposed by someone else: the run no longer owns the thread.
+            self._perform(processor.supersede("the run was replaced on its thread"))
+        return self._ending

@@ -1,0 +1,117 @@
+"""What observers read of turns: snapshots, statistics and notifications.
+
+Plain frozen values, built by the turn and the engine and handed out; reading one
+never touches a live turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toolrelay._reasons import TerminalReason
+from toolrelay.backends._base import ThreadKey
+from toolrelay.core import Activity, ToolResult
+from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay.protocol import Event, Interrupt, UnknownEvent
+
+__all__ = (
+    "EngineStatistics",
+    "EventReceived",
+    "Notification",
+    "StateChanged",
+    "ToolCallFinished",
+    "TurnSnapshot",
+    "TurnStatistics",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSnapshot:
+    """What a UI shows of a turn at one moment (cheap: no conversation copy).
+
+    Attributes:
+        key: The thread.
+        status: The run lifecycle state.
+        activity: "Calling: a, b", "Executing: a, b", streaming text, ...
+        depth: Continuations started so far.
+        run_id: The current run's id.
+        run_count: Runs started so far.
+        reason: Why the turn ended, once final.
+        interrupts: What the agent asks, once the turn ended ``interrupted`` (answer
+            with ``Engine.start_turn(key, resume=...)``); empty otherwise.
+    """
+
+    key: ThreadKey
+    status: RunStatus
+    activity: Activity
+    depth: int
+    run_id: str | None
+    run_count: int
+    reason: TerminalReason | None
+    interrupts: tuple[Interrupt, ...] = ()
+
+    @property
+    def is_running(self) -> bool:
+        return self.status.is_running
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStatistics:
+    """Counts over a turn: runs, depth, tool calls by state, violations."""
+
+    runs: int
+    depth: int
+    tool_calls: dict[ToolCallStatus, int]
+    violations: int
+    status: RunStatus
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStatistics:
+    """Counts over the engine: turns by state, registered runs, threads.
+
+    Attributes:
+        turns: Every turn started on the engine over its lifetime, by state: a live
+            turn by its current state, a finished one by its final state (earlier
+            turns of a thread are counted too, not only its latest). Every
+            :class:`~toolrelay.machines.RunStatus` is a key; the values add up to the
+            number of turns started.
+        registered_runs: Runs in the registry now (0 once it is closed).
+        threads: Threads the engine holds a conversation for.
+    """
+
+    turns: dict[RunStatus, int]
+    registered_runs: int
+    threads: int
+
+
+@dataclass(frozen=True, slots=True)
+class StateChanged:
+    """A turn's status or activity changed."""
+
+    snapshot: TurnSnapshot
+
+    @property
+    def key(self) -> ThreadKey:
+        return self.snapshot.key
+
+
+@dataclass(frozen=True, slots=True)
+class EventReceived:
+    """An event of a turn's run arrived (only to subscribers that asked for events)."""
+
+    key: ThreadKey
+    event: Event | UnknownEvent
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished:
+    """A tool of a batch finished (completed or failed)."""
+
+    key: ThreadKey
+    call_id: str
+    name: str
+    result: ToolResult
+
+
+Notification = StateChanged | EventReceived | ToolCallFinished
