@@ -1,4 +1,12 @@
-"""Inner layers never import outer ones (ARCHITECTURE: layers), checked from the source."""
+"""The layers of ARCHITECTURE.md, as a declared contract checked over every module.
+
+Each package (or top-level module) of ``toolrelay`` belongs to one layer; a module may
+import its own layer and the layers below it, never one above, and siblings on one
+level (``testing``, ``diagrams``, ``demo``) never import each other. Absolute and
+relative imports are both read, at any depth of a module (imports inside functions
+count: they run too). Some layers also must not touch certain libraries: the
+sans-IO core never an event loop, an HTTP client or the clock.
+"""
 
 from __future__ import annotations
 
@@ -9,72 +17,122 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "toolrelay"
 
-# For each layer, the toolrelay layers and third-party modules it must not import.
-FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "protocol": (
-        "toolrelay.machines",
-        "toolrelay.core",
-        "toolrelay.runtime",
-        "toolrelay.backends",
-        "toolrelay.testing",
-        "toolrelay.cli",
-        "anyio",
-        "httpx",
-        "statemachine",
-    ),
-    "machines": (
-        "toolrelay.protocol",
-        "toolrelay.core",
-        "toolrelay.runtime",
-        "toolrelay.backends",
-        "toolrelay.testing",
-        "toolrelay.cli",
-        "anyio",
-        "httpx",
-    ),
-    "core": (
-        "toolrelay.runtime",
-        "toolrelay.backends",
-        "toolrelay.testing",
-        "toolrelay.cli",
-        "anyio",
-        "trio",
-        "asyncio",
-        "httpx",
-        "httpx_sse",
-        "time",
-        "datetime",
-    ),
-    "runtime": ("toolrelay.testing", "toolrelay.cli", "httpx", "httpx_sse", "toolrelay.demo"),
+#: From the bottom up; a tuple is one level of independent siblings.
+LAYERS: tuple[str | tuple[str, ...], ...] = (
+    ("_reasons", "_version"),
+    "errors",
+    "protocol",
+    "machines",
+    "core",
+    "store",
+    "backends",
+    "runtime",
+    "server",
+    ("testing", "diagrams", "demo"),
+    "verify",
+    "cli",
+    ("__init__", "__main__"),
+)
+
+#: Libraries a layer must not import (besides the layers above it).
+BANNED_LIBRARIES: dict[str, tuple[str, ...]] = {
+    "protocol": ("anyio", "trio", "asyncio", "httpx", "httpx_sse", "statemachine"),
+    "machines": ("anyio", "trio", "asyncio", "httpx", "httpx_sse"),
+    "core": ("anyio", "trio", "asyncio", "httpx", "httpx_sse", "time", "datetime"),
+    "store": ("httpx", "httpx_sse"),
+    "runtime": ("httpx", "httpx_sse"),
 }
 
+_LEVEL: dict[str, int] = {}
+for _level, _names in enumerate(LAYERS):
+    for _name in (_names,) if isinstance(_names, str) else _names:
+        _LEVEL[_name] = _level
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+
+def _layer_of(path: Path) -> str:
+    """The layer of a source file: its top package under toolrelay, or its module."""
+    first = path.relative_to(SRC).parts[0]
+    return first.removesuffix(".py")
+
+
+def _module_of(path: Path) -> list[str]:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def imports(path: Path, source: str | None = None) -> set[str]:
+    """Every module ``path`` imports (or ``source``, read as if it stood at ``path``),
+    relative imports resolved to absolute names."""
+    tree = ast.parse(path.read_text(encoding="utf-8") if source is None else source)
+    package = _module_of(path)
+    if path.name != "__init__.py":
+        package = package[:-1]
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                found.add(".".join([*base, *([node.module] if node.module else [])]))
+            elif node.module:
+                found.add(node.module)
     return found
 
 
-def _violations(layer: str) -> list[str]:
-    return [
-        f"{path.relative_to(SRC)} imports {name}"
-        for path in sorted((SRC / layer).rglob("*.py"))
-        for name in sorted(_imports(path))
-        if any(name == banned or name.startswith(banned + ".") for banned in FORBIDDEN[layer])
+def violations(path: Path, source: str | None = None) -> list[str]:
+    """What ``path`` (or ``source`` standing there) imports against the contract."""
+    layer = _layer_of(path)
+    level = _LEVEL[layer]
+    banned = BANNED_LIBRARIES.get(layer, ())
+    found: list[str] = []
+    for name in sorted(imports(path, source)):
+        top, _, rest = name.partition(".")
+        if top == "toolrelay":
+            target = rest.partition(".")[0] or "__init__"
+            if target == layer:
+                continue
+            if _LEVEL[target] >= level:
+                found.append(f"{path.relative_to(SRC)} ({layer}) imports {name} ({target})")
+        elif top in banned:
+            found.append(f"{path.relative_to(SRC)} ({layer}) imports {name}")
+    return found
+
+
+def _sources() -> list[Path]:
+    return sorted(SRC.rglob("*.py"))
+
+
+def test_every_source_file_belongs_to_a_declared_layer() -> None:
+    assert sorted({_layer_of(path) for path in _sources()} - set(_LEVEL)) == []
+
+
+@pytest.mark.parametrize("layer", sorted({_layer_of(path) for path in SRC.rglob("*.py")}), ids=str)
+def test_layer_imports_only_itself_and_the_layers_below(layer: str) -> None:
+    assert [v for path in _sources() if _layer_of(path) == layer for v in violations(path)] == []
+
+
+def test_the_contract_catches_upward_sibling_and_relative_imports() -> None:
+    core = SRC / "core" / "_probe.py"
+    source = (
+        "import anyio\n"
+        "from toolrelay.runtime import Engine\n"
+        "def later():\n"
+        "    from ..store import Store\n"
+        "from . import _processor\n"
+    )
+    assert imports(core, source) == {
+        "anyio",
+        "toolrelay.runtime",
+        "toolrelay.store",
+        "toolrelay.core",
+    }
+    assert violations(core, source) == [
+        "core/_probe.py (core) imports anyio",
+        "core/_probe.py (core) imports toolrelay.runtime (runtime)",
+        "core/_probe.py (core) imports toolrelay.store (store)",
     ]
-
-
-@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
-def test_layer_imports_nothing_from_outer_layers(layer: str) -> None:
-    assert _violations(layer) == []
-
-
-def test_the_layer_check_can_fail(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.py"
-    bad.write_text("import anyio\nfrom toolrelay.runtime import Engine\n")
-    assert _imports(bad) == {"anyio", "toolrelay.runtime"}
+    sibling = SRC / "testing" / "_probe.py"
+    assert violations(sibling, "from toolrelay.diagrams import render\n") == [
+        "testing/_probe.py (testing) imports toolrelay.diagrams (diagrams)"
+    ]

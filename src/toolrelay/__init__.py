@@ -13,6 +13,7 @@ Public namespaces: ``toolrelay`` (this module), ``toolrelay.protocol`` (wire typ
 from __future__ import annotations
 
 from toolrelay._reasons import ReasonKind as ReasonKind, TerminalReason as TerminalReason
+from toolrelay._version import __version__ as __version__
 from toolrelay.backends import AgentBackend as AgentBackend, ThreadKey as ThreadKey
 from toolrelay.core import (
     Activity as Activity,
@@ -61,8 +62,6 @@ from toolrelay.runtime import (
     TurnStatistics as TurnStatistics,
     execute_tool as execute_tool,
 )
-
-__version__ = "0.1.0"
 
 __all__ = (
     "Activity",

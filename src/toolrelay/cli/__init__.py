@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from toolrelay import __version__
+from toolrelay._version import __version__
 from toolrelay.cli import _demo, _diagrams, _replay, _run, _verify
 
 __all__ = ("ExitCode", "main")
