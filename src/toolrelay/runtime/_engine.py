@@ -60,6 +60,16 @@ def _new_id() -> str:
     return uuid.uuid4().hex
 
 
+def _only(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The one exception a group (of groups) holds, or ``None`` when it holds several."""
+    while len(group.exceptions) == 1:
+        inner = group.exceptions[0]
+        if not isinstance(inner, BaseExceptionGroup):
+            return inner
+        group = inner
+    return None
+
+
 class Engine:
     """Runs tool-calling turns on any number of threads, concurrently.
 
@@ -105,6 +115,13 @@ class Engine:
         id_factory: Callable[[], str] = _new_id,
         include_reasoning: bool | None = None,
     ) -> None:
+        if not isinstance(backend, AgentBackend):
+            raise TypeError(
+                "Engine(backend): expected an AgentBackend (an object with async "
+                "allocate_run(key) and run(key, run_input)), such as "
+                f"AguiHttpBackend(url) or a provider backend; got {type(backend).__name__}"
+                + (": wrap a URL in AguiHttpBackend(url)" if isinstance(backend, str) else "")
+            )
         self.backend = backend
         self.tools = tools if tools is not None else ToolRegistry()
         self.max_depth = max_depth
@@ -159,6 +176,13 @@ class Engine:
             if group is not None:
                 return await group.__aexit__(exc_type, exc, tb)
             return None
+        except BaseExceptionGroup as group_error:
+            # The task group wraps the caller's own exception; the engine's tasks never
+            # raise (each turn catches its own), so it is the caller's error alone:
+            # raise it as itself, as httpx.AsyncClient does.
+            if exc is not None and _only(group_error) is exc:
+                raise exc from None
+            raise
         finally:
             self._close_streams()
 
@@ -289,9 +313,20 @@ class Engine:
         history: Sequence[ChatMessage] | None = None,
         tools: ToolRegistry | None = None,
     ) -> Turn:
-        """:meth:`start_turn` and wait until it is finished."""
+        """:meth:`start_turn` and wait until it is finished.
+
+        The turn belongs to the caller: cancelling the scope that awaits it (a
+        ``move_on_after``, a web request whose client went away) ends the turn
+        ``cancelled`` at once, with every guarantee of :meth:`Turn.cancel`, before the
+        cancellation goes on. A turn that should outlive its caller is started with
+        :meth:`start_turn` (detached).
+        """
         turn = self.start_turn(key, message, resume=resume, history=history, tools=tools)
-        await turn.wait_finished()
+        try:
+            await turn.wait_finished()
+        except anyio.get_cancelled_exc_class():
+            turn.cancel("the caller stopped waiting for the turn")
+            raise
         return turn
 
     def open_interrupts(self, key: ThreadKey | str) -> tuple[Interrupt, ...] | None:
