@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from toolrelay._reasons import ReasonKind
+from toolrelay.backends import ThreadKey
 from toolrelay.core import ToolRegistry
 from toolrelay.machines import RunStatus
 from toolrelay.runtime import Engine
@@ -78,3 +79,54 @@ def test_anything_but_a_backend_is_refused_at_construction(wrong: Any) -> None:
         Engine(wrong)
     if isinstance(wrong, str):
         assert "AguiHttpBackend(url)" in str(caught.value)
+
+
+# -- threads kept in memory ----------------------------------------------------------------
+
+
+async def test_forget_drops_an_idle_thread_and_keeps_a_live_one() -> None:
+    agent = ScriptedAgent([text("one")], [Hang()])
+    async with Engine(agent) as engine:
+        await engine.run_turn("done", "hi")
+        live = engine.start_turn("live", "hi")
+        await anyio.sleep(0.01)
+        assert engine.forget("live") is False
+        assert engine.forget("done") is True
+        assert engine.forget("done") is False  # nothing left to drop
+        assert engine.threads == (ThreadKey("live"),)
+        assert engine.turn("done") is None and engine.conversation("done") is None
+        assert engine.statistics().threads == 1
+        live.cancel()
+    assert live.status is RunStatus.cancelled
+
+
+async def test_a_forgotten_thread_starts_afresh_without_a_store() -> None:
+    agent = ScriptedAgent([text("first answer")], [text("second answer")])
+    async with Engine(agent) as engine:
+        await engine.run_turn("t1", "hello")
+        engine.forget("t1")
+        turn = await engine.run_turn("t1", "again")
+    assert [m.content for m in agent.inputs[1].messages] == ["again"]
+    assert turn.status is RunStatus.completed
+
+
+async def test_max_threads_bounds_the_threads_held_in_memory() -> None:
+    turns = 300
+    agent = ScriptedAgent(*([text("ok")] for _ in range(turns)))
+    async with Engine(agent, max_threads=20) as engine:
+        engine.focus("thread-0")
+        for i in range(turns):
+            await engine.run_turn(f"thread-{i}", "hi")
+            assert len(engine.threads) <= 20
+        stats = engine.statistics()
+    assert stats.threads == 20
+    assert stats.turns[RunStatus.completed] == turns
+    # The focused thread is never evicted; the rest are the most recent ones.
+    assert ThreadKey("thread-0") in engine.threads
+    assert engine.threads[-1] == ThreadKey(f"thread-{turns - 1}")
+    assert ThreadKey("thread-1") not in engine.threads
+
+
+def test_a_negative_thread_bound_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_threads"):
+        Engine(ScriptedAgent(), max_threads=-1)

@@ -97,6 +97,13 @@ class Engine:
             backend asks for with a ``takes_reasoning`` attribute (the Anthropic
             backend does), otherwise not, since AG-UI servers before 1.0 reject the
             ``reasoning`` role.
+        max_threads: How many threads the engine keeps in memory: past it, the
+            threads used least recently that have no live turn are forgotten (see
+            :meth:`forget`). ``None``: no bound.
+
+    Raises:
+        TypeError: ``backend`` is not an :class:`~toolrelay.backends.AgentBackend`.
+        ValueError: A bound is negative.
     """
 
     def __init__(
@@ -114,6 +121,7 @@ class Engine:
         run_id_factory: Callable[[], str] = _new_id,
         id_factory: Callable[[], str] = _new_id,
         include_reasoning: bool | None = None,
+        max_threads: int | None = None,
     ) -> None:
         if not isinstance(backend, AgentBackend):
             raise TypeError(
@@ -122,7 +130,10 @@ class Engine:
                 f"AguiHttpBackend(url) or a provider backend; got {type(backend).__name__}"
                 + (": wrap a URL in AguiHttpBackend(url)" if isinstance(backend, str) else "")
             )
+        if max_threads is not None and max_threads < 0:
+            raise ValueError("max_threads must be >= 0")
         self.backend = backend
+        self.max_threads = max_threads
         self.tools = tools if tools is not None else ToolRegistry()
         self.max_depth = max_depth
         self.tool_timeout = tool_timeout
@@ -274,10 +285,10 @@ class Engine:
                     kind=ReasonKind.SUPERSEDED, message="a newer turn on the thread took over"
                 ),
             )
-        conversation = self._conversations.get(key)
+        conversation = self._conversations.pop(key, None)
         if conversation is None:
             conversation = Conversation(key.thread_id, history or ())
-            self._conversations[key] = conversation
+        self._conversations[key] = conversation  # the most recently used, last
         start = len(conversation.messages)
         if previous is not None:
             previous._close_slice(start)
@@ -374,7 +385,40 @@ class Engine:
 
     @property
     def threads(self) -> tuple[ThreadKey, ...]:
+        """The threads the engine holds in memory, least recently used first."""
         return tuple(self._conversations)
+
+    def forget(self, key: ThreadKey | str) -> bool:
+        """Drop a thread from the engine's memory: its conversation, its latest turn and
+        its open interrupts.
+
+        A thread whose turn is live is kept. Without a store, what is forgotten is gone:
+        the thread's next turn starts afresh (or from the ``history`` it is given).
+
+        Returns:
+            ``True`` when the thread was dropped; ``False`` when the engine did not
+            hold it or its turn is live (nothing changes).
+        """
+        thread = key if isinstance(key, ThreadKey) else ThreadKey(key)
+        turn = self._turns.get(thread)
+        if turn is not None and not turn.finished:
+            return False
+        held = thread in self._conversations or turn is not None
+        self._conversations.pop(thread, None)
+        self._turns.pop(thread, None)
+        self._interrupts.pop(thread, None)
+        return held
+
+    def _evict(self) -> None:
+        """Forget the least recently used idle threads past :attr:`max_threads`."""
+        bound = self.max_threads
+        if bound is None or len(self._conversations) <= bound:
+            return
+        for thread in list(self._conversations):
+            if len(self._conversations) <= bound:
+                return
+            if thread != self._focused:  # the thread a person looks at stays
+                self.forget(thread)
 
     # -- focus and observers ------------------------------------------------------------
 
@@ -466,3 +510,4 @@ class Engine:
             # A superseded turn published its end when it was superseded; published
             # again now, after the newer turn's, it would flash over it (promise 5).
             turn._publish_state()
+        self._evict()
