@@ -104,15 +104,23 @@ def test_register_adds_tool_to_registry() -> None:
     assert registry.lookup("add") is add
 
 
-def test_register_returns_new_registry_and_leaves_the_old_one_unchanged() -> None:
-    empty = ToolRegistry()
-    one = empty.register(add)
-    two = one.register(upper)
-    assert one is not empty and two is not one
-    assert len(empty) == 0 and "add" not in empty and empty.definitions() == ()
-    assert one.names == ("add",)
-    assert len(one.definitions()) == 1
-    assert two.names == ("add", "shout")
+def test_register_adds_to_the_registry_itself_and_chains() -> None:
+    registry = ToolRegistry()
+    registry.register(add)  # the call alone registers: no new registry to lose
+    assert list(registry.names) == ["add"]
+    assert registry.register(upper) is registry
+    assert list(registry.names) == ["add", "shout"]
+    assert [d.name for d in registry.definitions()] == ["add", "shout"]
+
+
+def test_a_frozen_registry_refuses_register_and_a_copy_takes_it() -> None:
+    registry = ToolRegistry.of(add).freeze()
+    with pytest.raises(ToolDefinitionError, match="frozen"):
+        registry.register(upper)
+    assert registry.names == ("add",) and registry.frozen
+    copy = registry.copy().register(upper)
+    assert copy.names == ("add", "shout") and not copy.frozen
+    assert registry.names == ("add",)
 
 
 def test_lookup_returns_tool_by_name() -> None:

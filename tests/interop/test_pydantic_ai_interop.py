@@ -300,7 +300,7 @@ async def test_a_client_tool_named_like_a_server_tool_is_refused_by_the_server(
         return 1
 
     turn, _ = await run_turn(
-        f"{server}/agent", "roll a die", tools=DEMO_TOOLS.register(client_roll_die)
+        f"{server}/agent", "roll a die", tools=DEMO_TOOLS.copy().register(client_roll_die)
     )
     assert turn.status is RunStatus.failed
     assert turn.reason is not None and turn.reason.kind is ReasonKind.AGENT_ERROR

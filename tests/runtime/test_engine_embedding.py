@@ -11,6 +11,7 @@ import pytest
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import ThreadKey
 from toolrelay.core import ToolRegistry
+from toolrelay.errors import ToolDefinitionError
 from toolrelay.machines import RunStatus
 from toolrelay.runtime import Engine
 from toolrelay.testing import Hang, ScriptedAgent, text, tool_call
@@ -130,3 +131,19 @@ async def test_max_threads_bounds_the_threads_held_in_memory() -> None:
 def test_a_negative_thread_bound_is_refused() -> None:
     with pytest.raises(ValueError, match="max_threads"):
         Engine(ScriptedAgent(), max_threads=-1)
+
+
+async def test_a_registry_a_turn_uses_is_frozen_so_no_turn_sees_its_tools_change() -> None:
+    async def first() -> str:
+        return "1"
+
+    async def second() -> str:
+        return "2"
+
+    tools = ToolRegistry()
+    tools.register(first)  # the plain call registers
+    async with Engine(ScriptedAgent([text("hi")]), tools=tools) as engine:
+        await engine.run_turn("t1", "go")
+    with pytest.raises(ToolDefinitionError, match="frozen"):
+        tools.register(second)
+    assert tools.names == ("first",)

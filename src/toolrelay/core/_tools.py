@@ -37,7 +37,7 @@ import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, Self, TypeVar, overload
 
 import msgspec
 
@@ -571,62 +571,86 @@ def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 
 
 class ToolRegistry:
-    """An immutable, ordered set of tools, keyed by name.
+    """An ordered set of tools, keyed by name: filled with :meth:`register`, then frozen.
 
-    :meth:`register` returns a new registry and leaves this one unchanged, so a
-    registry can be built once and shared freely.
+    ``registry.register(f)`` adds ``f`` to this registry and returns it, so calls
+    chain (``ToolRegistry().register(a).register(b)``). The first turn that uses the
+    registry freezes it (:meth:`freeze`): from then on it never changes, and
+    :meth:`register` raises rather than change the tools of turns under way; build
+    another one from :meth:`copy`.
 
-    Thread safety and concurrency: a registry and its specs are never mutated after
-    construction, so any number of threads and tasks may read them at once.
-    Concurrent :meth:`execute` calls share nothing mutable: each decodes its own
-    arguments and builds its own result. The tools themselves must be safe to call
+    Thread safety and concurrency: a frozen registry and its specs are never mutated,
+    so any number of threads and tasks may read them at once. Concurrent executions
+    share nothing mutable: each decodes its own arguments and builds its own result.
+    The tools themselves must be safe to call
     concurrently, with themselves and with each other: the engine runs the tool
     calls of one batch concurrently (promise 2), and a blocking sync tool may run in
     several worker threads at once.
     """
 
-    __slots__ = ("_definitions", "_tools")
-
-    _tools: dict[str, ToolSpec[..., Any]]
-    _definitions: tuple[Tool, ...]
+    __slots__ = ("_definitions", "_frozen", "_tools")
 
     def __init__(self) -> None:
-        """An empty registry."""
-        self._tools = {}
-        self._definitions = ()
+        """An empty registry, open to :meth:`register`."""
+        self._tools: dict[str, ToolSpec[..., Any]] = {}
+        self._definitions: tuple[Tool, ...] = ()
+        self._frozen = False
 
     @classmethod
     def of(cls, *tools: ToolSpec[..., Any] | Callable[..., Any]) -> ToolRegistry:
         """A registry holding ``tools``, in that order (see :meth:`register`)."""
         registry = cls()
         for item in tools:
-            registry = registry.register(item)
+            registry.register(item)
         return registry
 
-    def register(
-        self, tool_or_function: ToolSpec[..., Any] | Callable[..., Any], /
-    ) -> ToolRegistry:
-        """A new registry with one more tool; this registry is unchanged.
+    def register(self, tool_or_function: ToolSpec[..., Any] | Callable[..., Any], /) -> Self:
+        """Add one tool to this registry, after the ones it holds.
 
         Args:
             tool_or_function: A :class:`ToolSpec`, or a plain function, which is
                 declared with :func:`tool` (its defaults).
 
         Returns:
-            A new registry holding this registry's tools followed by the new one.
+            This registry, so that calls chain.
 
         Raises:
-            ToolDefinitionError: A tool with that name is already registered, or the
-                function cannot be declared as a tool. This registry is unchanged.
+            ToolDefinitionError: A tool with that name is already registered, the
+                function cannot be declared as a tool, or the registry is frozen (a
+                turn uses it). The registry is unchanged.
         """
+        if self._frozen:
+            raise ToolDefinitionError(
+                "this ToolRegistry is frozen: a turn uses it, so its tools cannot change; "
+                "register on registry.copy() and pass that to the next turn"
+            )
         spec = (
             tool_or_function if isinstance(tool_or_function, ToolSpec) else tool(tool_or_function)
         )
         if spec.name in self._tools:
             raise ToolDefinitionError(f"a tool named {spec.name!r} is already registered")
-        new = ToolRegistry.__new__(ToolRegistry)
-        new._tools = {**self._tools, spec.name: spec}
-        new._definitions = (*self._definitions, spec.definition())
+        self._tools[spec.name] = spec
+        self._definitions = (*self._definitions, spec.definition())
+        return self
+
+    def freeze(self) -> Self:
+        """Refuse every later :meth:`register` (idempotent); returns this registry.
+
+        The engine freezes the registry of every turn it starts.
+        """
+        self._frozen = True
+        return self
+
+    @property
+    def frozen(self) -> bool:
+        """Whether :meth:`freeze` ran: the tools never change again."""
+        return self._frozen
+
+    def copy(self) -> ToolRegistry:
+        """A registry open to :meth:`register`, holding the same tools."""
+        new = ToolRegistry()
+        new._tools = dict(self._tools)
+        new._definitions = self._definitions
         return new
 
     def lookup(self, name: str) -> ToolSpec[..., Any]:
@@ -652,7 +676,7 @@ class ToolRegistry:
     def definitions(self) -> tuple[Tool, ...]:
         """The wire declarations (``RunAgentInput.tools``), in registration order.
 
-        Computed once, when the registry is built.
+        Computed as each tool is registered, not per call.
         """
         return self._definitions
 

@@ -84,4 +84,7 @@ async def list_people() -> list[str]:
 
 
 #: The demo's tools, in the order they are declared to the agent.
-DEMO_TOOLS: ToolRegistry = ToolRegistry.of(get_secret_number, lookup_city, get_weather, list_people)
+#: Shared by every user of the module, so frozen: extend a copy (``DEMO_TOOLS.copy()``).
+DEMO_TOOLS: ToolRegistry = ToolRegistry.of(
+    get_secret_number, lookup_city, get_weather, list_people
+).freeze()

@@ -296,7 +296,7 @@ class Engine:
             message = UserMessage(id=self._id_factory(), content=message)
         if message is not None:
             conversation.append(message)
-        registry = tools if tools is not None else self.tools
+        registry = (tools if tools is not None else self.tools).freeze()
         processor = EventProcessor(
             conversation,
             tools=registry.definitions(),

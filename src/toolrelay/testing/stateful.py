@@ -758,9 +758,9 @@ class PromisesMachine(RuleBasedStateMachine):
                     "promise machine's own"
                 )
         self._user_tools = tuple(user_tools)
-        registry = user_tools
+        registry = user_tools.copy()  # the user's registry stays as it was given
         for probe in self._probe_tools():
-            registry = registry.register(probe)
+            registry.register(probe)
         self._registry = registry
         self._plans = _turn_plans(_call_plans(self._user_tools), self.max_depth)
         self._ids = itertools.count(1)
