@@ -73,7 +73,10 @@ class ToolCallInfo:
         parent_message_id: str | None = None,
         run_id: str | None = None,
         arguments: str = "",
+        status: ToolCallStatus | None = None,
     ) -> None:
+        """``status``: where the call starts in its machine (``streaming`` unless a
+        store restores a call it saved)."""
         self.id = id
         self.name = name
         self.parent_message_id = parent_message_id
@@ -83,7 +86,7 @@ class ToolCallInfo:
         #: with subtype ``tool-call``, e.g. a thought signature), sent back with it.
         self.encrypted_value: str | None = None
         self._args = TextAccumulator(arguments)
-        self._cursor = TOOL_CALL_MACHINE.cursor()
+        self._cursor = TOOL_CALL_MACHINE.cursor(status)
 
     @property
     def status(self) -> ToolCallStatus:
