@@ -148,24 +148,9 @@ class SQLiteStore:
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
         try:
-            application, version = (
-                connection.execute("PRAGMA application_id").fetchone()[0],
-                connection.execute("PRAGMA user_version").fetchone()[0],
-            )
-            foreign = connection.execute(
-                "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
-            ).fetchone()[0]
+            application, version = self._identify(connection)
         except sqlite3.Error as exc:
             raise _error(exc, f"cannot read {self.path}") from exc
-        if application != APPLICATION_ID and (application != 0 or foreign):
-            raise StoreCorruptError(
-                f"{self.path} is not a toolrelay store (another application's database)"
-            )
-        if version > SCHEMA_VERSION:
-            raise StoreVersionError(
-                f"{self.path} has schema version {version}, newer than this toolrelay's "
-                f"{SCHEMA_VERSION}: upgrade toolrelay to open it"
-            )
         try:
             if self.path != ":memory:":
                 mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -176,15 +161,43 @@ class SQLiteStore:
             connection.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
             connection.execute("PRAGMA foreign_keys=ON")
             if version < SCHEMA_VERSION:
-                self._migrate(connection, version)
+                self._migrate(connection)
         except sqlite3.Error as exc:
             raise _error(exc, f"cannot prepare {self.path}") from exc
 
-    def _migrate(self, connection: sqlite3.Connection, version: int) -> None:
+    def _identify(self, connection: sqlite3.Connection) -> tuple[int, int]:
+        """The file's application id and schema version, read in one transaction (so a
+        process creating the schema meanwhile is seen whole or not at all); raises for
+        a file that is not ours or is newer."""
+        connection.execute("BEGIN")
+        try:
+            return self._identity(connection)
+        finally:
+            connection.execute("COMMIT")
+
+    def _identity(self, connection: sqlite3.Connection) -> tuple[int, int]:
+        application = connection.execute("PRAGMA application_id").fetchone()[0]
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        tables = connection.execute(
+            "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+        ).fetchone()[0]
+        if application != APPLICATION_ID and (application != 0 or tables):
+            raise StoreCorruptError(
+                f"{self.path} is not a toolrelay store (another application's database)"
+            )
+        if version > SCHEMA_VERSION:
+            raise StoreVersionError(
+                f"{self.path} has schema version {version}, newer than this toolrelay's "
+                f"{SCHEMA_VERSION}: upgrade toolrelay to open it"
+            )
+        return int(application), int(version)
+
+    def _migrate(self, connection: sqlite3.Connection) -> None:
         connection.execute("BEGIN IMMEDIATE")
         try:
-            # Another process may have migrated while this one waited for the lock.
-            current = connection.execute("PRAGMA user_version").fetchone()[0]
+            # Another process may have created or migrated the schema while this one
+            # waited for the lock: look again, under it.
+            _, current = self._identity(connection)
             for target in range(current + 1, SCHEMA_VERSION + 1):
                 for statement in _MIGRATIONS[target]:
                     connection.execute(statement)
@@ -192,7 +205,8 @@ class SQLiteStore:
             connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             connection.execute("COMMIT")
         except BaseException:
-            connection.execute("ROLLBACK")
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
             raise
 
     # -- the contract ------------------------------------------------------------------
