@@ -36,6 +36,7 @@ from toolrelay.core._patch import JsonPatchError as JsonPatchError, apply_patch 
 from toolrelay.core._processor import EventProcessor as EventProcessor, Limits as Limits
 from toolrelay.core._resume import check_resume as check_resume
 from toolrelay.core._tools import (
+    ToolContext as ToolContext,
     ToolError as ToolError,
     ToolRegistry as ToolRegistry,
     ToolResult as ToolResult,
@@ -61,6 +62,7 @@ __all__ = (
     "TextMessage",
     "ToolCallInfo",
     "ToolCallMessage",
+    "ToolContext",
     "ToolError",
     "ToolRegistry",
     "ToolResult",

@@ -43,6 +43,7 @@ from toolrelay.core import (
 from toolrelay.errors import ClosedError
 from toolrelay.machines import RunStatus
 from toolrelay.protocol import Context, Interrupt, ResumeEntry, UserMessage
+from toolrelay.runtime._executor import ToolOptions, ToolThreads
 from toolrelay.runtime._fanout import Fanout
 from toolrelay.runtime._registry import RunHandle, RunRegistry
 from toolrelay.runtime._turn import Turn
@@ -100,6 +101,11 @@ class Engine:
         max_threads: How many threads the engine keeps in memory: past it, the
             threads used least recently that have no live turn are forgotten (see
             :meth:`forget`). ``None``: no bound.
+        tool_options: How tools run: result size bound, what the model sees of an
+            exception, worker threads for blocking tools (see
+            :class:`~toolrelay.runtime.ToolOptions`).
+        tool_context: The ``deps`` of the :class:`~toolrelay.core.ToolContext` every
+            tool that asks for one receives (a turn may give its own).
 
     Raises:
         TypeError: ``backend`` is not an :class:`~toolrelay.backends.AgentBackend`.
@@ -122,6 +128,8 @@ class Engine:
         id_factory: Callable[[], str] = _new_id,
         include_reasoning: bool | None = None,
         max_threads: int | None = None,
+        tool_options: ToolOptions | None = None,
+        tool_context: Any = None,
     ) -> None:
         if not isinstance(backend, AgentBackend):
             raise TypeError(
@@ -143,6 +151,9 @@ class Engine:
             anyio.CapacityLimiter(max_concurrent_tools) if max_concurrent_tools else None
         )
         self._context = tuple(context)
+        self._tool_options = tool_options if tool_options is not None else ToolOptions()
+        self._tool_threads = ToolThreads(self._tool_options.max_threads)
+        self._tool_context = tool_context
         self._forwarded_props = forwarded_props
         self._run_id_factory = run_id_factory
         self._id_factory = id_factory
@@ -240,6 +251,7 @@ class Engine:
         resume: Sequence[ResumeEntry] = (),
         history: Sequence[ChatMessage] | None = None,
         tools: ToolRegistry | None = None,
+        tool_context: Any = None,
     ) -> Turn:
         """Start a user's turn on a thread; a turn still running there is superseded.
 
@@ -259,6 +271,8 @@ class Engine:
             history: The thread's earlier messages, used the first time the engine sees
                 the thread (later turns continue the engine's own conversation).
             tools: Tools for this turn instead of the engine's.
+            tool_context: The ``deps`` of this turn's tool context (the user, a
+                database session...); ``None``: the engine's ``tool_context``.
 
         Raises:
             ClosedError: The engine is closed or not entered.
@@ -308,7 +322,14 @@ class Engine:
             include_reasoning=self._include_reasoning,
             resume=entries,
         )
-        turn = Turn(self, key, processor, registry, start)
+        turn = Turn(
+            self,
+            key,
+            processor,
+            registry,
+            start,
+            tool_context=self._tool_context if tool_context is None else tool_context,
+        )
         self._turns[key] = turn
         self._live.add(turn)
         turn._publish_state()
@@ -323,6 +344,7 @@ class Engine:
         resume: Sequence[ResumeEntry] = (),
         history: Sequence[ChatMessage] | None = None,
         tools: ToolRegistry | None = None,
+        tool_context: Any = None,
     ) -> Turn:
         """:meth:`start_turn` and wait until it is finished.
 
@@ -332,7 +354,9 @@ class Engine:
         cancellation goes on. A turn that should outlive its caller is started with
         :meth:`start_turn` (detached).
         """
-        turn = self.start_turn(key, message, resume=resume, history=history, tools=tools)
+        turn = self.start_turn(
+            key, message, resume=resume, history=history, tools=tools, tool_context=tool_context
+        )
         try:
             await turn.wait_finished()
         except anyio.get_cancelled_exc_class():
@@ -475,6 +499,7 @@ class Engine:
             turns=counts,
             registered_runs=len(self.registry),
             threads=len(self._conversations),
+            stuck_tool_threads=self._tool_threads.stuck,
         )
 
     # -- what turns ask of the engine -----------------------------------------------------

@@ -70,6 +70,7 @@ from toolrelay.core import (
     ProtocolViolation,
     ToolCallInfo,
     ToolCallMessage,
+    ToolContext,
     ToolRegistry,
     ToolResult,
     ToolsReady,
@@ -128,6 +129,7 @@ class Turn:
         "_scope",
         "_start",
         "_stop",
+        "_tool_context",
         "_tools",
         "key",
     )
@@ -139,8 +141,11 @@ class Turn:
         processor: EventProcessor,
         tools: ToolRegistry,
         start: int,
+        *,
+        tool_context: object = None,
     ) -> None:
         self._engine = engine
+        self._tool_context = tool_context
         self.key = key
         self._processor = processor
         self._tools = tools
@@ -398,6 +403,13 @@ class Turn:
                         default_timeout=engine.tool_timeout,
                         on_result=self._take_result,
                         limiter=engine._limiter,
+                        threads=engine._tool_threads,
+                        context=ToolContext(
+                            deps=self._tool_context,
+                            thread_id=self.key.thread_id,
+                            run_id=processor.run_id,
+                        ),
+                        options=engine._tool_options,
                     )
                 case _:
                     return
