@@ -33,7 +33,11 @@ something) or the ``cancelled`` outcome; malformed and out-of-order events
 stream that breaks, drops the connection or hangs, maybe mid-message; a stream held on
 a gate; a run whose allocation fails; run handles whose disposal raises. Tool outcomes
 (:class:`CallOutcome`): ok, raises, slow (waits for a gate), times out, unknown tool,
-invalid arguments, and calls to *your* tools.
+invalid arguments, and calls to *your* tools; and hostile tools (promise 11): one
+raising ``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit`` or a cancellation
+exception no scope asked for, a blocking tool that never returns (its thread stuck
+until the example ends), one returning a value that cannot be sent (cyclic, or an
+object JSON has no form for).
 
 Quiet means: every live turn is parked (its stream on a shut gate or a hang, or its
 tools on shut gates) and every finished turn's task has returned. After each step the
@@ -48,8 +52,9 @@ Invariants:
    run.
 2. Every continuation's ``RunAgentInput`` carries a ``tool`` message for every call of
    the run before it, with that call's outcome (result, error, timeout, unknown tool,
-   invalid arguments); the calls of a batch run concurrently; no call runs twice;
-   abandoned calls, calls past the depth bound and late calls never run (promise 2).
+   invalid arguments, the hostile tools' failures); the calls of a batch run
+   concurrently; no call runs twice; abandoned calls, calls past the depth bound and
+   late calls never run (promises 2 and 11).
 3. Depth never exceeds ``max_depth``; a breaker trip is ``failed`` with reason
    ``max_depth`` at exactly ``max_depth``; an endless tool loop trips it (promise 3).
 4. A cancelled turn is ``cancelled`` (with the user's message) the moment ``cancel``
@@ -110,8 +115,10 @@ event-loop iterations; the clock only bounds waiting, and times ``probe_timeout`
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import itertools
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from contextlib import ExitStack
@@ -195,8 +202,15 @@ THREADS = ("t0", "t1", "t2")
 #: The prefix of the machine's own tools; user tools must not use it.
 PROBE_PREFIX = "probe_"
 
-#: The tool timeout of ``probe_timeout`` (seconds).
+#: The tool timeout of ``probe_timeout`` and ``probe_stuck`` (seconds).
 PROBE_TIMEOUT = 0.02
+
+#: What ``probe_exit`` raises, chosen by the call id's length.
+_BASE_EXCEPTIONS = ("SystemExit", "KeyboardInterrupt", "GeneratorExit", "Cancelled")
+
+
+def _base_exception_of(ticket: str) -> str:
+    return _BASE_EXCEPTIONS[sum(map(ord, ticket)) % len(_BASE_EXCEPTIONS)]
 
 
 # ---------------------------------------------------------------------------
@@ -220,6 +234,16 @@ class CallOutcome(enum.StrEnum):
     invalid = "invalid"
     #: One of the user's tools (see :meth:`PromisesMachine.tools`).
     user = "user"
+    #: ``probe_exit`` raises a ``BaseException`` that is not an ``Exception``:
+    #: ``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit`` or a cancellation
+    #: exception no scope asked for (which one depends on the call's id).
+    raises_base = "raises_base"
+    #: ``probe_stuck``, a blocking sync tool, never returns until the example ends;
+    #: its 20 ms timeout fires and its thread is abandoned.
+    stuck = "stuck"
+    #: ``probe_unsendable`` returns a value that cannot be encoded (cyclic, or an
+    #: object JSON has no form for).
+    unsendable = "unsendable"
 
 
 class RunKind(enum.StrEnum):
@@ -770,6 +794,8 @@ class PromisesMachine(RuleBasedStateMachine):
         self._tool_holds: dict[str, _Hold] = {}
         self._stream_holds: dict[str, _Hold] = {}
         self._executed: dict[str, int] = {}
+        # Opened when the example ends: probe_stuck's threads may return then.
+        self._unstick = threading.Event()
         self._problems: list[str] = []
         self._focus: str | None = None
         self._closed = False
@@ -836,6 +862,7 @@ class PromisesMachine(RuleBasedStateMachine):
             raise stuck[0]
 
     def teardown(self) -> None:
+        self._unstick.set()
         try:
             if self._stop is not None:
                 self._portal.call(self._stop.set)
@@ -882,12 +909,45 @@ class PromisesMachine(RuleBasedStateMachine):
             self._ran(ticket)
             return f"typed {ticket} {n}"
 
+        async def probe_exit(ticket: str) -> str:
+            """Raise a BaseException that is not an Exception."""
+            self._ran(ticket)
+            match _base_exception_of(ticket):
+                case "SystemExit":
+                    raise SystemExit(f"exit {ticket}")
+                case "KeyboardInterrupt":
+                    raise KeyboardInterrupt(f"interrupt {ticket}")
+                case "GeneratorExit":
+                    raise GeneratorExit(f"closed {ticket}")
+            cancelled = anyio.get_cancelled_exc_class()
+            if cancelled is asyncio.CancelledError:
+                raise asyncio.CancelledError(f"stray {ticket}")
+            raise cast("Any", cancelled)._create()  # trio's Cancelled: no public constructor
+
+        def probe_stuck(ticket: str) -> str:
+            """Block the worker thread until the example ends."""
+            self._ran(ticket)
+            self._unstick.wait()
+            return "too late"
+
+        async def probe_unsendable(ticket: str) -> object:
+            """Return what cannot be sent to the model."""
+            self._ran(ticket)
+            if sum(map(ord, ticket)) % 2:
+                cyclic: list[object] = []
+                cyclic.append(cyclic)
+                return cyclic
+            return {"value": object()}
+
         return [
             tool(probe_ok),
             tool(probe_raise),
             tool(probe_slow),
             tool(probe_timeout, timeout=PROBE_TIMEOUT),
             tool(probe_typed, blocking=False),
+            tool(probe_exit),
+            tool(probe_stuck, timeout=PROBE_TIMEOUT),
+            tool(probe_unsendable),
         ]
 
     # -- the agent's side ---------------------------------------------------------------
@@ -1057,6 +1117,12 @@ class PromisesMachine(RuleBasedStateMachine):
                 return "probe_missing", {"ticket": call_id}
             case CallOutcome.invalid:
                 return "probe_typed", {"ticket": call_id, "n": "not a number"}
+            case CallOutcome.raises_base:
+                return "probe_exit", {"ticket": call_id}
+            case CallOutcome.stuck:
+                return "probe_stuck", {"ticket": call_id}
+            case CallOutcome.unsendable:
+                return "probe_unsendable", {"ticket": call_id}
             case CallOutcome.user:
                 assert call.tool is not None
                 return call.tool, dict(call.arguments or {})
@@ -1181,7 +1247,7 @@ class PromisesMachine(RuleBasedStateMachine):
         return any(
             not call.status.is_final
             and (
-                (call.name == "probe_timeout" and call.id in self._executed)
+                (call.name in ("probe_timeout", "probe_stuck") and call.id in self._executed)
                 or not call.name.startswith(PROBE_PREFIX)
             )
             for model in self._models
@@ -1890,6 +1956,13 @@ def _outcome_problem(call: CallPlan, call_id: str, content: str, error: str | No
             ok = error is not None and "Unknown tool" in error
         case CallOutcome.invalid:
             ok = error is not None and "Invalid arguments" in error
+        case CallOutcome.raises_base:
+            ok = error is not None and error.startswith(_base_exception_of(call_id))
+        case CallOutcome.stuck:
+            # Past ToolOptions.max_threads stuck threads, a blocking call fails at once.
+            ok = error is not None and ("timed out" in error or "no worker thread" in error)
+        case CallOutcome.unsendable:
+            ok = error is not None and "cannot be encoded as JSON" in error
         case CallOutcome.user:
             ok = True
     return None if ok else f"the model saw content={content!r} error={error!r}"
