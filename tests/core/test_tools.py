@@ -11,6 +11,8 @@ import dataclasses
 import functools
 import inspect
 import keyword
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Annotated, Any, Literal, TypeVar, cast
 
@@ -1169,3 +1171,22 @@ def test_numpy_docstrings_describe_the_parameters() -> None:
     assert spec.description == "Forecast the weather."
     assert spec.parameters["properties"]["city"]["description"] == "The city, by name."
     assert spec.parameters["properties"]["days"]["description"] == "How many days."
+
+
+def test_pydantic_stays_optional() -> None:
+    # With pydantic impossible to import, toolrelay imports, declares and runs tools.
+    script = (
+        "import sys\n"
+        "sys.modules['pydantic'] = None\n"
+        "import anyio\n"
+        "from toolrelay import ToolRegistry, execute_tool\n"
+        "def add(a: int, b: int) -> int:\n"
+        "    return a + b\n"
+        "result = anyio.run(execute_tool, ToolRegistry.of(add), 'add', '{\"a\": 1, \"b\": 2}')\n"
+        "print(result.content, 'pydantic' in sys.modules and sys.modules['pydantic'] is not None)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3", "False"]
