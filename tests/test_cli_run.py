@@ -101,7 +101,7 @@ def test_demo_prints_the_turn_live_and_exits_0() -> None:
         ("multihop", ExitCode.OK, "Final answer: Alice lives in Paris, where the weather"),
         ("zero-arg", ExitCode.OK, "  ok   list_people() -> "),
         ("text", ExitCode.OK, "Final answer: Hello! I am toolrelay's demo agent."),
-        ("loop", ExitCode.FAILED, "circuit breaker (promise 3) stopped the turn after 2"),
+        ("loop", ExitCode.FAILED, "loop detection stopped the turn with a typed reason"),
         ("broken", ExitCode.FAILED, "Failed (transport_error): the connection to the agent"),
         ("error", ExitCode.FAILED, "Failed (agent_error): the demo agent's model is overloaded"),
         ("malformed", ExitCode.FAILED, "Failed (protocol_error): event is not a JSON object"),

@@ -262,6 +262,11 @@ class EventProcessor:
         max_depth: The continuation bound (promise 3): a run that ends with tool calls
             pending after ``max_depth`` continuations ends the turn ``failed``
             (``max_depth``) instead of running them.
+        max_repeats: No-progress loop detection: when a run ends with a call to a tool
+            whose name and arguments (compared as JSON values: key order and spacing
+            do not matter) the turn has now requested ``max_repeats`` times, the turn
+            ends ``failed`` (``no_progress``) instead of running the batch, before the
+            depth bound is checked. ``None``: off.
         limits: Size and count bounds.
         context: ``RunAgentInput.context`` for every run.
         forwarded_props: ``RunAgentInput.forwardedProps`` for every run.
@@ -311,6 +316,8 @@ class EventProcessor:
         "conversation",
         "interrupts",
         "max_depth",
+        "max_repeats",
+        "_requested",
         "reason",
         "run_count",
         "run_id",
@@ -330,11 +337,17 @@ class EventProcessor:
         id_factory: Callable[[], str] = _new_id,
         include_reasoning: bool = False,
         resume: Sequence[ResumeEntry] = (),
+        max_repeats: int | None = None,
     ) -> None:
         if max_depth < 0:
             raise ValueError("max_depth must be >= 0")
+        if max_repeats is not None and max_repeats < 1:
+            raise ValueError("max_repeats must be >= 1 (None turns loop detection off)")
         self.conversation = conversation
         self.max_depth = max_depth
+        self.max_repeats = max_repeats
+        # Per (tool name, canonical arguments), how many times this turn asked for it.
+        self._requested: dict[tuple[str, str], int] = {}
         self._tools = list(tools)
         self._limits = limits if limits is not None else Limits()
         self._context = list(context)
@@ -890,6 +903,10 @@ class EventProcessor:
                 effects.extend(self._terminate(RunEvent.cancel, _AGENT_CANCELLED))
             return tuple(effects)
         if pending:
+            repeated = self._repeated(pending)
+            if repeated is not None:
+                effects.extend(self.fail(repeated))
+                return tuple(effects)
             if self._run.depth >= self.max_depth:
                 effects.extend(
                     self.fail(
@@ -919,6 +936,30 @@ class EventProcessor:
         effects.extend(self._set_activity(_DONE))
         effects.append(TurnCompleted(_COMPLETED))
         return tuple(effects)
+
+    def _repeated(self, pending: Sequence[ToolCallInfo]) -> TerminalReason | None:
+        """Count the batch's requests; the ``no_progress`` reason once one reaches
+        :attr:`max_repeats` (``None`` while none does, or when detection is off)."""
+        limit = self.max_repeats
+        if limit is None:
+            return None
+        tripped: tuple[str, int] | None = None
+        for call in pending:
+            key = (call.name, _canonical_arguments(call.arguments))
+            count = self._requested.get(key, 0) + 1
+            self._requested[key] = count
+            if count >= limit and tripped is None:
+                tripped = (call.name, count)
+        if tripped is None:
+            return None
+        name, count = tripped
+        return TerminalReason(
+            kind=ReasonKind.NO_PROGRESS,
+            message=(
+                f"no progress: the agent asked for tool {name!r} with the same arguments "
+                f"{count} times in this turn (max_repeats={limit})"
+            ),
+        )
 
     def _interrupt(self, interrupts: Sequence[Interrupt]) -> list[Effect]:
         """End the turn ``interrupted`` on the agent's ``interrupts`` (ids made unique)."""
@@ -1325,6 +1366,18 @@ class EventProcessor:
                     )
                 )
         return tuple(effects)
+
+
+def _canonical_arguments(arguments: str) -> str:
+    """The arguments as canonical JSON (sorted keys, no spacing), so that the same
+    value spelled differently compares equal; the stripped text when it is not JSON."""
+    stripped = arguments.strip()
+    if not stripped or stripped == "null":
+        return "{}"
+    try:
+        return msgspec.json.encode(msgspec.json.decode(stripped), order="sorted").decode()
+    except (msgspec.DecodeError, RecursionError, TypeError, ValueError):
+        return stripped
 
 
 def _waiting_for(interrupts: Sequence[Interrupt]) -> str:

@@ -106,6 +106,9 @@ class Engine:
             :class:`~toolrelay.runtime.ToolOptions`).
         tool_context: The ``deps`` of the :class:`~toolrelay.core.ToolContext` every
             tool that asks for one receives (a turn may give its own).
+        max_repeated_calls: No-progress loop detection: a turn whose agent asks for the
+            same tool with the same arguments this many times ends ``failed``
+            (reason ``no_progress``) before the depth bound; ``None``: off.
 
     Raises:
         TypeError: ``backend`` is not an :class:`~toolrelay.backends.AgentBackend`.
@@ -130,6 +133,7 @@ class Engine:
         max_threads: int | None = None,
         tool_options: ToolOptions | None = None,
         tool_context: Any = None,
+        max_repeated_calls: int | None = 3,
     ) -> None:
         if not isinstance(backend, AgentBackend):
             raise TypeError(
@@ -140,6 +144,9 @@ class Engine:
             )
         if max_threads is not None and max_threads < 0:
             raise ValueError("max_threads must be >= 0")
+        if max_repeated_calls is not None and max_repeated_calls < 1:
+            raise ValueError("max_repeated_calls must be >= 1 (None turns it off)")
+        self.max_repeated_calls = max_repeated_calls
         self.backend = backend
         self.max_threads = max_threads
         self.tools = tools if tools is not None else ToolRegistry()
@@ -315,6 +322,7 @@ class Engine:
             conversation,
             tools=registry.definitions(),
             max_depth=self.max_depth,
+            max_repeats=self.max_repeated_calls,
             limits=self.limits,
             context=self._context,
             forwarded_props=self._forwarded_props,

@@ -56,7 +56,10 @@ Invariants:
    concurrently; no call runs twice; abandoned calls, calls past the depth bound and
    late calls never run (promises 2 and 11).
 3. Depth never exceeds ``max_depth``; a breaker trip is ``failed`` with reason
-   ``max_depth`` at exactly ``max_depth``; an endless tool loop trips it (promise 3).
+   ``max_depth`` at exactly ``max_depth``; an endless tool loop trips it (promise 3),
+   unless loop detection stops it first: a turn whose agent asks for one of the
+   user's tools with the same arguments ``max_repeated_calls`` times ends ``failed``
+   with reason ``no_progress`` at exactly that run, and that run's calls never run.
 4. A cancelled turn is ``cancelled`` (with the user's message) the moment ``cancel``
    returns and its task ends promptly; closing ends every live turn ``cancelled``
    with reason ``closed`` (promise 4).
@@ -144,6 +147,7 @@ from hypothesis.stateful import (
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends._base import ThreadKey
 from toolrelay.core import ToolRegistry, ToolSpec, tool
+from toolrelay.core._processor import _canonical_arguments
 from toolrelay.errors import ClosedError, ResumeError, RunAllocationError, StreamDroppedError
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
@@ -380,9 +384,32 @@ class TurnPlan:
             return self.runs[-1]
         return _FALLBACK_RUN
 
-    def expected_end(self, max_depth: int) -> ReasonKind | None:
+    def no_progress_at(self, max_depth: int, max_repeats: int | None) -> int | None:
+        """The run at whose end loop detection stops the turn: the first ``tools`` run
+        (within the depth bound) that brings a user's call, same tool and same
+        arguments, to ``max_repeats`` requests in the turn; ``None`` if none does."""
+        if max_repeats is None:
+            return None
+        counts: dict[tuple[str, str], int] = {}
+        for index in range(max_depth + 1):
+            run = self.run_at(index)
+            if run.kind is not RunKind.tools or not run.calls:
+                return None
+            tripped = False
+            for call in run.calls:
+                if call.outcome is CallOutcome.user and call.tool is not None:
+                    raw = msgspec.json.encode(dict(call.arguments or {})).decode()
+                    key = (call.tool, _canonical_arguments(raw))
+                    counts[key] = counts.get(key, 0) + 1
+                    tripped = tripped or counts[key] >= max_repeats
+            if tripped:
+                return index
+        return None
+
+    def expected_end(self, max_depth: int, max_repeats: int | None = None) -> ReasonKind | None:
         """How the turn ends if nobody cancels, supersedes or closes it (``None``: it
         hangs until someone does)."""
+        stops_at = self.no_progress_at(max_depth, max_repeats)
         for index in itertools.count():
             run = self.run_at(index)
             match run.kind:
@@ -401,6 +428,8 @@ class TurnPlan:
                 case RunKind.agent_cancels:
                     return ReasonKind.AGENT_CANCELLED
                 case RunKind.tools if run.calls:
+                    if index == stops_at:
+                        return ReasonKind.NO_PROGRESS
                     if index >= max_depth:
                         return ReasonKind.MAX_DEPTH
                 case _:
@@ -752,6 +781,9 @@ class PromisesMachine(RuleBasedStateMachine):
     backend: ClassVar[str] = "asyncio"
     #: The engine's continuation bound (promise 3).
     max_depth: ClassVar[int] = 3
+    #: The engine's no-progress loop detection (``Engine(max_repeated_calls=...)``):
+    #: a user's tool called with the same arguments this often ends the turn.
+    max_repeated_calls: ClassVar[int | None] = 3
     #: The engine's default tool timeout, which bounds the user's tools (seconds).
     tool_timeout: ClassVar[float] = 5.0
     #: How long the engine may take to become quiet after a step (seconds); longer is
@@ -829,6 +861,7 @@ class PromisesMachine(RuleBasedStateMachine):
             self.agent,
             tools=self._registry,
             max_depth=self.max_depth,
+            max_repeated_calls=self.max_repeated_calls,
             tool_timeout=self.tool_timeout,
             registry=_Registry(self),
             run_id_factory=lambda: f"run-{next(self._ids)}",
@@ -1019,7 +1052,11 @@ class PromisesMachine(RuleBasedStateMachine):
             self._stream_holds[hold.name] = hold
             steps.append(_gate(hold))
 
-        executes = plan.kind is RunKind.tools and index < self.max_depth
+        executes = (
+            plan.kind is RunKind.tools
+            and index < self.max_depth
+            and index != model.plan.no_progress_at(self.max_depth, self.max_repeated_calls)
+        )
         call_ids: list[str] = []
         per_call: list[list[Event]] = []
         for number, call in enumerate(plan.calls):
@@ -1378,7 +1415,9 @@ class PromisesMachine(RuleBasedStateMachine):
         message: bool = True,
     ) -> None:
         ordinal = len(self._models) + 1
-        model = _TurnModel(ordinal, thread, plan, plan.expected_end(self.max_depth))
+        model = _TurnModel(
+            ordinal, thread, plan, plan.expected_end(self.max_depth, self.max_repeated_calls)
+        )
         model.resume = resume
 
         async def act() -> None:
@@ -1698,10 +1737,17 @@ class PromisesMachine(RuleBasedStateMachine):
                 if reason is not None and reason.kind is ReasonKind.MAX_DEPTH:
                     assert turn.status is RunStatus.failed, f"promise 3: {turn!r}"
                     assert turn.depth == self.max_depth, f"promise 3: {turn!r} tripped early"
+                if reason is not None and reason.kind is ReasonKind.NO_PROGRESS:
+                    assert turn.status is RunStatus.failed, f"loop detection: {turn!r}"
+                    stops_at = model.plan.no_progress_at(self.max_depth, self.max_repeated_calls)
+                    assert turn.depth == stops_at, f"loop detection: {turn!r} at {stops_at}"
                 if model.plan.endless and turn.finished and model.external is None:
-                    assert reason is not None and reason.kind is ReasonKind.MAX_DEPTH, (
-                        f"promise 3: the endless {model.label} ended {reason}"
-                    )
+                    # The breaker stops an endless loop, or loop detection first when the
+                    # agent repeats itself.
+                    assert reason is not None and reason.kind in (
+                        ReasonKind.MAX_DEPTH,
+                        ReasonKind.NO_PROGRESS,
+                    ), f"promise 3: the endless {model.label} ended {reason}"
 
         self._check(check)
 
