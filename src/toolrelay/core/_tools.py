@@ -184,6 +184,9 @@ class ToolSpec(Generic[P, R]):
             :class:`ToolContext`, or ``None``.
         hidden: The parameters the model may not set: the context parameter and the
             arguments bound with :func:`functools.partial`.
+        needs_approval: A tool policy: each call waits for the embedding code to
+            approve it (it then runs) or deny it (the model receives the denial)
+            before it runs; see ``Turn.approve`` and ``Turn.deny``.
     """
 
     name: str
@@ -196,6 +199,7 @@ class ToolSpec(Generic[P, R]):
     args_type: type[msgspec.Struct] | None = None
     context_parameter: str | None = None
     hidden: frozenset[str] = frozenset()
+    needs_approval: bool = False
     #: What the arguments are decoded into: ``args_type`` plus a field per hidden
     #: parameter, so that a model naming one is caught.
     _decode_type: type[msgspec.Struct] | None = None
@@ -218,6 +222,7 @@ class ToolSpec(Generic[P, R]):
         *,
         timeout: float | None = None,
         blocking: bool | None = None,
+        needs_approval: bool = False,
     ) -> ToolSpec[[dict[str, Any]], T]:
         """Declare a tool from an existing JSON Schema and a handler taking a dict.
 
@@ -234,6 +239,7 @@ class ToolSpec(Generic[P, R]):
             timeout: Seconds the tool may run; ``None`` for the engine's default.
             blocking: Run a sync handler in a worker thread (default ``True`` for sync
                 handlers; must not be ``True`` for async ones).
+            needs_approval: Each call waits for the embedding code's approval.
 
         Returns:
             The spec.
@@ -264,6 +270,7 @@ class ToolSpec(Generic[P, R]):
             blocking=_check_blocking(name, is_async, blocking),
             timeout=_check_timeout(name, timeout),
             args_type=None,
+            needs_approval=bool(needs_approval),
         )
 
     def bind(
@@ -440,6 +447,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     blocking: bool | None = None,
+    needs_approval: bool = False,
 ) -> ToolSpec[P, R]: ...
 
 
@@ -452,6 +460,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     blocking: bool | None = None,
+    needs_approval: bool = False,
 ) -> Callable[[Callable[P, R]], ToolSpec[P, R]]: ...
 
 
@@ -463,6 +472,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     blocking: bool | None = None,
+    needs_approval: bool = False,
 ) -> ToolSpec[P, R] | Callable[[Callable[P, R]], ToolSpec[P, R]]:
     """Declare a typed function (sync or async) as a tool.
 
@@ -487,6 +497,8 @@ def tool(
         timeout: Seconds the tool may run; ``None`` for the engine's default.
         blocking: Run a sync function in a worker thread (default ``True`` for sync
             functions, ``False`` for async ones, for which ``True`` is an error).
+        needs_approval: A tool policy: each call waits for the embedding code to
+            approve or deny it before it runs.
 
     Returns:
         The :class:`ToolSpec`, or a decorator producing it when ``fn`` is omitted.
@@ -500,7 +512,12 @@ def tool(
 
     def decorate(func: Callable[P, R]) -> ToolSpec[P, R]:
         return _spec_from_function(
-            func, name=name, description=description, timeout=timeout, blocking=blocking
+            func,
+            name=name,
+            description=description,
+            timeout=timeout,
+            blocking=blocking,
+            needs_approval=needs_approval,
         )
 
     return decorate if fn is None else decorate(fn)
@@ -513,6 +530,7 @@ def _spec_from_function(
     description: str | None,
     timeout: float | None,
     blocking: bool | None,
+    needs_approval: bool = False,
 ) -> ToolSpec[P, R]:
     if isinstance(fn, ToolSpec):
         raise ToolDefinitionError(f"{fn.name!r} is already a tool")
@@ -620,6 +638,7 @@ def _spec_from_function(
         args_type=args_type,
         context_parameter=context_parameter,
         hidden=hidden,
+        needs_approval=bool(needs_approval),
         _decode_type=decode_type,
         _validators=tuple(
             (field_name, adapter.validate_python) for field_name, adapter in adapters.items()
@@ -999,6 +1018,11 @@ class ToolRegistry:
         new._tools = dict(self._tools)
         new._definitions = self._definitions
         return new
+
+    @property
+    def needing_approval(self) -> frozenset[str]:
+        """The names of the tools whose calls wait for approval (``needs_approval``)."""
+        return frozenset(spec.name for spec in self._tools.values() if spec.needs_approval)
 
     def lookup(self, name: str) -> ToolSpec[..., Any]:
         """The tool called ``name``.

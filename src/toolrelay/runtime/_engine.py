@@ -323,6 +323,7 @@ class Engine:
             tools=registry.definitions(),
             max_depth=self.max_depth,
             max_repeats=self.max_repeated_calls,
+            approval_tools=registry.needing_approval,
             limits=self.limits,
             context=self._context,
             forwarded_props=self._forwarded_props,

@@ -28,6 +28,7 @@ threads never keep the process from exiting.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import itertools
 import logging
@@ -41,11 +42,19 @@ from typing import Any, Literal, Protocol, TypeVar, cast
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+from anyio.abc import ObjectReceiveStream
 
 from toolrelay.core import ToolCallInfo, ToolRegistry, ToolResult, ToolSpec
 from toolrelay.core._tools import DEFAULT_MAX_RESULT_BYTES, ToolContext
 
-__all__ = ("RunSync", "ToolOptions", "ToolThreads", "execute_batch", "execute_tool")
+__all__ = (
+    "RunSync",
+    "ToolOptions",
+    "ToolThreads",
+    "execute_batch",
+    "execute_batch_with_approvals",
+    "execute_tool",
+)
 
 T = TypeVar("T")
 
@@ -454,3 +463,31 @@ async def execute_batch(
     async with anyio.create_task_group() as group:
         for call in calls:
             group.start_soon(run_one, call, name=f"tool {call.name} ({call.id})")
+
+
+async def execute_batch_with_approvals(
+    registry: ToolRegistry,
+    calls: tuple[ToolCallInfo, ...],
+    approved: ObjectReceiveStream[ToolCallInfo],
+    **options: Any,
+) -> None:
+    """Execute ``calls`` as :func:`execute_batch` does, and each call received on
+    ``approved`` as it arrives (a call of the batch the embedding code approved),
+    until ``approved`` ends (every call awaiting approval was decided).
+
+    Args:
+        registry: Where the tools are looked up.
+        calls: The calls that run at once (already ``executing``).
+        approved: The approved calls (already ``executing``), one by one; its sender
+            closes it once no call awaits a decision.
+        **options: The keyword arguments of :func:`execute_batch`.
+    """
+    async with anyio.create_task_group() as group:
+        if calls:
+            group.start_soon(functools.partial(execute_batch, registry, calls, **options))
+        async with approved:
+            async for call in approved:
+                group.start_soon(
+                    functools.partial(execute_batch, registry, (call,), **options),
+                    name=f"approved tool {call.name} ({call.id})",
+                )

@@ -52,10 +52,12 @@ The safety checks of the reference design (000), and where they live:
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.backends._base import ThreadKey
@@ -79,10 +81,10 @@ from toolrelay.core import (
     TurnInterrupted,
     ViolationRaised,
 )
-from toolrelay.errors import RemoteProtocolError
+from toolrelay.errors import ApprovalError, RemoteProtocolError
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import Interrupt, ResumeEntry, RunAgentInput
-from toolrelay.runtime._executor import execute_batch
+from toolrelay.runtime._executor import execute_batch, execute_batch_with_approvals
 from toolrelay.runtime._registry import RunHandle
 from toolrelay.runtime._views import (
     EventReceived,
@@ -120,6 +122,7 @@ class Turn:
     """
 
     __slots__ = (
+        "_approved",
         "_done",
         "_engine",
         "_ending",
@@ -146,6 +149,12 @@ class Turn:
     ) -> None:
         self._engine = engine
         self._tool_context = tool_context
+        # While calls await approval: where approved calls go to run (made by the
+        # first of approve() and _execute to need it; closed when the batch ends).
+        self._approved: (
+            tuple[MemoryObjectSendStream[ToolCallInfo], MemoryObjectReceiveStream[ToolCallInfo]]
+            | None
+        ) = None
         self.key = key
         self._processor = processor
         self._tools = tools
@@ -214,6 +223,104 @@ class Turn:
         outcome); empty otherwise. Answer with ``Engine.start_turn(key, resume=[...])``,
         one ``ResumeEntry`` per interrupt, by ``Interrupt.id``."""
         return self._processor.interrupts
+
+    @property
+    def approvals(self) -> tuple[Interrupt, ...]:
+        """The tool calls waiting for the embedding code's decision (tools declared
+        with ``needs_approval``), as client-side interrupts: ``id`` and
+        ``tool_call_id`` are the call's id, ``reason`` is ``"tool_approval"``,
+        ``metadata`` holds the tool's name and arguments. Answer each with
+        :meth:`approve` or :meth:`deny`; the turn waits (``executing_tools``, activity
+        ``awaiting_approval``) until every one is answered, or it is cancelled."""
+        return tuple(
+            Interrupt(
+                id=call.id,
+                reason="tool_approval",
+                tool_call_id=call.id,
+                message=f"approve the call of tool {call.name!r}?",
+                metadata={"tool": call.name, "arguments": call.arguments},
+            )
+            for call in self._processor.awaiting_approval
+        )
+
+    def approve(self, call_id: str) -> None:
+        """Approve a call that awaits approval: it runs, and the model sees its result.
+
+        Raises:
+            ApprovalError: No call of this turn awaits approval under that id
+                (decided already, or the turn ended); nothing changed.
+        """
+        call = self._awaiting(call_id)
+        self._perform(self._processor.approve(call))
+        self._approval_stream()[0].send_nowait(call)
+        self._decided()
+
+    def deny(self, call_id: str, message: str = "The user denied this tool call.") -> None:
+        """Deny a call that awaits approval: it never runs, it ends ``failed`` and the
+        model receives ``message`` as its error.
+
+        Raises:
+            ApprovalError: No call of this turn awaits approval under that id
+                (decided already, or the turn ended); nothing changed.
+        """
+        call = self._awaiting(call_id)
+        effects = self._processor.deny(call, message)
+        if call.result is not None:
+            self._engine._notify(ToolCallFinished(self.key, call.id, call.name, call.result))
+        self._perform(effects)
+        self._decided()
+
+    def _awaiting(self, call_id: str) -> ToolCallInfo:
+        awaiting = self._processor.awaiting_approval
+        for call in awaiting:
+            if call.id == call_id:
+                return call
+        raise ApprovalError(
+            f"no call of this turn awaits approval with id {call_id!r} (awaiting: "
+            f"{', '.join(repr(c.id) for c in awaiting) or 'none'})"
+        )
+
+    def _approval_stream(
+        self,
+    ) -> tuple[MemoryObjectSendStream[ToolCallInfo], MemoryObjectReceiveStream[ToolCallInfo]]:
+        if self._approved is None:
+            self._approved = anyio.create_memory_object_stream[ToolCallInfo](math.inf)
+        return self._approved
+
+    def _decided(self) -> None:
+        if not self._processor.awaiting_approval:
+            self._approval_stream()[0].close()  # the batch ends once approved calls finish
+
+    def _close_approvals(self) -> None:
+        if self._approved is not None:
+            send, receive = self._approved
+            self._approved = None
+            send.close()
+            receive.close()
+
+    async def _execute(self, calls: tuple[ToolCallInfo, ...], awaiting: bool) -> None:
+        """Run a batch; with calls awaiting approval, run each one approved too."""
+        engine = self._engine
+        options = {
+            "default_timeout": engine.tool_timeout,
+            "on_result": self._take_result,
+            "limiter": engine._limiter,
+            "threads": engine._tool_threads,
+            "context": ToolContext(
+                deps=self._tool_context,
+                thread_id=self.key.thread_id,
+                run_id=self._processor.run_id,
+            ),
+            "options": engine._tool_options,
+        }
+        if not awaiting:
+            await execute_batch(self._tools, calls, **options)  # type: ignore[arg-type]
+            return
+        _, receive = self._approval_stream()
+        try:
+            await execute_batch_with_approvals(self._tools, calls, receive, **options)
+        finally:
+            self._close_approvals()
 
     @property
     def resume(self) -> tuple[ResumeEntry, ...]:
@@ -319,6 +426,7 @@ class Turn:
             if not processor.status.is_final:
                 # Only a cancellation from outside toolrelay's own calls gets here.
                 self._perform(processor.cancel("the turn's task was cancelled"))
+            self._close_approvals()
             self._engine._turn_finished(self, self._handle)
             self._done.set()
 
@@ -396,21 +504,8 @@ class Turn:
         self._publish_state()
         while True:
             match await self._stream(handle, run_input):
-                case ToolsReady(calls=calls):
-                    await execute_batch(
-                        self._tools,
-                        calls,
-                        default_timeout=engine.tool_timeout,
-                        on_result=self._take_result,
-                        limiter=engine._limiter,
-                        threads=engine._tool_threads,
-                        context=ToolContext(
-                            deps=self._tool_context,
-                            thread_id=self.key.thread_id,
-                            run_id=processor.run_id,
-                        ),
-                        options=engine._tool_options,
-                    )
+                case ToolsReady(calls=calls, awaiting=awaiting):
+                    await self._execute(calls, bool(awaiting))
                 case _:
                     return
             if self._stale(handle):

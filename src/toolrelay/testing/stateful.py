@@ -20,6 +20,7 @@ Rules (user actions):
 - ``cancel``: cancel a thread's turn, live or not (``cancel`` says which).
 - ``focus``: show a thread, or none; optionally through a view subscribed just before.
 - ``release_one`` / ``release_all``: open gates that a stream or a slow tool waits on.
+- ``decide``: approve or deny one tool call that awaits approval (``probe_guarded``).
 - ``close``: close the engine with its turns in flight; after it only
   ``send_after_close`` (which must raise :class:`~toolrelay.errors.ClosedError`),
   ``cancel`` and ``focus`` run.
@@ -248,6 +249,9 @@ class CallOutcome(enum.StrEnum):
     #: ``probe_unsendable`` returns a value that cannot be encoded (cyclic, or an
     #: object JSON has no form for).
     unsendable = "unsendable"
+    #: ``probe_guarded`` needs approval (a tool policy): the call waits until the
+    #: ``decide`` rule approves it (it runs) or denies it (the model sees the denial).
+    approval = "approval"
 
 
 class RunKind(enum.StrEnum):
@@ -833,6 +837,9 @@ class PromisesMachine(RuleBasedStateMachine):
         self._closed = False
         self._failed = False
         self._held: tuple[str, ...] = ()
+        # Calls awaiting approval, (thread, call id), and the decisions taken.
+        self._awaiting: tuple[tuple[str, str], ...] = ()
+        self._decisions: dict[str, bool] = {}
         self._live: tuple[str, ...] = ()
         self._interrupted: tuple[str, ...] = ()
         self._inputs_checked = 0
@@ -963,6 +970,11 @@ class PromisesMachine(RuleBasedStateMachine):
             self._unstick.wait()
             return "too late"
 
+        async def probe_guarded(ticket: str) -> str:
+            """Run only once approved."""
+            self._ran(ticket)
+            return f"guarded {ticket}"
+
         async def probe_unsendable(ticket: str) -> object:
             """Return what cannot be sent to the model."""
             self._ran(ticket)
@@ -981,6 +993,7 @@ class PromisesMachine(RuleBasedStateMachine):
             tool(probe_exit),
             tool(probe_stuck, timeout=PROBE_TIMEOUT),
             tool(probe_unsendable),
+            tool(probe_guarded, needs_approval=True),
         ]
 
     # -- the agent's side ---------------------------------------------------------------
@@ -1160,6 +1173,8 @@ class PromisesMachine(RuleBasedStateMachine):
                 return "probe_stuck", {"ticket": call_id}
             case CallOutcome.unsendable:
                 return "probe_unsendable", {"ticket": call_id}
+            case CallOutcome.approval:
+                return "probe_guarded", {"ticket": call_id}
             case CallOutcome.user:
                 assert call.tool is not None
                 return call.tool, dict(call.arguments or {})
@@ -1245,8 +1260,11 @@ class PromisesMachine(RuleBasedStateMachine):
             record = self._records.get(turn.run_id or "")
             return record is not None and record.model is model and record.parked()
         if status is RunStatus.executing_tools:
+            # Parked: every running call waits on a gate, every other open call waits
+            # for the decide rule (approval), and something waits.
             executing = [c for c in turn.tool_calls if c.status is ToolCallStatus.executing]
-            return bool(executing) and all(
+            awaiting = [c for c in turn.tool_calls if c.status is ToolCallStatus.awaiting_approval]
+            return bool(executing or awaiting) and all(
                 c.id in self._tool_holds and self._tool_holds[c.id].parked for c in executing
             )
         return False
@@ -1342,6 +1360,12 @@ class PromisesMachine(RuleBasedStateMachine):
             name
             for name, hold in sorted({**self._stream_holds, **self._tool_holds}.items())
             if hold.parked
+        )
+        self._awaiting = tuple(
+            (m.key, approval.id)
+            for m in self._models
+            if m.turn is not None and not m.turn.finished
+            for approval in m.turn.approvals
         )
 
     async def _bounded(self, func: Callable[[], Awaitable[T]], what: str) -> T:
@@ -1564,6 +1588,24 @@ class PromisesMachine(RuleBasedStateMachine):
         async def act() -> None:
             hold = self._stream_holds.get(name) or self._tool_holds[name]
             hold.set()
+
+        self._call(act)
+
+    @precondition(lambda self: bool(self._awaiting))
+    @rule(data=st.data(), approve=st.booleans())
+    def decide(self, data: st.DataObject, approve: bool) -> None:
+        """Approve or deny one call that awaits approval (a tool policy)."""
+        thread, call_id = data.draw(st.sampled_from(self._awaiting), label="call")
+
+        async def act() -> None:
+            turn = self._engine().turn(thread)
+            assert turn is not None
+            if approve:
+                turn.approve(call_id)
+            else:
+                turn.deny(call_id, f"denied {call_id}")
+            self._decisions[call_id] = approve
+            assert call_id not in {a.id for a in turn.approvals}
 
         self._call(act)
 
@@ -1915,9 +1957,18 @@ class PromisesMachine(RuleBasedStateMachine):
                     waiting = [
                         c
                         for c in turn.tool_calls
-                        if not c.status.is_final and c.id not in self._tool_holds
+                        if not c.status.is_final
+                        and c.status is not ToolCallStatus.awaiting_approval
+                        and c.id not in self._tool_holds
                     ]
                     assert not waiting, f"promise 2: {model.label} runs calls one by one: {waiting}"
+                for approval in turn.approvals:
+                    assert approval.id not in self._executed, (
+                        f"tool policy: {model.label} ran {approval.id} before its approval"
+                    )
+            for call_id, approved in self._decisions.items():
+                if not approved:
+                    assert call_id not in self._executed, f"tool policy: denied {call_id} ran"
 
         self._check(check)
 
@@ -1951,7 +2002,9 @@ class PromisesMachine(RuleBasedStateMachine):
             )
             content = message.content
             assert isinstance(content, str), message
-            problem = _outcome_problem(call, call_id, content, message.error)
+            problem = _outcome_problem(
+                call, call_id, content, message.error, self._decisions.get(call_id)
+            )
             assert problem is None, f"promise 2: {call_id} ({call.outcome}): {problem}"
 
     @invariant()
@@ -1988,7 +2041,9 @@ class PromisesMachine(RuleBasedStateMachine):
         self._check(check)
 
 
-def _outcome_problem(call: CallPlan, call_id: str, content: str, error: str | None) -> str | None:
+def _outcome_problem(
+    call: CallPlan, call_id: str, content: str, error: str | None, approved: bool | None = None
+) -> str | None:
     match call.outcome:
         case CallOutcome.ok:
             ok = error is None and content == f"ok {call_id}"
@@ -2009,6 +2064,14 @@ def _outcome_problem(call: CallPlan, call_id: str, content: str, error: str | No
             ok = error is not None and ("timed out" in error or "no worker thread" in error)
         case CallOutcome.unsendable:
             ok = error is not None and "cannot be encoded as JSON" in error
+        case CallOutcome.approval:
+            # A continuation only starts once every call of the batch has an outcome.
+            if approved is None:
+                return "a continuation started before the call was approved or denied"
+            if approved:
+                ok = error is None and content == f"guarded {call_id}"
+            else:
+                ok = error == f"denied {call_id}"
         case CallOutcome.user:
             ok = True
     return None if ok else f"the model saw content={content!r} error={error!r}"
