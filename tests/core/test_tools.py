@@ -1190,3 +1190,15 @@ def test_pydantic_stays_optional() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["3", "False"]
+
+
+def test_the_exception_on_a_failure_is_kept_but_never_encoded_or_compared() -> None:
+    error = ValueError("internal detail")
+    result = ToolResult.failure("ValueError: internal detail", exception=error)
+    assert result.exception is error
+    assert result == ToolResult.failure("ValueError: internal detail")
+    encoded = msgspec.json.encode(result)
+    assert b"internal detail" in encoded and b"exception" not in encoded
+    decoded = msgspec.json.decode(encoded, type=ToolResult)
+    assert decoded == result and decoded.exception is None
+    assert ToolResult.success("ok").exception is None

@@ -84,7 +84,7 @@ _EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 # Results
 
 
-class ToolResult(msgspec.Struct, frozen=True):
+class ToolResult(msgspec.Struct, frozen=True, dict=True):
     """The outcome of one tool call, as the model will see it.
 
     A failure's :attr:`content` is the JSON object ``{"error": "<message>"}`` (the
@@ -94,14 +94,20 @@ class ToolResult(msgspec.Struct, frozen=True):
     Attributes:
         content: The text sent to the model in the ``tool`` message.
         error: The error message for a failure, ``None`` for a success.
-        exception: The exception the tool raised, for the embedding code (logs,
-            error reports); never sent to the model, and not part of the wire
-            record (encode ``content`` and ``error``, not the whole result).
+    The exception a tool raised stays on its failure (:attr:`exception`), for the
+    embedding code; it is not a field: never encoded, stored or compared.
     """
 
     content: str
     error: str | None = None
-    exception: BaseException | None = None
+
+    @property
+    def exception(self) -> BaseException | None:
+        """The exception the tool raised, for the embedding code (logs, error
+        reports); ``None`` when there is none or the result was decoded. Never sent
+        to the model, never encoded."""
+        exc: BaseException | None = self.__dict__.get("_exception")
+        return exc
 
     @property
     def ok(self) -> bool:
@@ -117,9 +123,10 @@ class ToolResult(msgspec.Struct, frozen=True):
     def failure(cls, message: str, *, exception: BaseException | None = None) -> ToolResult:
         """A failed result: the model receives ``{"error": message}`` as JSON text;
         ``exception`` (the tool's own, if any) stays on the result."""
-        return cls(
-            msgspec.json.encode({"error": message}).decode(), error=message, exception=exception
-        )
+        result = cls(msgspec.json.encode({"error": message}).decode(), error=message)
+        if exception is not None:
+            msgspec.structs.force_setattr(result, "_exception", exception)
+        return result
 
 
 class ToolError(Exception):
