@@ -194,6 +194,10 @@ class ToolSpec(Generic[P, R]):
         needs_approval: A tool policy: each call waits for the embedding code to
             approve it (it then runs) or deny it (the model receives the denial)
             before it runs; see ``Turn.approve`` and ``Turn.deny``.
+        idempotent: Whether running a call twice does no harm. On a durable store, a
+            call that was running when the process stopped runs again on recovery
+            only if its tool is idempotent; otherwise the model is told it was
+            interrupted (promise 10).
     """
 
     name: str
@@ -212,6 +216,7 @@ class ToolSpec(Generic[P, R]):
     _decode_type: type[msgspec.Struct] | None = None
     #: Per pydantic-typed parameter, the function validating its decoded value.
     _validators: tuple[tuple[str, Callable[[Any], Any]], ...] = ()
+    idempotent: bool = False
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.handler(*args, **kwargs)
@@ -230,6 +235,7 @@ class ToolSpec(Generic[P, R]):
         timeout: float | None = None,
         blocking: bool | None = None,
         needs_approval: bool = False,
+        idempotent: bool = False,
     ) -> ToolSpec[[dict[str, Any]], T]:
         """Declare a tool from an existing JSON Schema and a handler taking a dict.
 
@@ -247,6 +253,7 @@ class ToolSpec(Generic[P, R]):
             blocking: Run a sync handler in a worker thread (default ``True`` for sync
                 handlers; must not be ``True`` for async ones).
             needs_approval: Each call waits for the embedding code's approval.
+            idempotent: Running a call twice does no harm (see :attr:`idempotent`).
 
         Returns:
             The spec.
@@ -278,6 +285,7 @@ class ToolSpec(Generic[P, R]):
             timeout=_check_timeout(name, timeout),
             args_type=None,
             needs_approval=bool(needs_approval),
+            idempotent=idempotent,
         )
 
     def bind(
@@ -455,6 +463,7 @@ def tool(
     timeout: float | None = None,
     blocking: bool | None = None,
     needs_approval: bool = False,
+    idempotent: bool = False,
 ) -> ToolSpec[P, R]: ...
 
 
@@ -468,6 +477,7 @@ def tool(
     timeout: float | None = None,
     blocking: bool | None = None,
     needs_approval: bool = False,
+    idempotent: bool = False,
 ) -> Callable[[Callable[P, R]], ToolSpec[P, R]]: ...
 
 
@@ -480,6 +490,7 @@ def tool(
     timeout: float | None = None,
     blocking: bool | None = None,
     needs_approval: bool = False,
+    idempotent: bool = False,
 ) -> ToolSpec[P, R] | Callable[[Callable[P, R]], ToolSpec[P, R]]:
     """Declare a typed function (sync or async) as a tool.
 
@@ -506,6 +517,8 @@ def tool(
             functions, ``False`` for async ones, for which ``True`` is an error).
         needs_approval: A tool policy: each call waits for the embedding code to
             approve or deny it before it runs.
+        idempotent: Running a call twice does no harm, so a call a crash interrupted
+            may run again on recovery (see :attr:`ToolSpec.idempotent`).
 
     Returns:
         The :class:`ToolSpec`, or a decorator producing it when ``fn`` is omitted.
@@ -525,6 +538,7 @@ def tool(
             timeout=timeout,
             blocking=blocking,
             needs_approval=needs_approval,
+            idempotent=idempotent,
         )
 
     return decorate if fn is None else decorate(fn)
@@ -538,6 +552,7 @@ def _spec_from_function(
     timeout: float | None,
     blocking: bool | None,
     needs_approval: bool = False,
+    idempotent: bool = False,
 ) -> ToolSpec[P, R]:
     if isinstance(fn, ToolSpec):
         raise ToolDefinitionError(f"{fn.name!r} is already a tool")
@@ -650,6 +665,7 @@ def _spec_from_function(
         _validators=tuple(
             (field_name, adapter.validate_python) for field_name, adapter in adapters.items()
         ),
+        idempotent=idempotent,
     )
 
 

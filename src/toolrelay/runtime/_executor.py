@@ -403,7 +403,7 @@ async def execute_batch(
     calls: tuple[ToolCallInfo, ...],
     *,
     default_timeout: float | None,
-    on_result: Callable[[ToolCallInfo, ToolResult], None],
+    on_result: Callable[[ToolCallInfo, ToolResult], Awaitable[None] | None],
     limiter: anyio.CapacityLimiter | None = None,
     threads: ToolThreads | None = None,
     context: ToolContext[Any] | None = None,
@@ -416,8 +416,9 @@ async def execute_batch(
         calls: The batch (already ``executing``).
         default_timeout: Seconds a tool may take unless its spec says otherwise;
             ``None`` for no bound.
-        on_result: Called synchronously with each call and its result, in the order
-            they finish (the engine hands each result to the processor, once).
+        on_result: Called with each call and its result, in the order they finish
+            (the engine writes the result to its store and hands it to the processor,
+            once); awaited when it returns an awaitable.
         limiter: Bounds how many tools (of every batch sharing it) run at once.
         threads: Where blocking tools run (a :class:`ToolThreads` of
             ``options.max_threads`` is made for the batch otherwise).
@@ -458,7 +459,9 @@ async def execute_batch(
                 result = await run_timed(call)
         else:
             result = await run_timed(call)
-        on_result(call, result)
+        taken = on_result(call, result)
+        if taken is not None:
+            await taken
 
     async with anyio.create_task_group() as group:
         for call in calls:
