@@ -2023,3 +2023,19 @@ def test_loop_detection_treats_empty_and_broken_arguments_by_their_text(
     feed(processor, tool_call("look", first or None, id="c1"), tool_call("look", second, id="c2"))
     finish(processor)
     assert processor.reason is not None and processor.reason.kind is ReasonKind.NO_PROGRESS
+
+
+def test_a_restored_batch_waits_again_for_its_undecided_approvals() -> None:
+    # After a crash, a call that awaited approval awaits it again (it never ran).
+    processor = new_processor(approval_tools={"danger"})
+    waiting = ToolCallInfo("c1", "danger", arguments="{}", status=ToolCallStatus.awaiting_approval)
+    done = ToolCallInfo("c2", "safe", arguments="{}", status=ToolCallStatus.completed)
+    done.result = ToolResult.success("ok")
+    effects = processor.restore(run_id="run-1", depth=0, runs=1, calls=[waiting, done])
+    ready = only(effects, ToolsReady)
+    assert ready.calls == () and ready.awaiting == (waiting,)
+    assert processor.activity == Activity(ActivityKind.AWAITING_APPROVAL, ("danger",))
+    settled = processor.deny(waiting, "no")
+    assert any(isinstance(e, MessagesSettled) for e in settled)
+    [batch] = batches(processor)
+    assert [c.id for c in batch.calls] == ["c1", "c2"]

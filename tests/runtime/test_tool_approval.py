@@ -4,16 +4,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from toolrelay._reasons import ReasonKind
+from toolrelay.backends import ThreadKey
 from toolrelay.core import ActivityKind, ToolCallInfo, ToolCallMessage, ToolRegistry, tool
 from toolrelay.errors import ApprovalError
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import RunAgentInput, ToolMessage
 from toolrelay.runtime import Engine, Notification, StateChanged, ToolCallFinished, Turn
+from toolrelay.store import MemoryStore, SQLiteStore, Store, ToolsStarted
 from toolrelay.testing import ScriptedAgent, text, tool_call
 
 pytestmark = pytest.mark.anyio
@@ -185,3 +189,43 @@ def test_the_policy_is_declared_on_the_tool() -> None:
     assert delete_file.needs_approval
     assert not tool(read_file).needs_approval
     assert ToolRegistry.of(delete_file, read_file).needing_approval == frozenset({"delete_file"})
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    return MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "t.db")
+
+
+async def test_a_recovered_turn_waits_again_for_its_undecided_approvals(store: Store) -> None:
+    # What a crash leaves: the batch written (its call awaiting approval), no decision.
+    ran.clear()
+    key = ThreadKey("t1")
+    first = ScriptedAgent([tool_call("delete_file", {"path": "/x"}, id="c1")], [text("ok")])
+    tools = ToolRegistry.of(delete_file)
+    async with Engine(first, tools=tools, store=store, recover=False) as engine:
+        notes = engine.subscribe(key=key)
+        turn = engine.start_turn(key, "go")
+        await until_awaiting_approval(notes)
+        notes.close()
+        turn.approve("c1")
+        await turn.wait_finished()
+    records = [e.record for e in await store.read(key)]
+    batch = next(i for i, r in enumerate(records) if isinstance(r, ToolsStarted))
+    await store.delete_thread(key)
+    await store.append(key, records[: batch + 1])
+    ran.clear()
+    agent = ScriptedAgent([text("deleted, as approved")])
+    with anyio.fail_after(5):
+        async with Engine(agent, tools=tools, store=store) as engine:  # recovers on enter
+            notes = engine.subscribe(key=key)  # before the recovered turn's task runs
+            recovered = engine.turn(key)
+            assert recovered is not None
+            await until_awaiting_approval(notes)
+            notes.close()
+            assert [a.id for a in recovered.approvals] == ["c1"]
+            assert ran == []
+            recovered.approve("c1")
+            await recovered.wait_finished()
+    assert recovered.status is RunStatus.completed
+    assert ran == ["/x"]
+    assert sent(agent.inputs[0])["c1"].content == "deleted /x"

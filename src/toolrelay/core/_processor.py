@@ -735,15 +735,12 @@ class EventProcessor:
         self.run_count = runs
         self._calls = {call.id: call for call in calls}
         executing = tuple(c for c in calls if c.status is ToolCallStatus.executing)
-        if not executing:
+        # Calls still waiting for a decision wait again (Turn.approve / Turn.deny).
+        awaiting = tuple(c for c in calls if c.status is _AWAITING_APPROVAL)
+        if not executing and not awaiting:
             self._commit_batch()
             return self._with_settled(NO_EFFECTS)
-        return (
-            *self._set_activity(
-                Activity(ActivityKind.EXECUTING_TOOLS, tuple(c.name for c in executing))
-            ),
-            ToolsReady(executing),
-        )
+        return (*self._tools_activity(), ToolsReady(executing, awaiting))
 
     def _with_settled(self, effects: Sequence[Effect]) -> Sequence[Effect]:
         """``effects``, with the messages settled since the last answer reported once."""

@@ -646,6 +646,13 @@ class Turn:
             for stored in tools.calls:
                 call = call_from_record(stored)
                 result = live.results.get(call.id)
+                if result is not None and call.status is ToolCallStatus.awaiting_approval:
+                    # Decided before the crash: approved and run, or denied.
+                    if result.ok:
+                        call.send(ToolCallEvent.approve)
+                    else:
+                        call.send(ToolCallEvent.deny)
+                        call.result = result
                 if result is not None and call.status is ToolCallStatus.executing:
                     call.send(ToolCallEvent.succeed if result.ok else ToolCallEvent.fail)
                     call.result = result
