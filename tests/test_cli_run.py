@@ -58,6 +58,9 @@ def tools_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
             FUNCTIONS = [list_people]
             NOT_TOOLS = 42
+            GUARDED = [
+                tool(get_secret_number.handler, name="get_secret_number", needs_approval=True)
+            ]
             """
         )
     )
@@ -205,6 +208,25 @@ def test_run_accepts_a_spec_or_a_list_of_functions(
     )
     assert code == ExitCode.OK, err
     assert f"Final answer: {says}" in out
+
+
+def test_run_denies_a_tool_that_needs_approval_rather_than_wait(
+    server: DemoServer, tools_module: str
+) -> None:
+    code, out, err = cli(
+        "run",
+        server.url,
+        "--tools",
+        f"{tools_module}:GUARDED",
+        "--message",
+        "What are the secret numbers?",
+        "--json",
+    )
+    assert code == ExitCode.OK, err
+    state = json.loads(out)
+    errors = [m.get("error") for m in state["messages"] if m["role"] == "tool"]
+    assert len(errors) == 2
+    assert all("cannot ask for it: the call was denied" in e for e in errors)
 
 
 def test_run_prints_live_and_counts(server: DemoServer, tools_module: str) -> None:
