@@ -58,6 +58,9 @@ def tools_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
             FUNCTIONS = [list_people]
             NOT_TOOLS = 42
+            GUARDED = [
+                tool(get_secret_number.handler, name="get_secret_number", needs_approval=True)
+            ]
             """
         )
     )
@@ -101,7 +104,7 @@ def test_demo_prints_the_turn_live_and_exits_0() -> None:
         ("multihop", ExitCode.OK, "Final answer: Alice lives in Paris, where the weather"),
         ("zero-arg", ExitCode.OK, "  ok   list_people() -> "),
         ("text", ExitCode.OK, "Final answer: Hello! I am toolrelay's demo agent."),
-        ("loop", ExitCode.FAILED, "circuit breaker (promise 3) stopped the turn after 2"),
+        ("loop", ExitCode.FAILED, "loop detection stopped the turn with a typed reason"),
         ("broken", ExitCode.FAILED, "Failed (transport_error): the connection to the agent"),
         ("error", ExitCode.FAILED, "Failed (agent_error): the demo agent's model is overloaded"),
         ("malformed", ExitCode.FAILED, "Failed (protocol_error): event is not a JSON object"),
@@ -205,6 +208,25 @@ def test_run_accepts_a_spec_or_a_list_of_functions(
     )
     assert code == ExitCode.OK, err
     assert f"Final answer: {says}" in out
+
+
+def test_run_denies_a_tool_that_needs_approval_rather_than_wait(
+    server: DemoServer, tools_module: str
+) -> None:
+    code, out, err = cli(
+        "run",
+        server.url,
+        "--tools",
+        f"{tools_module}:GUARDED",
+        "--message",
+        "What are the secret numbers?",
+        "--json",
+    )
+    assert code == ExitCode.OK, err
+    state = json.loads(out)
+    errors = [m.get("error") for m in state["messages"] if m["role"] == "tool"]
+    assert len(errors) == 2
+    assert all("cannot ask for it: the call was denied" in e for e in errors)
 
 
 def test_run_prints_live_and_counts(server: DemoServer, tools_module: str) -> None:

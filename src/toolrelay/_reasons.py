@@ -33,6 +33,9 @@ class ReasonKind(enum.StrEnum):
     BACKEND_ERROR = "backend_error"
     #: The continuation depth bound was reached (the circuit breaker, promise 3).
     MAX_DEPTH = "max_depth"
+    #: The agent asked for the same tool with the same arguments too many times in
+    #: one turn (no-progress loop detection, checked before the depth bound).
+    NO_PROGRESS = "no_progress"
     #: The embedding code cancelled the turn (promise 4).
     CANCELLED = "cancelled"
     #: The agent reported that it stopped the run because it was told to (AG-UI

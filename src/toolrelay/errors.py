@@ -8,7 +8,9 @@ The hierarchy, split by culprit (as h11 and wsproto do)::
     │   ├── ClosedError                 a closed registry or engine was used
     │   ├── ToolDefinitionError         a tool cannot be declared (bad signature, duplicate)
     │   ├── ConversationError           a turn cannot be built from the given conversation
-    │   └── ResumeError                 resume entries that do not answer the open interrupts
+    │   ├── ResumeError                 resume entries that do not answer the open interrupts
+    │   │                               (also a ``ValueError``)
+    │   └── ApprovalError               a decision for a call that does not await approval
     │                                   (also a ``ValueError``)
     └── RemoteProtocolError             the agent or the wire misbehaved (carries a `reason`)
         ├── MalformedEventError         an event payload that is not JSON
@@ -43,6 +45,7 @@ from toolrelay._reasons import ReasonKind, TerminalReason
 
 __all__ = (
     "AgentRunError",
+    "ApprovalError",
     "ClosedError",
     "ConnectError",
     "ContentTypeError",
@@ -110,6 +113,11 @@ class ToolDefinitionError(LocalProtocolError):
 class ConversationError(LocalProtocolError):
     """A request cannot be built from the conversation (for example a provider's
     alternation rule is broken, or the provider cannot serve what is asked)."""
+
+
+class ApprovalError(LocalProtocolError, ValueError):
+    """``Turn.approve`` or ``Turn.deny`` named a call that does not await approval
+    (an unknown id, one decided already, or a turn that ended). Nothing changed."""
 
 
 class ResumeError(LocalProtocolError, ValueError):

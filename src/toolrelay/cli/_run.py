@@ -417,6 +417,13 @@ def _shorten(result: ToolResult) -> str:
     return text if len(text) <= _RESULT_CHARS else text[: _RESULT_CHARS - 3] + "..."
 
 
+#: What the model is told when the CLI denies a call that needs approval.
+_CLI_DENIAL = (
+    "This tool needs a person's approval, and the toolrelay command line cannot ask "
+    "for it: the call was denied."
+)
+
+
 async def run_turn(
     backend: AgentBackend,
     tools: ToolRegistry,
@@ -444,6 +451,10 @@ async def run_turn(
                     printer.handle(notification)
                 if isinstance(notification, StateChanged) and notification.snapshot.status.is_final:
                     break
+                for asked in turn.approvals:
+                    # No one to ask in a command-line run: a tool that needs approval is
+                    # denied (the model is told why), never left waiting.
+                    turn.deny(asked.id, _CLI_DENIAL)
         await turn.wait_finished()
     if printer is not None:
         printer.finish()

@@ -47,6 +47,8 @@ class ActivityKind(enum.StrEnum):
     CALLING_TOOLS = "calling_tools"
     #: The client is running tools between two runs ("Executing: a, b").
     EXECUTING_TOOLS = "executing_tools"
+    #: Tools wait for the embedding code's approval ("Awaiting approval: a, b").
+    AWAITING_APPROVAL = "awaiting_approval"
     #: The turn is over.
     DONE = "done"
 
@@ -68,6 +70,8 @@ class Activity(msgspec.Struct, frozen=True):
                 return "Calling: " + ", ".join(self.tool_names)
             case ActivityKind.EXECUTING_TOOLS:
                 return "Executing: " + ", ".join(self.tool_names)
+            case ActivityKind.AWAITING_APPROVAL:
+                return "Awaiting approval: " + ", ".join(self.tool_names)
             case ActivityKind.AWAITING:
                 return "Thinking..."
             case ActivityKind.STREAMING_TEXT:
@@ -107,10 +111,13 @@ class ViolationRaised(msgspec.Struct, frozen=True):
 class ToolsReady(msgspec.Struct, frozen=True):
     """The run's stream ended with tool calls pending: execute them, then continue.
 
-    The calls are already ``executing`` and the run lifecycle is ``executing_tools``.
+    The ``calls`` are already ``executing`` and the run lifecycle is
+    ``executing_tools``. The ``awaiting`` calls are ``awaiting_approval`` (their tool
+    needs approval): each runs once approved, or ends ``failed`` once denied.
     """
 
     calls: tuple[ToolCallInfo, ...]
+    awaiting: tuple[ToolCallInfo, ...] = ()
 
 
 class MessagesSettled(msgspec.Struct, frozen=True):

@@ -114,7 +114,7 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import msgspec
@@ -205,7 +205,16 @@ _COMPLETED = TerminalReason(kind=ReasonKind.COMPLETED, message="the agent answer
 _AGENT_CANCELLED = TerminalReason(
     kind=ReasonKind.AGENT_CANCELLED, message="the agent reported its run cancelled"
 )
-_OPEN_CALL = frozenset((ToolCallStatus.streaming, ToolCallStatus.pending, ToolCallStatus.executing))
+_OPEN_CALL = frozenset(
+    (
+        ToolCallStatus.streaming,
+        ToolCallStatus.pending,
+        ToolCallStatus.awaiting_approval,
+        ToolCallStatus.executing,
+    )
+)
+_AWAITING_APPROVAL = ToolCallStatus.awaiting_approval
+_EXECUTING = ToolCallStatus.executing
 _CALLING = frozenset((ToolCallStatus.streaming, ToolCallStatus.pending))
 
 # Members read at every run boundary, bound once: on Python 3.11 reading an enum
@@ -262,6 +271,15 @@ class EventProcessor:
         max_depth: The continuation bound (promise 3): a run that ends with tool calls
             pending after ``max_depth`` continuations ends the turn ``failed``
             (``max_depth``) instead of running them.
+        max_repeats: No-progress loop detection: when a run ends with a call to a tool
+            whose name and arguments (compared as JSON values: key order and spacing
+            do not matter) the turn has now requested ``max_repeats`` times, the turn
+            ends ``failed`` (``no_progress``) instead of running the batch, before the
+            depth bound is checked. ``None``: off.
+        approval_tools: The names of the tools whose calls need the embedding code's
+            approval before they run (a tool policy): when the run ends, their calls
+            go ``awaiting_approval`` (in :attr:`ToolsReady.awaiting`) instead of
+            ``executing``; :meth:`approve` and :meth:`deny` decide each one.
         limits: Size and count bounds.
         context: ``RunAgentInput.context`` for every run.
         forwarded_props: ``RunAgentInput.forwardedProps`` for every run.
@@ -311,6 +329,9 @@ class EventProcessor:
         "conversation",
         "interrupts",
         "max_depth",
+        "max_repeats",
+        "_approval_tools",
+        "_requested",
         "reason",
         "run_count",
         "run_id",
@@ -330,11 +351,19 @@ class EventProcessor:
         id_factory: Callable[[], str] = _new_id,
         include_reasoning: bool = False,
         resume: Sequence[ResumeEntry] = (),
+        max_repeats: int | None = None,
+        approval_tools: Collection[str] = (),
     ) -> None:
         if max_depth < 0:
             raise ValueError("max_depth must be >= 0")
+        if max_repeats is not None and max_repeats < 1:
+            raise ValueError("max_repeats must be >= 1 (None turns loop detection off)")
         self.conversation = conversation
         self.max_depth = max_depth
+        self.max_repeats = max_repeats
+        self._approval_tools = frozenset(approval_tools)
+        # Per (tool name, canonical arguments), how many times this turn asked for it.
+        self._requested: dict[tuple[str, str], int] = {}
         self._tools = list(tools)
         self._limits = limits if limits is not None else Limits()
         self._context = list(context)
@@ -622,6 +651,60 @@ class EventProcessor:
         self._commit_batch()
         return self._with_settled(NO_EFFECTS)
 
+    @property
+    def awaiting_approval(self) -> tuple[ToolCallInfo, ...]:
+        """The calls of the batch waiting for :meth:`approve` or :meth:`deny`."""
+        return tuple(c for c in self._calls.values() if c.status is _AWAITING_APPROVAL)
+
+    def approve(self, call: ToolCallInfo) -> Sequence[Effect]:
+        """The embedding code approved ``call`` (``awaiting_approval -> executing``):
+        the runtime runs it and hands its result to :meth:`record_result`.
+
+        Returns:
+            The activity change; nothing on a turn that already ended.
+
+        Raises:
+            IllegalTransition: ``call`` does not await approval; nothing changed.
+        """
+        if self._run.state.is_final:
+            return NO_EFFECTS
+        self._send_call(call, ToolCallEvent.approve)
+        return self._tools_activity()
+
+    def deny(self, call: ToolCallInfo, message: str) -> Sequence[Effect]:
+        """The embedding code denied ``call`` (``awaiting_approval -> failed``): the
+        model receives ``message`` as its error. Like :meth:`record_result`, the last
+        outcome of the batch commits it.
+
+        Returns:
+            The activity change, and ``MessagesSettled`` with the batch when this was
+            its last open call; nothing on a turn that already ended.
+
+        Raises:
+            IllegalTransition: ``call`` does not await approval; nothing changed.
+        """
+        if self._run.state.is_final:
+            return NO_EFFECTS
+        self._send_call(call, ToolCallEvent.deny)
+        call.result = ToolResult.failure(message)
+        effects = self._tools_activity()
+        for other in self._calls.values():
+            if other.status in _OPEN_CALL:
+                return effects
+        self._commit_batch()
+        return self._with_settled(effects)
+
+    def _tools_activity(self) -> Sequence[Effect]:
+        """The activity while a batch runs: awaiting approval while a call does, else
+        executing what still runs."""
+        awaiting = tuple(c.name for c in self._calls.values() if c.status is _AWAITING_APPROVAL)
+        if awaiting:
+            return self._set_activity(Activity(ActivityKind.AWAITING_APPROVAL, awaiting))
+        running = tuple(c.name for c in self._calls.values() if c.status is _EXECUTING)
+        if not running:
+            return NO_EFFECTS
+        return self._set_activity(Activity(ActivityKind.EXECUTING_TOOLS, running))
+
     def restore(
         self,
         *,
@@ -652,15 +735,12 @@ class EventProcessor:
         self.run_count = runs
         self._calls = {call.id: call for call in calls}
         executing = tuple(c for c in calls if c.status is ToolCallStatus.executing)
-        if not executing:
+        # Calls still waiting for a decision wait again (Turn.approve / Turn.deny).
+        awaiting = tuple(c for c in calls if c.status is _AWAITING_APPROVAL)
+        if not executing and not awaiting:
             self._commit_batch()
             return self._with_settled(NO_EFFECTS)
-        return (
-            *self._set_activity(
-                Activity(ActivityKind.EXECUTING_TOOLS, tuple(c.name for c in executing))
-            ),
-            ToolsReady(executing),
-        )
+        return (*self._tools_activity(), ToolsReady(executing, awaiting))
 
     def _with_settled(self, effects: Sequence[Effect]) -> Sequence[Effect]:
         """``effects``, with the messages settled since the last answer reported once."""
@@ -930,6 +1010,10 @@ class EventProcessor:
                 effects.extend(self._terminate(RunEvent.cancel, _AGENT_CANCELLED))
             return tuple(effects)
         if pending:
+            repeated = self._repeated(pending)
+            if repeated is not None:
+                effects.extend(self.fail(repeated))
+                return tuple(effects)
             if self._run.depth >= self.max_depth:
                 effects.extend(
                     self.fail(
@@ -944,14 +1028,17 @@ class EventProcessor:
                 )
                 return tuple(effects)
             self._run.send(RunEvent.execute_tools)
+            ready: list[ToolCallInfo] = []
+            awaiting: list[ToolCallInfo] = []
             for call in pending:
-                self._send_call(call, ToolCallEvent.execute)
-            effects.extend(
-                self._set_activity(
-                    Activity(ActivityKind.EXECUTING_TOOLS, tuple(c.name for c in pending))
-                )
-            )
-            effects.append(ToolsReady(tuple(pending)))
+                if call.name in self._approval_tools:
+                    self._send_call(call, ToolCallEvent.request_approval)
+                    awaiting.append(call)
+                else:
+                    self._send_call(call, ToolCallEvent.execute)
+                    ready.append(call)
+            effects.extend(self._tools_activity())
+            effects.append(ToolsReady(tuple(ready), tuple(awaiting)))
             return tuple(effects)
         self._commit_batch()
         self._run.send(RunEvent.complete)
@@ -959,6 +1046,30 @@ class EventProcessor:
         effects.extend(self._set_activity(_DONE))
         effects.append(TurnCompleted(_COMPLETED))
         return tuple(effects)
+
+    def _repeated(self, pending: Sequence[ToolCallInfo]) -> TerminalReason | None:
+        """Count the batch's requests; the ``no_progress`` reason once one reaches
+        :attr:`max_repeats` (``None`` while none does, or when detection is off)."""
+        limit = self.max_repeats
+        if limit is None:
+            return None
+        tripped: tuple[str, int] | None = None
+        for call in pending:
+            key = (call.name, _canonical_arguments(call.arguments))
+            count = self._requested.get(key, 0) + 1
+            self._requested[key] = count
+            if count >= limit and tripped is None:
+                tripped = (call.name, count)
+        if tripped is None:
+            return None
+        name, count = tripped
+        return TerminalReason(
+            kind=ReasonKind.NO_PROGRESS,
+            message=(
+                f"no progress: the agent asked for tool {name!r} with the same arguments "
+                f"{count} times in this turn (max_repeats={limit})"
+            ),
+        )
 
     def _interrupt(self, interrupts: Sequence[Interrupt]) -> list[Effect]:
         """End the turn ``interrupted`` on the agent's ``interrupts`` (ids made unique)."""
@@ -1365,6 +1476,18 @@ class EventProcessor:
                     )
                 )
         return tuple(effects)
+
+
+def _canonical_arguments(arguments: str) -> str:
+    """The arguments as canonical JSON (sorted keys, no spacing), so that the same
+    value spelled differently compares equal; the stripped text when it is not JSON."""
+    stripped = arguments.strip()
+    if not stripped or stripped == "null":
+        return "{}"
+    try:
+        return msgspec.json.encode(msgspec.json.decode(stripped), order="sorted").decode()
+    except (msgspec.DecodeError, RecursionError, TypeError, ValueError):
+        return stripped
 
 
 def _waiting_for(interrupts: Sequence[Interrupt]) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from toolrelay.runtime._engine import Engine as Engine
 from toolrelay.runtime._executor import (
     RunSync as RunSync,
+    ToolOptions as ToolOptions,
+    ToolThreads as ToolThreads,
     execute_batch as execute_batch,
     execute_tool as execute_tool,
 )
@@ -41,6 +43,8 @@ __all__ = (
     "RunSync",
     "StateChanged",
     "ToolCallFinished",
+    "ToolOptions",
+    "ToolThreads",
     "Turn",
     "TurnSnapshot",
     "TurnStatistics",

@@ -78,11 +78,15 @@ class EngineStatistics:
             number of turns started.
         registered_runs: Runs in the registry now (0 once it is closed).
         threads: Threads the engine holds a conversation for.
+        stuck_tool_threads: Worker threads still running a blocking tool the engine
+            gave up on (timed out or cancelled); they hold their slot of
+            ``ToolOptions.max_threads`` until the tool returns.
     """
 
     turns: dict[RunStatus, int]
     registered_runs: int
     threads: int
+    stuck_tool_threads: int = 0
 
 
 @dataclass(frozen=True, slots=True)
