@@ -44,9 +44,10 @@ name; a call whose id Gemini gave goes back with it as ``functionCall.id``, and 
 result as ``functionResponse.id`` (the backend remembers those ids, bounded, as it
 does signatures), so two parallel calls of one function pair up unambiguously; a
 ``response`` must be an object, so other results are wrapped as ``{"result": ...}``
-and failures sent as ``{"error": ...}``. The conversation is checked before any network call (:class:`ConversationError`): it
-begins with a user turn, turns alternate, and a model turn with N calls is followed
-by a user turn with exactly N responses, one per call.
+and failures sent as ``{"error": ...}``. The conversation is checked before any
+network call (:class:`ConversationError`): it begins with a user turn, turns
+alternate, and a model turn with N calls is followed by a user turn with exactly N
+responses, one per call.
 
 Thought signatures: thinking models (Gemini 2.5, 3) put a ``thoughtSignature`` next
 to a ``functionCall``; Gemini 3 refuses a continuation that does not send it back.
