@@ -47,9 +47,9 @@ from toolrelay.demo import DEMO_TOOLS
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     AssistantMessage,
+    RunAgentInput,
     RunFinishedEvent,
     RunFinishedSuccessOutcome,
-    RunAgentInput,
     RunStartedEvent,
     ToolCallArgsEvent,
     ToolCallEndEvent,
