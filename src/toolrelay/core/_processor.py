@@ -1687,11 +1687,11 @@ def _json_or_none(text: str, max_depth: int) -> object | None:
 
 
 def _same_json(a: str, b: str) -> bool:
-    """Whether two argument strings hold the same JSON (spacing and key order aside)."""
-    if not a.strip() and not b.strip():
-        return True
-    x = _json_or_none(a, 10_000)
-    return x is not None and x == _json_or_none(b, 10_000)
+    """Whether two argument strings hold the same JSON (spacing and key order aside;
+    no arguments at all are the empty object, as they are sent)."""
+    x = _json_or_none(a, 10_000) if a.strip() else {}
+    y = _json_or_none(b, 10_000) if b.strip() else {}
+    return x is not None and x == y
 
 
 def _excerpt(text: str, size: int = 80) -> str:
