@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from toolrelay.core import _processor
 from toolrelay.core._conversation import Conversation, ReasoningRecord, TextMessage
 from toolrelay.core._effects import (
     Activity,
@@ -31,6 +32,7 @@ from toolrelay.protocol import (
     AddOperation,
     AssistantMessage,
     CopyOperation,
+    CustomEvent,
     FunctionCall,
     MessagesSnapshotEvent,
     MoveOperation,
@@ -446,3 +448,22 @@ def test_a_snapshot_does_not_touch_a_call_with_a_result_or_arguments_that_are_no
     assert calls["a"].arguments == '{"x": 1}'
     assert calls["b"].arguments == '{"y": 1}'
     assert calls["a"].status is ToolCallStatus.completed
+
+
+def test_a_recursion_error_while_processing_is_a_typed_error_not_an_internal_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The net under every handler: nesting some walk could not take (a library's
+    # recursive encoder, say) is the agent's malformed input, not a bug here.
+    def too_deep(processor: EventProcessor, event: Any) -> Any:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    handlers: dict[type[Any], Any] = _processor._HANDLERS
+    monkeypatch.setitem(handlers, CustomEvent, too_deep)
+    processor = running()
+    feed(processor, TextMessageStartEvent(message_id="m"))
+    feed(processor, TextMessageContentEvent(message_id="m", delta="kept"))
+    effects = feed(processor, CustomEvent(name="deep", value=None))
+    ended_by(effects, "max_json_depth")
+    assert processor.status is RunStatus.failed
+    assert texts(processor) == ["kept"]
