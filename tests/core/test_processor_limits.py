@@ -459,7 +459,8 @@ def test_a_recursion_error_while_processing_is_a_typed_error_not_an_internal_one
         raise RecursionError("maximum recursion depth exceeded")
 
     handlers: dict[type[Any], Any] = _processor._HANDLERS
-    monkeypatch.setitem(handlers, CustomEvent, too_deep)
+    key: type[Any] = CustomEvent
+    monkeypatch.setitem(handlers, key, too_deep)
     processor = running()
     feed(processor, TextMessageStartEvent(message_id="m"))
     feed(processor, TextMessageContentEvent(message_id="m", delta="kept"))
