@@ -42,6 +42,9 @@ class ReasonKind(enum.StrEnum):
     SUPERSEDED = "superseded"
     #: The engine was closed while the turn was in flight.
     CLOSED = "closed"
+    #: The durable store could not write or read what the turn needs (locked, full,
+    #: read-only, corrupt, from a newer version). What was committed before stays.
+    STORE_ERROR = "store_error"
     #: An unexpected error inside toolrelay or the embedding code (the catch-all).
     INTERNAL_ERROR = "internal_error"
 

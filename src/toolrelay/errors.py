@@ -23,6 +23,11 @@ The hierarchy, split by culprit (as h11 and wsproto do)::
             ├── StreamDroppedError      the connection broke mid-stream
             ├── HTTPStatusError         a non-2xx response (with an excerpt of its body)
             └── ContentTypeError        a response that is not ``text/event-stream``
+    └── StoreError                      the durable store failed (carries a `reason`)
+        ├── StoreUnavailableError       locked, full, read-only, or the I/O failed
+        ├── StoreCorruptError           not a toolrelay store, or damaged
+        ├── StoreVersionError           written by a newer toolrelay (a newer schema)
+        └── StaleClaimError             a write under a claim another worker has taken over
 
 Remote errors carry a hint, as h11's ``error_status_hint`` does: :attr:`reason`, the
 :class:`~toolrelay.TerminalReason` the turn ends with when the error reaches the engine.
@@ -52,6 +57,11 @@ __all__ = (
     "RemoteProtocolError",
     "ResumeError",
     "RunAllocationError",
+    "StaleClaimError",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreUnavailableError",
+    "StoreVersionError",
     "StreamDroppedError",
     "StreamEndedEarlyError",
     "ToolDefinitionError",
@@ -236,3 +246,32 @@ class HTTPStatusError(TransportError):
 
 class ContentTypeError(TransportError):
     """The response is not an event stream (``Content-Type`` is not ``text/event-stream``)."""
+
+
+class StoreError(ToolrelayError):
+    """The durable store failed; a turn that meets it ends ``failed`` with :attr:`reason`
+    (``store_error``). Whatever the store had committed before stays committed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.reason = TerminalReason(kind=ReasonKind.STORE_ERROR, message=message)
+
+
+class StoreUnavailableError(StoreError):
+    """The store cannot take the write or read now: locked past its timeout, the disk
+    full, the file read-only, or the I/O failed."""
+
+
+class StoreCorruptError(StoreError):
+    """The file is not a toolrelay store (another application's database, not a
+    database at all) or it is damaged."""
+
+
+class StoreVersionError(StoreError):
+    """The store was written by a newer toolrelay: its schema version is higher than
+    this one knows, so it is not touched."""
+
+
+class StaleClaimError(StoreError):
+    """A write carried a claim (its fencing token) that is no longer the turn's: another
+    worker took the turn over. The writer must stop working on that turn."""

@@ -16,33 +16,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from toolrelay.core import ThreadKey
 from toolrelay.protocol import Event, RunAgentInput, UnknownEvent
 
 __all__ = ("AgentBackend", "EventStream", "ThreadKey")
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class ThreadKey:
-    """Which conversation a run belongs to.
-
-    Attributes:
-        thread_id: The AG-UI ``threadId``.
-        room_id: The room (agent, tenant, channel) the thread lives in, when the
-            embedding code has such a notion.
-        server: Which agent server the thread talks to, for engines that multiplex
-            several servers.
-    """
-
-    thread_id: str
-    room_id: str = ""
-    server: str = ""
-
-    def __str__(self) -> str:
-        parts = [p for p in (self.server, self.room_id) if p]
-        return "/".join([*parts, self.thread_id])
 
 
 EventStream = AsyncIterator[Event | UnknownEvent]

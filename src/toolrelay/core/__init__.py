@@ -35,6 +35,7 @@ from toolrelay.core._mapper import (
 from toolrelay.core._patch import JsonPatchError as JsonPatchError, apply_patch as apply_patch
 from toolrelay.core._processor import EventProcessor as EventProcessor, Limits as Limits
 from toolrelay.core._resume import check_resume as check_resume
+from toolrelay.core._thread_key import ThreadKey as ThreadKey
 from toolrelay.core._tools import (
     ToolError as ToolError,
     ToolRegistry as ToolRegistry,
@@ -59,6 +60,7 @@ __all__ = (
     "ReasoningRecord",
     "TextAccumulator",
     "TextMessage",
+    "ThreadKey",
     "ToolCallInfo",
     "ToolCallMessage",
     "ToolError",

@@ -73,7 +73,10 @@ class ToolCallInfo:
         parent_message_id: str | None = None,
         run_id: str | None = None,
         arguments: str = "",
+        status: ToolCallStatus | None = None,
     ) -> None:
+        """``status``: where the call starts in its machine (``streaming`` unless a
+        store restores a call it saved)."""
         self.id = id
         self.name = name
         self.parent_message_id = parent_message_id
@@ -83,7 +86,7 @@ class ToolCallInfo:
         #: with subtype ``tool-call``, e.g. a thought signature), sent back with it.
         self.encrypted_value: str | None = None
         self._args = TextAccumulator(arguments)
-        self._cursor = TOOL_CALL_MACHINE.cursor()
+        self._cursor = TOOL_CALL_MACHINE.cursor(status)
 
     @property
     def status(self) -> ToolCallStatus:
@@ -324,6 +327,15 @@ class Conversation:
         supplied. Amortised O(1)."""
         self._catch_up()
         return call_id in self._call_ids
+
+    def replace_head(self, count: int, messages: Sequence[ChatMessage]) -> None:
+        """Replace the first ``count`` messages by ``messages`` (a thread's history read
+        from a store, in place of what the embedding code supplied); what the
+        conversation indexed and mapped is computed afresh."""
+        self.messages[0:count] = messages
+        self._call_ids.clear()
+        self._indexed = 0
+        self._mappers.clear()
 
     def remap(self) -> None:
         """Forget the mapping kept for the next run: a record that was settled changed

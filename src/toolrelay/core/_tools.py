@@ -130,6 +130,10 @@ class ToolSpec(Generic[P, R]):
         args_type: The Struct type the arguments are decoded into (its fields are the
             handler's keyword arguments), or ``None`` when the handler takes the
             decoded JSON object as its only argument (:meth:`from_schema`).
+        idempotent: Whether running a call twice does no harm. On a durable store, a
+            call that was running when the process stopped runs again on recovery
+            only if its tool is idempotent; otherwise the model is told it was
+            interrupted (promise 10).
     """
 
     name: str
@@ -140,6 +144,7 @@ class ToolSpec(Generic[P, R]):
     blocking: bool
     timeout: float | None = None
     args_type: type[msgspec.Struct] | None = None
+    idempotent: bool = False
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.handler(*args, **kwargs)
@@ -157,6 +162,7 @@ class ToolSpec(Generic[P, R]):
         *,
         timeout: float | None = None,
         blocking: bool | None = None,
+        idempotent: bool = False,
     ) -> ToolSpec[[dict[str, Any]], T]:
         """Declare a tool from an existing JSON Schema and a handler taking a dict.
 
@@ -173,6 +179,7 @@ class ToolSpec(Generic[P, R]):
             timeout: Seconds the tool may run; ``None`` for the engine's default.
             blocking: Run a sync handler in a worker thread (default ``True`` for sync
                 handlers; must not be ``True`` for async ones).
+            idempotent: Running a call twice does no harm (see :attr:`idempotent`).
 
         Returns:
             The spec.
@@ -203,6 +210,7 @@ class ToolSpec(Generic[P, R]):
             blocking=_check_blocking(name, is_async, blocking),
             timeout=_check_timeout(name, timeout),
             args_type=None,
+            idempotent=idempotent,
         )
 
     def bind(self, arguments: str) -> Callable[[], Any] | ToolResult:
@@ -280,6 +288,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     blocking: bool | None = None,
+    idempotent: bool = False,
 ) -> ToolSpec[P, R]: ...
 
 
@@ -292,6 +301,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     blocking: bool | None = None,
+    idempotent: bool = False,
 ) -> Callable[[Callable[P, R]], ToolSpec[P, R]]: ...
 
 
@@ -303,6 +313,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     blocking: bool | None = None,
+    idempotent: bool = False,
 ) -> ToolSpec[P, R] | Callable[[Callable[P, R]], ToolSpec[P, R]]:
     """Declare a typed function (sync or async) as a tool.
 
@@ -327,6 +338,8 @@ def tool(
         timeout: Seconds the tool may run; ``None`` for the engine's default.
         blocking: Run a sync function in a worker thread (default ``True`` for sync
             functions, ``False`` for async ones, for which ``True`` is an error).
+        idempotent: Running a call twice does no harm, so a call a crash interrupted
+            may run again on recovery (see :attr:`ToolSpec.idempotent`).
 
     Returns:
         The :class:`ToolSpec`, or a decorator producing it when ``fn`` is omitted.
@@ -340,7 +353,12 @@ def tool(
 
     def decorate(func: Callable[P, R]) -> ToolSpec[P, R]:
         return _spec_from_function(
-            func, name=name, description=description, timeout=timeout, blocking=blocking
+            func,
+            name=name,
+            description=description,
+            timeout=timeout,
+            blocking=blocking,
+            idempotent=idempotent,
         )
 
     return decorate if fn is None else decorate(fn)
@@ -353,6 +371,7 @@ def _spec_from_function(
     description: str | None,
     timeout: float | None,
     blocking: bool | None,
+    idempotent: bool = False,
 ) -> ToolSpec[P, R]:
     if isinstance(fn, ToolSpec):
         raise ToolDefinitionError(f"{fn.name!r} is already a tool")
@@ -420,6 +439,7 @@ def _spec_from_function(
         blocking=_check_blocking(tool_name, is_async, blocking),
         timeout=_check_timeout(tool_name, timeout),
         args_type=args_type,
+        idempotent=idempotent,
     )
 
 

@@ -1,0 +1,264 @@
+"""What a thread's log holds: one record per block, as it exists (reference 004).
+
+A thread's log is append-only. Each record is written the moment its block exists
+(never one row per delta: text and arguments are written when their message or call
+is final), and gets the thread's next sequence number when its transaction commits.
+
+==================  ===========================================================
+record              written when
+==================  ===========================================================
+``TurnStarted``     a turn begins (with the answers to interrupts it carries)
+``MessageSaved``    a message reached its final form: the user's message, text,
+                    reasoning (with its encrypted value), a committed batch of
+                    tool calls with their results. A later ``MessageSaved`` with
+                    the same message id replaces the earlier one, in place
+``ToolsStarted``    a run ended with calls pending: the batch, final arguments,
+                    before any of it runs (the write-ahead of promise 10)
+``ToolFinished``    one call of the batch has its result (or error)
+``StateSaved``      the agent state changed during a run (written at its end)
+``TurnEnded``       the turn reached a final state, with its reason (and the
+                    interrupts, for ``interrupted``)
+==================  ===========================================================
+
+Records are msgspec Structs tagged by ``kind``; they encode to JSON for every store.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+import msgspec
+
+from toolrelay._reasons import TerminalReason
+from toolrelay.core import (
+    ChatMessage,
+    ReasoningRecord,
+    TextMessage,
+    ToolCallInfo,
+    ToolCallMessage,
+    ToolResult,
+)
+from toolrelay.machines import ToolCallStatus
+from toolrelay.protocol import Interrupt, Message, ResumeEntry
+
+__all__ = (
+    "Record",
+    "MessageSaved",
+    "StateSaved",
+    "StoredCall",
+    "StoredMessage",
+    "ToolFinished",
+    "ToolsStarted",
+    "TurnEnded",
+    "TurnStarted",
+    "call_from_record",
+    "call_to_record",
+    "decode_record",
+    "encode_record",
+    "message_from_record",
+    "message_to_record",
+)
+
+
+class _Base(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    pass
+
+
+# -- messages ------------------------------------------------------------------------
+
+
+class StoredCall(_Base, frozen=True, kw_only=True):
+    """One tool call: its final arguments and, once it has one, its result."""
+
+    id: str
+    name: str
+    arguments: str
+    status: ToolCallStatus
+    run_id: str | None = None
+    parent_message_id: str | None = None
+    encrypted_value: str | None = None
+    result: ToolResult | None = None
+
+
+class AguiMessage(_Base, tag_field="type", tag="agui", frozen=True, kw_only=True):
+    """An AG-UI message as the embedding code gave it (the user's, a system prompt)."""
+
+    message: Message
+
+
+class StoredText(_Base, tag_field="type", tag="text", frozen=True, kw_only=True):
+    id: str
+    role: str
+    text: str
+    interrupted: bool = False
+
+
+class StoredReasoning(_Base, tag_field="type", tag="reasoning", frozen=True, kw_only=True):
+    id: str
+    text: str
+    encrypted_value: str | None = None
+
+
+class StoredBatch(_Base, tag_field="type", tag="tool_calls", frozen=True, kw_only=True):
+    id: str
+    calls: tuple[StoredCall, ...]
+    result_message_ids: tuple[str, ...]
+
+
+StoredMessage: TypeAlias = AguiMessage | StoredText | StoredReasoning | StoredBatch
+"""A conversation message as a log record holds it."""
+
+
+def call_to_record(call: ToolCallInfo) -> StoredCall:
+    return StoredCall(
+        id=call.id,
+        name=call.name,
+        arguments=call.arguments,
+        status=call.status,
+        run_id=call.run_id,
+        parent_message_id=call.parent_message_id,
+        encrypted_value=call.encrypted_value,
+        result=call.result,
+    )
+
+
+def call_from_record(stored: StoredCall) -> ToolCallInfo:
+    """A :class:`ToolCallInfo` in the state the record says (its machine cursor too)."""
+    call = ToolCallInfo(
+        stored.id,
+        stored.name,
+        parent_message_id=stored.parent_message_id,
+        run_id=stored.run_id,
+        arguments=stored.arguments,
+        status=stored.status,
+    )
+    call.encrypted_value = stored.encrypted_value
+    call.result = stored.result
+    return call
+
+
+def message_to_record(message: ChatMessage) -> StoredMessage:
+    if isinstance(message, TextMessage):
+        return StoredText(
+            id=message.id, role=message.role, text=message.text, interrupted=message.interrupted
+        )
+    if isinstance(message, ReasoningRecord):
+        return StoredReasoning(
+            id=message.id, text=message.text, encrypted_value=message.encrypted_value
+        )
+    if isinstance(message, ToolCallMessage):
+        return StoredBatch(
+            id=message.id,
+            calls=tuple(call_to_record(call) for call in message.calls),
+            result_message_ids=message.result_message_ids,
+        )
+    return AguiMessage(message=message)
+
+
+def message_from_record(stored: StoredMessage) -> ChatMessage:
+    match stored:
+        case StoredText():
+            text = TextMessage(stored.id, stored.role, stored.text)
+            text.interrupted = stored.interrupted
+            return text
+        case StoredReasoning():
+            return ReasoningRecord(stored.id, stored.text, encrypted_value=stored.encrypted_value)
+        case StoredBatch():
+            return ToolCallMessage(
+                id=stored.id,
+                calls=tuple(call_from_record(call) for call in stored.calls),
+                result_message_ids=stored.result_message_ids,
+            )
+        case AguiMessage():
+            return stored.message
+
+
+# -- records -------------------------------------------------------------------------
+
+
+class TurnStarted(_Base, tag_field="kind", tag="turn_started", frozen=True, kw_only=True):
+    """A turn began on the thread.
+
+    Attributes:
+        turn_id: The turn's id (unique in the thread).
+        resume: The answers to the agent's interrupts its first run carries.
+        retry_of: The failed turn this one retries (its input is sent again).
+    """
+
+    turn_id: str
+    resume: tuple[ResumeEntry, ...] = ()
+    retry_of: str | None = None
+
+
+class MessageSaved(_Base, tag_field="kind", tag="message", frozen=True, kw_only=True):
+    """A conversation message in its final form (replaces an earlier one, by id)."""
+
+    turn_id: str
+    message: StoredMessage
+
+
+class ToolsStarted(_Base, tag_field="kind", tag="tools_started", frozen=True, kw_only=True):
+    """A run ended with calls pending: they are about to run (promise 10's write-ahead).
+
+    Attributes:
+        run_id: The run that asked for them.
+        depth: The turn's continuation depth when the run ended.
+        runs: How many runs the turn has started.
+        calls: Every call of the run: ``executing`` ones about to run, and any the
+            agent resolved itself (with their result).
+    """
+
+    turn_id: str
+    run_id: str
+    depth: int
+    runs: int
+    calls: tuple[StoredCall, ...]
+
+
+class ToolFinished(_Base, tag_field="kind", tag="tool_finished", frozen=True, kw_only=True):
+    """One call of the running batch has its outcome."""
+
+    turn_id: str
+    call_id: str
+    result: ToolResult
+
+
+class StateSaved(_Base, tag_field="kind", tag="state", frozen=True, kw_only=True):
+    """The agent state (``STATE_SNAPSHOT`` / ``STATE_DELTA``) as a run left it."""
+
+    turn_id: str
+    state: Any
+
+
+class TurnEnded(_Base, tag_field="kind", tag="turn_ended", frozen=True, kw_only=True):
+    """The turn reached a final state.
+
+    Attributes:
+        status: The run lifecycle's final state (``completed``, ``failed``...).
+        reason: Why.
+        interrupts: What the agent asks, for an ``interrupted`` turn.
+    """
+
+    turn_id: str
+    status: str
+    reason: TerminalReason
+    interrupts: tuple[Interrupt, ...] = ()
+
+
+Record: TypeAlias = (
+    TurnStarted | MessageSaved | ToolsStarted | ToolFinished | StateSaved | TurnEnded
+)
+"""Everything a thread's log holds."""
+
+_encoder = msgspec.json.Encoder()
+_decoder: msgspec.json.Decoder[Record] = msgspec.json.Decoder(Record)
+
+
+def encode_record(record: Record) -> bytes:
+    """The record as JSON bytes (what every store keeps)."""
+    return _encoder.encode(record)
+
+
+def decode_record(data: bytes | str) -> Record:
+    """A record from its JSON; raises ``msgspec.DecodeError`` on anything else."""
+    return _decoder.decode(data)

@@ -1,0 +1,434 @@
+"""The embedded default store: one SQLite file, through the standard library's ``sqlite3``.
+
+Theory of operation
+-------------------
+One connection, opened on first use, is driven from anyio worker threads (so the
+store serves asyncio and trio alike) and used by one thread at a time (a lock).
+The file is in WAL mode with ``synchronous=NORMAL``: a commit survives the process
+being killed at any point (SIGKILL); only a power cut can lose the last commits,
+and never leaves the file damaged. ``durable=True`` asks for ``synchronous=FULL``.
+
+Each ``append`` is one ``BEGIN IMMEDIATE`` transaction: it reads the thread's last
+sequence number, inserts the records after it and moves the thread's row forward.
+A failure rolls all of it back, so a sequence number is never seen twice.
+
+The file says what it is: ``PRAGMA application_id`` marks a toolrelay store and
+``PRAGMA user_version`` is its schema version. At open, a file marked otherwise (or
+holding another application's tables) is refused, a newer version is refused, and
+an older one is migrated in one transaction.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+
+from toolrelay.core import ThreadKey
+from toolrelay.errors import (
+    StoreCorruptError,
+    StoreError,
+    StoreUnavailableError,
+    StoreVersionError,
+)
+from toolrelay.store._contract import Entry, ThreadInfo, live_turn_after
+from toolrelay.store._records import (
+    Record,
+    TurnEnded,
+    TurnStarted,
+    decode_record,
+    encode_record,
+)
+
+__all__ = ("SCHEMA_VERSION", "SQLiteStore")
+
+T = TypeVar("T")
+
+#: ``PRAGMA application_id`` of a toolrelay store ("tlry").
+APPLICATION_ID = 0x746C7279
+
+#: The schema version this toolrelay writes.
+SCHEMA_VERSION = 1
+
+#: Schema changes, by the version they lead to; each runs in the open transaction.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE threads (
+            id INTEGER PRIMARY KEY,
+            server TEXT NOT NULL,
+            room TEXT NOT NULL,
+            thread TEXT NOT NULL,
+            owner TEXT,
+            last_seq INTEGER NOT NULL,
+            live_turn TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            UNIQUE (server, room, thread)
+        )""",
+        """CREATE TABLE records (
+            thread INTEGER NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            body BLOB NOT NULL,
+            PRIMARY KEY (thread, seq)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX threads_live ON threads (live_turn) WHERE live_turn IS NOT NULL",
+        "CREATE INDEX threads_owner ON threads (owner)",
+    ),
+}
+
+_THREAD_COLUMNS = "server, room, thread, owner, last_seq, live_turn, created_at, updated_at"
+
+
+class _Append:
+    """One ``append`` waiting to be written; ``done`` is its last sequence number, or
+    the error that stopped it."""
+
+    __slots__ = ("bodies", "done", "key", "owner", "records", "turns", "woken")
+
+    def __init__(
+        self, key: ThreadKey, records: Sequence[Record], bodies: list[bytes], owner: str | None
+    ) -> None:
+        self.key = key
+        self.records = records
+        self.bodies = bodies
+        self.owner = owner
+        self.done: int | BaseException | None = None
+        self.woken = anyio.Event()
+        #: Whether the records may change the thread's live turn.
+        self.turns = any(isinstance(r, TurnStarted | TurnEnded) for r in records)
+
+
+def _error(exc: sqlite3.Error, doing: str) -> StoreError:
+    """The typed error for a driver's exception (the store's one boundary)."""
+    text = str(exc)
+    lowered = text.lower()
+    if "not a database" in lowered or "malformed" in lowered:
+        return StoreCorruptError(f"{doing}: the file is not a usable SQLite database ({text})")
+    return StoreUnavailableError(f"{doing}: {text}")
+
+
+class SQLiteStore:
+    """A :class:`~toolrelay.store.Store` in one SQLite file, created on first use.
+
+    Args:
+        path: The database file (``":memory:"`` for a private in-memory database).
+        timeout: Seconds a write waits for another process's lock before it fails
+            with :class:`~toolrelay.errors.StoreUnavailableError`.
+        durable: ``synchronous=FULL``: every commit also survives a power cut (each
+            one waits for the disk).
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, timeout: float = 5.0, durable: bool = False
+    ):
+        self.path = path if path == ":memory:" else Path(path)
+        self.timeout = timeout
+        self.durable = durable
+        self._connection: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        # Group commit: appends wait in the queue; one of them leads and writes all that
+        # is queued in one transaction (one worker-thread hop for many concurrent turns).
+        self._queue: list[_Append] = []
+        self._leading = False
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
+
+    # -- opening -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._connection is None:
+            await anyio.to_thread.run_sync(self._open)
+
+    async def aclose(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await anyio.to_thread.run_sync(self._close, connection)
+
+    def _close(self, connection: sqlite3.Connection) -> None:
+        with self._lock:
+            connection.close()
+
+    def _open(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                return
+            try:
+                connection = sqlite3.connect(
+                    str(self.path),
+                    timeout=self.timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+            except sqlite3.Error as exc:
+                raise _error(exc, f"cannot open {self.path}") from exc
+            try:
+                self._prepare(connection)
+            except BaseException:
+                connection.close()
+                raise
+            self._connection = connection
+
+    def _prepare(self, connection: sqlite3.Connection) -> None:
+        try:
+            application, version = self._identify(connection)
+        except sqlite3.Error as exc:
+            raise _error(exc, f"cannot read {self.path}") from exc
+        try:
+            if self.path != ":memory:":
+                mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreUnavailableError(
+                        f"{self.path}: cannot switch to WAL mode (journal mode {mode})"
+                    )
+            connection.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
+            connection.execute("PRAGMA foreign_keys=ON")
+            if version < SCHEMA_VERSION:
+                self._migrate(connection)
+        except sqlite3.Error as exc:
+            raise _error(exc, f"cannot prepare {self.path}") from exc
+
+    def _identify(self, connection: sqlite3.Connection) -> tuple[int, int]:
+        """The file's application id and schema version, read in one transaction (so a
+        process creating the schema meanwhile is seen whole or not at all); raises for
+        a file that is not ours or is newer."""
+        connection.execute("BEGIN")
+        try:
+            return self._identity(connection)
+        finally:
+            connection.execute("COMMIT")
+
+    def _identity(self, connection: sqlite3.Connection) -> tuple[int, int]:
+        application = connection.execute("PRAGMA application_id").fetchone()[0]
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        tables = connection.execute(
+            "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+        ).fetchone()[0]
+        if application != APPLICATION_ID and (application != 0 or tables):
+            raise StoreCorruptError(
+                f"{self.path} is not a toolrelay store (another application's database)"
+            )
+        if version > SCHEMA_VERSION:
+            raise StoreVersionError(
+                f"{self.path} has schema version {version}, newer than this toolrelay's "
+                f"{SCHEMA_VERSION}: upgrade toolrelay to open it"
+            )
+        return int(application), int(version)
+
+    def _migrate(self, connection: sqlite3.Connection) -> None:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have created or migrated the schema while this one
+            # waited for the lock: look again, under it.
+            _, current = self._identity(connection)
+            for target in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[target]:
+                    connection.execute(statement)
+            connection.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+
+    # -- the contract ------------------------------------------------------------------
+
+    async def _run(self, work: Callable[[sqlite3.Connection], T], doing: str) -> T:
+        """Run ``work`` on the connection in a worker thread; a failure is typed."""
+        if self._connection is None:
+            await self.open()
+
+        def locked() -> T:
+            with self._lock:
+                connection = self._connection
+                if connection is None:
+                    raise StoreUnavailableError(f"{doing}: the store is closed")
+                try:
+                    return work(connection)
+                except sqlite3.Error as exc:
+                    raise _error(exc, doing) from exc
+
+        return await anyio.to_thread.run_sync(locked)
+
+    async def append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> int:
+        if not records:
+            raise ValueError("append needs at least one record")
+        item = _Append(key, records, [encode_record(record) for record in records], owner)
+        self._queue.append(item)
+        try:
+            while item.done is None:
+                if self._leading:
+                    await item.woken.wait()  # its batch was written, or it leads now
+                    item.woken = anyio.Event()
+                else:
+                    await self._lead()
+        finally:
+            if item.done is None and item in self._queue:  # cancelled while queued
+                self._queue.remove(item)
+        if isinstance(item.done, BaseException):
+            raise item.done
+        return item.done
+
+    async def _lead(self) -> None:
+        """Write what is queued, batch after batch, until the queue is empty; then wake
+        the appends it wrote. An append that finds no leader leads."""
+        self._leading = True
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                try:
+                    await self._run(
+                        functools.partial(self._write, batch=batch),
+                        f"cannot write to {self.path}",
+                    )
+                except StoreError as exc:
+                    for queued in batch:
+                        if queued.done is None:
+                            queued.done = exc
+                finally:
+                    for queued in batch:
+                        queued.woken.set()
+        finally:
+            self._leading = False
+            if self._queue:  # the leader was cancelled: the next queued append leads
+                self._queue[0].woken.set()
+
+    def _write(self, connection: sqlite3.Connection, batch: list[_Append]) -> None:
+        """Write ``batch`` in one transaction; if it fails and holds several appends,
+        each is tried alone, so one's failure is not the others'."""
+        try:
+            self._transaction(connection, batch)
+        except sqlite3.Error:
+            if len(batch) == 1:
+                raise
+            for item in batch:
+                try:
+                    self._transaction(connection, [item])
+                except sqlite3.Error as alone:
+                    item.done = _error(alone, f"cannot write to {self.path}")
+
+    def _transaction(self, connection: sqlite3.Connection, batch: list[_Append]) -> None:
+        now = time.time()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            lasts: list[int] = []
+            for item in batch:
+                key = item.key
+                count = len(item.bodies)
+                # One statement moves the thread forward and says where it stood.
+                row = connection.execute(
+                    "UPDATE threads SET last_seq = last_seq + ?, updated_at = ? "
+                    "WHERE server = ? AND room = ? AND thread = ? "
+                    "RETURNING id, last_seq, live_turn",
+                    (count, now, key.server, key.room_id, key.thread_id),
+                ).fetchone()
+                if row is None:
+                    cursor = connection.execute(
+                        f"INSERT INTO threads ({_THREAD_COLUMNS}) "
+                        "VALUES (?, ?, ?, ?, ?, NULL, ?, ?)",
+                        (key.server, key.room_id, key.thread_id, item.owner, count, now, now),
+                    )
+                    thread, last, live = cursor.lastrowid, count, None
+                else:
+                    thread, last, live = row
+                first = last - count
+                connection.executemany(
+                    "INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)",
+                    [(thread, first + i, body) for i, body in enumerate(item.bodies, 1)],
+                )
+                if item.turns:
+                    turn = live_turn_after(live, item.records)
+                    if turn != live:
+                        connection.execute(
+                            "UPDATE threads SET live_turn = ? WHERE id = ?", (turn, thread)
+                        )
+                lasts.append(int(last))
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        for item, last in zip(batch, lasts, strict=True):
+            item.done = last
+
+    async def read(
+        self, key: ThreadKey, *, after: int = 0, limit: int | None = None
+    ) -> list[Entry]:
+        def read(connection: sqlite3.Connection) -> list[tuple[int, bytes]]:
+            return connection.execute(
+                "SELECT r.seq, r.body FROM records r JOIN threads t ON r.thread = t.id "
+                "WHERE t.server = ? AND t.room = ? AND t.thread = ? AND r.seq > ? "
+                "ORDER BY r.seq LIMIT ?",
+                (key.server, key.room_id, key.thread_id, after, -1 if limit is None else limit),
+            ).fetchall()
+
+        rows = await self._run(read, f"cannot read {self.path}")
+        try:
+            return [Entry(seq, decode_record(body)) for seq, body in rows]
+        except ValueError as exc:  # msgspec's DecodeError and ValidationError
+            raise StoreCorruptError(
+                f"{self.path}: a record of {key} cannot be read ({exc})"
+            ) from exc
+
+    async def thread(self, key: ThreadKey) -> ThreadInfo | None:
+        def read(connection: sqlite3.Connection) -> list[tuple[object, ...]]:
+            return connection.execute(
+                f"SELECT {_THREAD_COLUMNS} FROM threads "
+                "WHERE server = ? AND room = ? AND thread = ?",
+                (key.server, key.room_id, key.thread_id),
+            ).fetchall()
+
+        rows = await self._run(read, f"cannot read {self.path}")
+        return _info(rows[0]) if rows else None
+
+    async def threads(
+        self, *, owner: str | None = None, live: bool | None = None
+    ) -> list[ThreadInfo]:
+        where: list[str] = []
+        parameters: list[object] = []
+        if owner is not None:
+            where.append("owner = ?")
+            parameters.append(owner)
+        if live is not None:
+            where.append("live_turn IS NOT NULL" if live else "live_turn IS NULL")
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+
+        def read(connection: sqlite3.Connection) -> list[tuple[object, ...]]:
+            return connection.execute(
+                f"SELECT {_THREAD_COLUMNS} FROM threads{clause} ORDER BY id", parameters
+            ).fetchall()
+
+        return [_info(row) for row in await self._run(read, f"cannot read {self.path}")]
+
+    async def delete_thread(self, key: ThreadKey) -> bool:
+        def delete(connection: sqlite3.Connection) -> bool:
+            cursor = connection.execute(
+                "DELETE FROM threads WHERE server = ? AND room = ? AND thread = ?",
+                (key.server, key.room_id, key.thread_id),
+            )
+            return cursor.rowcount > 0
+
+        return await self._run(delete, f"cannot delete from {self.path}")
+
+
+def _info(row: tuple[object, ...]) -> ThreadInfo:
+    server, room, thread, owner, last_seq, live_turn, created_at, updated_at = row
+    return ThreadInfo(
+        key=ThreadKey(str(thread), str(room), str(server)),
+        owner=None if owner is None else str(owner),
+        last_seq=int(str(last_seq)),
+        live_turn=None if live_turn is None else str(live_turn),
+        created_at=float(str(created_at)),
+        updated_at=float(str(updated_at)),
+    )

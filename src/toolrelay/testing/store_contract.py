@@ -1,0 +1,247 @@
+"""The store contract as a pytest suite: subclass it to check a store of your own.
+
+Every store toolrelay ships passes it unchanged; a store you write passes it too::
+
+    from toolrelay.testing.store_contract import DurableStoreContract
+
+    class TestMyStore(DurableStoreContract):  # StoreContract for a store in memory
+        def make_store(self, path):
+            return MyStore(path / "data")
+
+The tests are ``anyio`` tests: they run on every backend your ``anyio_backend``
+fixture names (asyncio by default). ``make_store`` gets a fresh directory per test;
+:class:`DurableStoreContract` calls it again with the same one to reopen the store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from toolrelay._reasons import ReasonKind, TerminalReason
+from toolrelay.core import ThreadKey, ToolResult
+from toolrelay.machines import ToolCallStatus
+from toolrelay.protocol import Interrupt, ResumeEntry, UserMessage
+from toolrelay.store import (
+    Entry,
+    MessageSaved,
+    Record,
+    StateSaved,
+    Store,
+    StoredCall,
+    ToolFinished,
+    ToolsStarted,
+    TurnEnded,
+    TurnStarted,
+    message_to_record,
+)
+
+__all__ = ("DurableStoreContract", "StoreContract", "sample_records")
+
+
+def sample_records(turn_id: str = "turn-1") -> list[Record]:
+    """One record of every kind, as a turn with a tool round writes them."""
+    call = StoredCall(
+        id="call-1",
+        name="lookup",
+        arguments='{"name": "alice"}',
+        status=ToolCallStatus.executing,
+        run_id="run-1",
+        encrypted_value="sig",
+    )
+    return [
+        TurnStarted(
+            turn_id=turn_id,
+            resume=(ResumeEntry(interrupt_id="i-0", status="resolved", payload={"ok": True}),),
+        ),
+        MessageSaved(
+            turn_id=turn_id, message=message_to_record(UserMessage(id="u-1", content="hi ✓"))
+        ),
+        ToolsStarted(turn_id=turn_id, run_id="run-1", depth=0, runs=1, calls=(call,)),
+        ToolFinished(turn_id=turn_id, call_id="call-1", result=ToolResult.success("42")),
+        StateSaved(turn_id=turn_id, state={"count": 1, "nested": [1, {"a": None}]}),
+        TurnEnded(
+            turn_id=turn_id,
+            status="interrupted",
+            reason=TerminalReason(kind=ReasonKind.INTERRUPTED, message="asks"),
+            interrupts=(Interrupt(id="i-1", reason="approval"),),
+        ),
+    ]
+
+
+def _started(turn: str) -> TurnStarted:
+    return TurnStarted(turn_id=turn)
+
+
+def _ended(turn: str) -> TurnEnded:
+    return TurnEnded(
+        turn_id=turn,
+        status="completed",
+        reason=TerminalReason(kind=ReasonKind.COMPLETED, message="done"),
+    )
+
+
+@pytest.mark.anyio
+class StoreContract:
+    """The rules of :class:`toolrelay.store.Store`, one test each."""
+
+    def make_store(self, path: Path) -> Store:
+        """A store whose data lives under ``path`` (called again to reopen it)."""
+        raise NotImplementedError
+
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> Any:
+        store = self.make_store(tmp_path)
+        await store.open()
+        yield store
+        await store.aclose()
+
+    async def test_sequence_numbers_start_at_one_and_grow_by_one_per_record(
+        self, store: Store
+    ) -> None:
+        key = ThreadKey("t")
+        records = sample_records()
+        assert await store.append(key, records[:2]) == 2
+        assert await store.append(key, records[2:3]) == 3
+        assert await store.append(key, records[3:]) == len(records)
+        entries = await store.read(key)
+        assert entries == [Entry(i, record) for i, record in enumerate(records, 1)]
+
+    async def test_read_after_returns_what_follows_in_order_and_limit_bounds_it(
+        self, store: Store
+    ) -> None:
+        key = ThreadKey("t")
+        records = sample_records()
+        await store.append(key, records)
+        assert [e.seq for e in await store.read(key, after=4)] == list(range(5, len(records) + 1))
+        assert [e.seq for e in await store.read(key, after=1, limit=2)] == [2, 3]
+        assert await store.read(key, after=len(records)) == []
+        assert await store.read(ThreadKey("unknown")) == []
+
+    async def test_every_record_kind_reads_back_equal(self, store: Store) -> None:
+        key = ThreadKey("t")
+        records = sample_records()
+        await store.append(key, records)
+        assert [entry.record for entry in await store.read(key)] == records
+
+    async def test_threads_are_independent_by_every_part_of_their_key(self, store: Store) -> None:
+        keys = [ThreadKey("t"), ThreadKey("t", "room"), ThreadKey("t", "", "server")]
+        for i, key in enumerate(keys):
+            for _ in range(i + 1):
+                await store.append(key, [_started(f"turn-{i}")])
+        for i, key in enumerate(keys):
+            assert [e.seq for e in await store.read(key)] == list(range(1, i + 2))
+            info = await store.thread(key)
+            assert info is not None and info.key == key and info.last_seq == i + 1
+
+    async def test_an_empty_append_is_refused(self, store: Store) -> None:
+        with pytest.raises(ValueError):
+            await store.append(ThreadKey("t"), [])
+        assert await store.thread(ThreadKey("t")) is None
+
+    async def test_a_failed_append_writes_nothing_and_uses_no_sequence_number(
+        self, store: Store
+    ) -> None:
+        key = ThreadKey("t")
+        await store.append(key, [_started("a")])
+        unencodable = StateSaved(turn_id="a", state={"x": object()})
+        with pytest.raises(TypeError):
+            await store.append(key, [_ended("a"), unencodable])
+        assert await store.append(key, [_ended("a")]) == 2
+        assert [e.record for e in await store.read(key)] == [_started("a"), _ended("a")]
+
+    async def test_concurrent_appends_to_one_thread_get_distinct_gapless_numbers(
+        self, store: Store
+    ) -> None:
+        key = ThreadKey("t")
+        last: list[int] = []
+
+        async def write(i: int) -> None:
+            last.append(await store.append(key, [_started(f"a{i}"), _ended(f"a{i}")]))
+
+        async with anyio.create_task_group() as group:
+            for i in range(20):
+                group.start_soon(write, i)
+        assert sorted(last) == list(range(2, 41, 2))
+        entries = await store.read(key)
+        assert [e.seq for e in entries] == list(range(1, 41))
+        # Each append's records stay together, in order.
+        for first, second in zip(entries[::2], entries[1::2], strict=True):
+            assert isinstance(first.record, TurnStarted) and isinstance(second.record, TurnEnded)
+            assert first.record.turn_id == second.record.turn_id
+
+    async def test_the_owner_is_recorded_by_the_first_write_and_never_changes(
+        self, store: Store
+    ) -> None:
+        key = ThreadKey("t")
+        await store.append(key, [_started("a")], owner="alice")
+        await store.append(key, [_ended("a")], owner="mallory")
+        info = await store.thread(key)
+        assert info is not None and info.owner == "alice"
+        await store.append(ThreadKey("u"), [_started("b")])
+        assert [i.key for i in await store.threads(owner="alice")] == [key]
+        other = await store.thread(ThreadKey("u"))
+        assert other is not None and other.owner is None
+
+    async def test_the_live_turn_is_the_last_started_and_not_ended(self, store: Store) -> None:
+        key = ThreadKey("t")
+        await store.append(key, [_started("a")])
+        assert (info := await store.thread(key)) is not None and info.live_turn == "a"
+        await store.append(key, [_started("b")])  # a newer turn took over
+        await store.append(key, [_ended("a")])  # the older one's end comes late
+        assert (info := await store.thread(key)) is not None and info.live_turn == "b"
+        assert [i.key for i in await store.threads(live=True)] == [key]
+        await store.append(key, [_ended("b")])
+        assert (info := await store.thread(key)) is not None and info.live_turn is None
+        assert await store.threads(live=True) == []
+        assert [i.key for i in await store.threads(live=False)] == [key]
+
+    async def test_threads_are_listed_oldest_first_with_their_times(self, store: Store) -> None:
+        keys = [ThreadKey(f"t{i}") for i in range(5)]
+        for key in keys:
+            await store.append(key, [_started("a")])
+        listed = await store.threads()
+        assert [i.key for i in listed] == keys
+        for info in listed:
+            assert info.created_at <= info.updated_at
+
+    async def test_a_deleted_thread_is_gone_and_starts_afresh(self, store: Store) -> None:
+        key = ThreadKey("t")
+        await store.append(key, sample_records())
+        assert await store.delete_thread(key) is True
+        assert await store.delete_thread(key) is False
+        assert await store.read(key) == [] and await store.thread(key) is None
+        assert await store.append(key, [_started("b")]) == 1
+
+    async def test_open_and_close_are_idempotent(self, store: Store) -> None:
+        await store.open()
+        await store.append(ThreadKey("t"), [_started("a")])
+        await store.aclose()
+        await store.aclose()
+        await store.open()
+        assert len(await store.read(ThreadKey("t"))) == 1
+
+
+class DurableStoreContract(StoreContract):
+    """:class:`StoreContract`, and what a store that outlives its process keeps."""
+
+    async def test_what_was_committed_is_read_back_after_a_reopen(self, tmp_path: Path) -> None:
+        key = ThreadKey("t", "room", "server")
+        records = sample_records()
+        first = self.make_store(tmp_path)
+        await first.open()
+        await first.append(key, records, owner="alice")
+        await first.aclose()
+        second = self.make_store(tmp_path)
+        await second.open()
+        try:
+            assert [e.record for e in await second.read(key)] == records
+            info = await second.thread(key)
+            assert info is not None and info.owner == "alice"
+            assert info.live_turn is None and info.last_seq == len(records)
+            assert await second.append(key, [_started("b")]) == len(records) + 1
+        finally:
+            await second.aclose()
