@@ -15,7 +15,14 @@ import msgspec
 import pytest
 
 from toolrelay.core import _processor
-from toolrelay.core._conversation import Conversation, ReasoningRecord, TextMessage
+from toolrelay.core._conversation import (
+    ChatMessage,
+    Conversation,
+    ReasoningRecord,
+    TextMessage,
+    ToolCallInfo,
+    ToolCallMessage,
+)
 from toolrelay.core._effects import (
     Activity,
     ActivityChanged,
@@ -468,3 +475,44 @@ def test_a_recursion_error_while_processing_is_a_typed_error_not_an_internal_one
     ended_by(effects, "max_json_depth")
     assert processor.status is RunStatus.failed
     assert texts(processor) == ["kept"]
+
+
+# --- a restored turn and a restored history keep the counts and the index right --------------
+
+
+def test_a_restored_batch_commits_once_its_last_executing_call_has_its_result() -> None:
+    processor = EventProcessor(Conversation(THREAD, [UserMessage(id="u", content="go")]))
+    done = ToolCallInfo("c0", "lookup", status=ToolCallStatus.completed)
+    done.result = ToolResult.success("by the agent")
+    executing = [ToolCallInfo(f"c{i}", "lookup", status=ToolCallStatus.executing) for i in (1, 2)]
+    (ready,) = [
+        e
+        for e in processor.restore(run_id="run-1", depth=0, runs=1, calls=[done, *executing])
+        if isinstance(e, ToolsReady)
+    ]
+    assert [c.id for c in ready.calls] == ["c1", "c2"]
+    assert processor.record_result(executing[0], ToolResult.success("one")) == ()
+    assert list(processor.conversation.tool_calls()) == []  # not committed yet
+    processor.record_result(executing[1], ToolResult.success("two"))
+    assert [c.id for c in processor.conversation.tool_calls()] == ["c0", "c1", "c2"]
+
+
+def test_a_history_put_in_from_a_store_is_indexed_afresh() -> None:
+    conversation = Conversation(THREAD, [UserMessage(id="u", content="go")])
+    old = ToolCallInfo("c-old", "lookup", status=ToolCallStatus.completed)
+    old.result = ToolResult.success("x")
+    conversation.append(ToolCallMessage(id="b-old", calls=(old,), result_message_ids=("r-old",)))
+    assert conversation.holds_tool_call("c-old")
+    call = ToolCallInfo("c-new", "lookup", status=ToolCallStatus.completed)
+    call.result = ToolResult.success("y")
+    stored: list[ChatMessage] = [
+        UserMessage(id="u0", content="earlier"),
+        UserMessage(id="u1", content="earlier still"),
+        ToolCallMessage(id="b-new", calls=(call,), result_message_ids=("r-new",)),
+    ]
+    conversation.replace_head(2, stored)
+    assert not conversation.holds_tool_call("c-old")
+    assert "b-old" not in conversation.known_ids()
+    (renamed,) = conversation.adopt_result_ids({"c-new": "server-id"})
+    assert renamed.result_message_ids == ("server-id",)
+    assert conversation.messages[2] is renamed

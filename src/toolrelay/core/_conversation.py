@@ -296,10 +296,7 @@ class Conversation:
         """
         messages = self.messages
         if len(messages) < self._indexed:  # the list was cut: index it again
-            self._call_ids.clear()
-            self._known.clear()
-            self._batches.clear()
-            self._indexed = 0
+            self._forget_index()
         ids = self._call_ids
         known = self._known
         for i in range(self._indexed, len(messages)):
@@ -312,6 +309,12 @@ class Conversation:
             elif isinstance(message, ToolMessage):
                 ids.add(message.tool_call_id)
         self._indexed = len(messages)
+
+    def _forget_index(self) -> None:
+        self._call_ids.clear()
+        self._known.clear()
+        self._batches.clear()
+        self._indexed = 0
 
     def _index_batch(self, position: int, batch: ToolCallMessage) -> None:
         self._known.update(batch.result_message_ids)
@@ -333,8 +336,7 @@ class Conversation:
         from a store, in place of what the embedding code supplied); what the
         conversation indexed and mapped is computed afresh."""
         self.messages[0:count] = messages
-        self._call_ids.clear()
-        self._indexed = 0
+        self._forget_index()
         self._mappers.clear()
 
     def remap(self) -> None:
@@ -367,7 +369,9 @@ class Conversation:
         messages = self.messages
         for i in positions:
             message = messages[i]
-            assert isinstance(message, ToolCallMessage)
+            if not isinstance(message, ToolCallMessage):  # the list was edited in place
+                self._forget_index()
+                return renamed + self.adopt_result_ids(stored)
             ids = tuple(
                 stored.get(call.id, current)
                 for call, current in zip(message.calls, message.result_message_ids, strict=True)

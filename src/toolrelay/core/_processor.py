@@ -753,13 +753,16 @@ class EventProcessor:
         self.run_id = run_id
         self.run_count = runs
         self._calls = {call.id: call for call in calls}
+        self._turn_calls.extend(calls)
         executing = tuple(c for c in calls if c.status is ToolCallStatus.executing)
         if not executing:
             self._commit_batch()
             return self._with_settled(NO_EFFECTS)
+        self._executing_left = len(executing)
+        names = tuple(c.name for c in executing[:MAX_ACTIVITY_NAMES])
         return (
             *self._set_activity(
-                Activity(ActivityKind.EXECUTING_TOOLS, tuple(c.name for c in executing))
+                Activity(ActivityKind.EXECUTING_TOOLS, names, more=len(executing) - len(names))
             ),
             ToolsReady(executing),
         )
