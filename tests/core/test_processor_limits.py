@@ -516,3 +516,14 @@ def test_a_history_put_in_from_a_store_is_indexed_afresh() -> None:
     (renamed,) = conversation.adopt_result_ids({"c-new": "server-id"})
     assert renamed.result_message_ids == ("server-id",)
     assert conversation.messages[2] is renamed
+
+
+def test_arguments_after_a_snapshot_gave_the_call_its_arguments_are_dropped() -> None:
+    processor = running()
+    feed(processor, start("a", "get_secret_number"), args("a", '{"name":'), end("a"))
+    feed(processor, snapshot_with(("a", '{"name": "alice"}')))
+    effects = feed(processor, args("a", ' "alice"}'))
+    assert [e.violation.code for e in effects if isinstance(e, ViolationRaised)] == [
+        "args_after_snapshot"
+    ]
+    assert finish_run(processor).calls[0].arguments == '{"name": "alice"}'

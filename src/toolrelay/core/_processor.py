@@ -63,6 +63,8 @@ TOOL_CALL_ARGS after END, before the    kept: the call runs when the run ends, n
 end of the run                          its END (``args_after_end``, once a call)
 TOOL_CALL_ARGS after the agent's        dropped (``args_after_result``)
 TOOL_CALL_RESULT
+TOOL_CALL_ARGS after a snapshot gave    dropped (``args_after_snapshot``): the server's
+the call its arguments                  record stands
 TOOL_CALL_START, id already seen        dropped (``duplicate_tool_call_start``)
 TOOL_CALL_END twice                     dropped (``duplicate_tool_call_end``)
 TOOL_CALL_RESULT, unknown id            dropped (``result_for_unknown_call``), unless the
@@ -106,6 +108,22 @@ twice). And when a run streamed no text and no call, the assistant messages the
 snapshot holds after the last message the conversation knows are its answer (a model
 that does not stream): their text is kept (``snapshot_only_message``), their calls are
 not executed (``snapshot_only_tool_calls``: they have no lifecycle).
+
+Bounds (promise 11): everything a turn holds that the agent controls is bounded by
+:class:`Limits`, per run (events, calls) and per turn (text, reasoning, arguments,
+calls, messages, the state's size and the nesting of any JSON walked); passing one is
+a :class:`~toolrelay.errors.LimitExceededError` that ends the turn ``failed``
+(``protocol_error``, the limit's name as its code). Violations past
+``max_violations`` are counted in :attr:`EventProcessor.violations_dropped`, not
+kept. A RecursionError while processing is the agent's nesting, not a bug here: it
+ends the turn the same way (``max_json_depth``).
+
+Cost (promise 8): no event walks the run's calls or the conversation's messages. The
+activity names at most ``MAX_ACTIVITY_NAMES`` calls and counts the rest (the shown
+ones are kept incrementally); signatures find their reasoning record by id; a batch
+counts the results still due; snapshots ask the conversation's index; STATE_DELTA
+patches the state in place under an undo log (:mod:`toolrelay.core._patch`), copying
+it once per run at most (the run's input holds the previous one).
 
 Errors: a limit passed, or RUN_ERROR, ends the turn failed and returns
 :class:`TurnEnded`. Any other exception while processing first moves the turn to
@@ -325,6 +343,7 @@ class EventProcessor:
         "_run_call_count",
         "_run_reasoning",
         "_run_texts",
+        "_from_snapshot",
         "_snapshot_checked",
         "_state",
         "_text_exact",
@@ -472,6 +491,7 @@ class EventProcessor:
         self._run_texts = False
         self._late_args: set[str] = set()
         self._snapshot_checked: set[str] = set()
+        self._from_snapshot: set[str] = set()
         # The agent's state, patched in place within its bounds; built at the first
         # delta of a run (a copy: the RunAgentInput sent holds the previous one).
         self._state: BoundedState | None = None
@@ -850,6 +870,7 @@ class EventProcessor:
         self._run_texts = False
         self._late_args = set()
         self._snapshot_checked = set()
+        self._from_snapshot = set()
         self._state = None
 
     def _hot_text(self, message_id: str) -> bool:
@@ -1338,7 +1359,14 @@ class EventProcessor:
                 f"no tool call {event.tool_call_id!r} in this run; dropped",
             )
         if call.status is not _STREAMING:
-            if call.status is not _PENDING:
+            if call.status is not _PENDING or call.id in self._from_snapshot:
+                if call.status is _PENDING:
+                    return self._violation(
+                        "args_after_snapshot",
+                        "TOOL_CALL_ARGS",
+                        f"tool call {event.tool_call_id!r} has the arguments the server's "
+                        "snapshot records; dropped",
+                    )
                 return self._violation(
                     "args_after_result",
                     "TOOL_CALL_ARGS",
@@ -1647,6 +1675,7 @@ class EventProcessor:
                 if utf8_len(recorded) > self._limits.max_argument_bytes:
                     continue
                 call.replace_arguments(recorded)
+                self._from_snapshot.add(call.id)
                 effects.extend(
                     self._violation(
                         "arguments_from_snapshot",
