@@ -9,6 +9,7 @@ are counted, not kept.
 from __future__ import annotations
 
 import itertools
+import tracemalloc
 from typing import Any
 
 import msgspec
@@ -527,3 +528,47 @@ def test_arguments_after_a_snapshot_gave_the_call_its_arguments_are_dropped() ->
         "args_after_snapshot"
     ]
     assert finish_run(processor).calls[0].arguments == '{"name": "alice"}'
+
+
+# --- memory stays near the bounds, measured ----------------------------------------------------
+
+
+def peak_while(action: Any) -> int:
+    """The peak of memory traced while ``action()`` runs, in bytes."""
+    tracemalloc.start()
+    try:
+        action()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_stream_of_legal_text_deltas_holds_memory_near_max_text_bytes() -> None:
+    bound = 1024 * 1024
+    processor = running(max_text_bytes=bound)
+    processor.receive(TextMessageStartEvent(message_id="m"))
+
+    def flood() -> None:
+        for i in range(20_000):  # 20 MB of text, each event legal on its own
+            delta = f"{i:08d}" + "x" * 992  # a string of its own, as decoded ones are
+            processor.receive(TextMessageContentEvent(message_id="m", delta=delta))
+            if processor.status is not RunStatus.running:
+                return
+
+    assert peak_while(flood) < 3 * bound
+    assert processor.reason is not None and processor.reason.code == "max_text_bytes"
+
+
+def test_copies_that_double_the_state_hold_memory_near_max_state_bytes() -> None:
+    bound = 1024 * 1024
+    processor = running(max_state_bytes=bound)
+    feed(processor, StateSnapshotEvent(snapshot={"seed": ["x" * 100] * 100}))
+
+    def double() -> None:
+        for i in range(64):  # unbounded, 64 doublings would be 2**64 times the seed
+            processor.receive(StateDeltaEvent(delta=[CopyOperation(from_="", path=f"/c{i}")]))
+            if processor.status is not RunStatus.running:
+                return
+
+    assert peak_while(double) < 2 * bound
+    assert processor.reason is not None and processor.reason.code == "max_state_bytes"
