@@ -410,10 +410,15 @@ DROPPED_ROWS: list[Any] = [
         id="TOOL_CALL_END unknown id",
     ),
     pytest.param(
-        [START_C1, ARGS_C1, END_C1],
+        [
+            START_C1,
+            ARGS_C1,
+            END_C1,
+            ToolCallResultEvent(message_id="r1", tool_call_id="c1", content="done"),
+        ],
         ToolCallArgsEvent(tool_call_id="c1", delta="garbage"),
-        "args_after_end",
-        id="TOOL_CALL_ARGS after END",
+        "args_after_result",
+        id="TOOL_CALL_ARGS after the agent's result",
     ),
     pytest.param(
         [START_C1, ARGS_C1],

@@ -17,6 +17,7 @@ from toolrelay.core._conversation import ChatMessage, ToolCallInfo
 from toolrelay.protocol import Interrupt
 
 __all__ = (
+    "MAX_ACTIVITY_NAMES",
     "NO_EFFECTS",
     "Activity",
     "ActivityChanged",
@@ -53,25 +54,34 @@ class ActivityKind(enum.StrEnum):
     DONE = "done"
 
 
+MAX_ACTIVITY_NAMES = 8
+"""How many tool names an :class:`Activity` lists; the rest are counted."""
+
+
 class Activity(msgspec.Struct, frozen=True):
     """What is happening in a turn, as a UI would say it.
 
     Attributes:
         kind: The kind of activity.
-        tool_names: The tools being called or executed, in order.
+        tool_names: The tools being called or executed, in order: the first
+            :data:`MAX_ACTIVITY_NAMES` of them, so that an activity costs the same to
+            build and to print however many calls a run makes.
+        more: How many calls there are beyond ``tool_names``.
     """
 
     kind: ActivityKind
     tool_names: tuple[str, ...] = ()
+    more: int = 0
 
     def __str__(self) -> str:
+        more = f" (+{self.more} more)" if self.more else ""
         match self.kind:
             case ActivityKind.CALLING_TOOLS:
-                return "Calling: " + ", ".join(self.tool_names)
+                return "Calling: " + ", ".join(self.tool_names) + more
             case ActivityKind.EXECUTING_TOOLS:
-                return "Executing: " + ", ".join(self.tool_names)
+                return "Executing: " + ", ".join(self.tool_names) + more
             case ActivityKind.AWAITING_APPROVAL:
-                return "Awaiting approval: " + ", ".join(self.tool_names)
+                return "Awaiting approval: " + ", ".join(self.tool_names) + more
             case ActivityKind.AWAITING:
                 return "Thinking..."
             case ActivityKind.STREAMING_TEXT:
