@@ -52,13 +52,14 @@ The safety checks of the reference design (000), and where they live:
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import anyio
 
 from toolrelay._reasons import ReasonKind, TerminalReason
-from toolrelay.backends._base import ThreadKey
+from toolrelay.backends._base import ThreadKey, using_run_settings
 from toolrelay.core import (
     Activity,
     ActivityChanged,
@@ -305,9 +306,15 @@ class Turn:
 
     async def _drive(self) -> None:
         processor = self._processor
+        engine = self._engine
+        turn_seconds = engine.limits.turn_seconds
         try:
-            with self._scope:
-                await self._run_all()
+            with self._scope, using_run_settings(engine._run_settings(self.key)):
+                deadline = math.inf if turn_seconds is None else turn_seconds
+                with anyio.move_on_after(deadline) as timer:
+                    await self._run_all()
+                if timer.cancelled_caught:  # the turn's deadline (Limits.turn_seconds)
+                    self._perform(processor.fail(engine._deadline_reason()))
         except Exception as exc:
             self._internal_error(exc)
         finally:
