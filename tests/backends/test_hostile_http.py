@@ -193,6 +193,42 @@ async def test_invalid_utf8_is_a_typed_error_keeping_the_text_before_it() -> Non
     assert texts(turn) == ["hello"]
 
 
+async def test_a_lone_surrogate_from_a_split_emoji_spoils_one_character_not_the_turn() -> None:
+    # What a JavaScript server sends when it cuts a string between the two halves of
+    # an emoji and JSON-encodes each piece on its own.
+    halves = (
+        event('{"type":"RUN_STARTED","threadId":"t","runId":"r"}'),
+        event('{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}'),
+        event('{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"ok \\ud83d"}'),
+        event('{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"\\ude00 done"}'),
+        event('{"type":"TEXT_MESSAGE_END","messageId":"m1"}'),
+        event('{"type":"RUN_FINISHED","threadId":"t","runId":"r"}'),
+    )
+
+    def scenario(conn: socket.socket, request: Request, number: int) -> None:
+        conn.sendall(head() + b"".join(halves))
+
+    with HostileServer(scenario) as server:
+        turn = await run_on(server.url)
+    assert turn.status is RunStatus.completed
+    assert texts(turn) == ["ok \ufffd\ufffd done"]
+
+
+async def test_deeply_nested_json_in_an_event_is_a_protocol_error_not_a_crash() -> None:
+    deep = b'data: {"type":"CUSTOM","name":"x","value":' + b"[" * 20_000 + b"]" * 20_000
+    deep += b"}\n\n"
+
+    def scenario(conn: socket.socket, request: Request, number: int) -> None:
+        run = normal_run()
+        conn.sendall(head() + run[: run.index(b'data: {"type":"TEXT_MESSAGE_END')] + deep)
+
+    with HostileServer(scenario) as server:
+        turn = await run_on(server.url)
+    assert turn.reason is not None
+    assert (turn.reason.kind, turn.reason.code) == (ReasonKind.PROTOCOL_ERROR, "nesting_too_deep")
+    assert texts(turn) == ["hello"]
+
+
 async def test_a_redirect_says_so() -> None:
     def scenario(conn: socket.socket, request: Request, number: int) -> None:
         conn.sendall(head("307 Temporary Redirect", "text/plain", ["Location: /elsewhere"]))

@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from types import TracebackType
 from typing import Final, Self, TypeAlias
@@ -73,7 +72,13 @@ from httpx_sse import SSEError
 
 from toolrelay.backends._base import EventStream, ThreadKey, effective_limits
 from toolrelay.backends._retry import RetryPolicy, parse_retry_after, start_with_retries
-from toolrelay.backends._wire import ACCEPT_ENCODING, SseReader, body_excerpt, bound_body
+from toolrelay.backends._wire import (
+    ACCEPT_ENCODING,
+    SseReader,
+    body_excerpt,
+    bound_body,
+    run_deadline,
+)
 from toolrelay.core import Limits
 from toolrelay.errors import (
     ConnectError,
@@ -335,7 +340,7 @@ class AguiHttpBackend:
                 stack.push_async_exit(attempt.pop_all())
                 return response
 
-        deadline = _deadline(limits.run_seconds)
+        deadline = run_deadline(limits.run_seconds)
         async with contextlib.AsyncExitStack() as stack:
             with anyio.CancelScope(deadline=deadline) as timer:
                 response = await start_with_retries(self.retry, lambda: start(stack))
@@ -352,11 +357,6 @@ class AguiHttpBackend:
             if timer.cancelled_caught:
                 assert limits.run_seconds is not None
                 raise DeadlineError(limits.run_seconds)
-
-
-def _deadline(seconds: float | None) -> float:
-    """The absolute deadline of a run that may last ``seconds`` (``None``: none)."""
-    return math.inf if seconds is None else anyio.current_time() + seconds
 
 
 class _RunStream:
@@ -382,8 +382,10 @@ class _RunStream:
                     )
                 try:
                     event: Event | UnknownEvent = decode_known_event(data)
-                except msgspec.MsgspecError:
-                    event = decode_event(data)  # unknown type, snake_case, or the error
+                except (msgspec.MsgspecError, ValueError, RecursionError):
+                    # Unknown type, snake_case, a lone surrogate, or the typed error
+                    # (deep nesting and bad UTF-8 included).
+                    event = decode_event(data)
                 if type(event) in _RUN_ENDS:
                     self.ended = True
                 yield event

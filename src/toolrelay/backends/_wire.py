@@ -27,10 +27,12 @@ body, never the whole of it.
 from __future__ import annotations
 
 import codecs
+import math
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Final, Protocol, Self
 
+import anyio
 import httpx
 
 from toolrelay.errors import LimitExceededError, MalformedEventError, RemoteProtocolError
@@ -43,6 +45,7 @@ __all__ = (
     "SseReader",
     "body_excerpt",
     "bound_body",
+    "run_deadline",
 )
 
 #: The ``Accept-Encoding`` HTTP backends send: what :class:`_BoundedBody` decodes.
@@ -489,3 +492,9 @@ class LineReader:
         if rest:
             self._partial.append(rest)
         self._ready.extend(line for line in lines if line.strip())
+
+
+def run_deadline(seconds: float | None) -> float:
+    """The absolute deadline (anyio's clock) of a run that may last ``seconds`` from
+    now; ``math.inf`` for ``None``."""
+    return math.inf if seconds is None else anyio.current_time() + seconds

@@ -40,18 +40,19 @@ import httpx
 import msgspec
 
 from toolrelay._reasons import ReasonKind
-from toolrelay.backends import AgentBackend, AguiHttpBackend, ThreadKey
-from toolrelay.backends.providers import PROVIDERS, provider_backend
+from toolrelay.backends import AgentBackend, AguiHttpBackend, RetryPolicy, ThreadKey
+from toolrelay.backends.providers import PROVIDERS, ProviderBackend, provider_backend
 from toolrelay.core import (
     Activity,
     ActivityKind,
+    Limits,
     TextMessage,
     ToolRegistry,
     ToolResult,
     ToolSpec,
     to_agui_messages,
 )
-from toolrelay.errors import ToolDefinitionError
+from toolrelay.errors import RunAllocationError, ToolDefinitionError
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     TextMessageChunkEvent,
@@ -105,6 +106,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _seconds_or_none(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"must be at least 0, not {text}")
+    return value or None
+
+
 def _header(text: str) -> tuple[str, str]:
     name, sep, value = text.partition(":")
     if not sep or not name.strip():
@@ -142,7 +153,15 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "--base-url",
         default=None,
         metavar="URL",
-        help="the provider's API base URL (OpenAI-compatible servers, a local Ollama...)",
+        help="the provider's API base URL (OpenAI-compatible servers, a local Ollama...); "
+        "the provider's own key variable is never sent to another host: use --api-key-env",
+    )
+    parser.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="NAME",
+        help="the environment variable holding the provider's API key (needed to send a "
+        "key to a --base-url that is not the provider's own host)",
     )
     parser.add_argument(
         "--tools",
@@ -178,6 +197,29 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="read timeout: the longest silence tolerated from the server (default: 60)",
     )
     parser.add_argument(
+        "--run-seconds",
+        type=_seconds_or_none,
+        default=Limits().run_seconds,
+        metavar="SECONDS",
+        help="wall-clock bound on each run's stream, however lively (0: none; default: "
+        "%(default)s)",
+    )
+    parser.add_argument(
+        "--turn-seconds",
+        type=_seconds_or_none,
+        default=Limits().turn_seconds,
+        metavar="SECONDS",
+        help="wall-clock bound on the whole turn, tools included (0: none; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=_positive_int,
+        default=RetryPolicy().attempts,
+        metavar="N",
+        help="retries of a run that could not start (HTTP 429/503, a reset before the "
+        "answer), honouring Retry-After (0: none; default: %(default)s)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print only the final state, as JSON, on stdout"
     )
     parser.add_argument(
@@ -207,6 +249,40 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     headers = dict(args.header)
     timeout = httpx_timeout(args.timeout)
     target = args.url or f"{args.provider} ({args.base_url or 'default endpoint'})"
+    limits = Limits(run_seconds=args.run_seconds, turn_seconds=args.turn_seconds)
+    retry = RetryPolicy(attempts=args.retries)
+    api_key: str | None = None
+    if args.api_key_env is not None:
+        if args.provider is None:
+            stderr.write("toolrelay run: --api-key-env goes with --provider\n")
+            return ExitCode.USAGE
+        api_key = os.environ.get(args.api_key_env) or None
+        if api_key is None:
+            stderr.write(f"toolrelay run: the variable {args.api_key_env} is not set\n")
+            return ExitCode.USAGE
+    provider: ProviderBackend | None = None
+    if args.provider is not None:
+        provider = provider_backend(
+            args.provider,
+            args.model,
+            api_key=api_key,
+            base_url=args.base_url,
+            headers=headers,
+            timeout=timeout,
+            limits=limits,
+            retry=retry,
+        )
+        if provider.withheld_key_env is not None:
+            stderr.write(
+                f"toolrelay run: {provider.withheld_key_env} is not sent to {args.base_url}, "
+                f"which is not {args.provider}'s own host; to send a key there, name its "
+                "variable with --api-key-env NAME\n"
+            )
+        try:
+            provider.check_api_key()
+        except RunAllocationError as exc:
+            stderr.write(f"toolrelay run: {exc.message}\n")
+            return ExitCode.USAGE
 
     async def turn_on(backend: AgentBackend) -> TurnOutcome:
         return await run_turn(
@@ -216,22 +292,18 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             thread_id=args.thread or uuid.uuid4().hex,
             max_depth=args.max_depth,
             out=None if args.json else stdout,
+            limits=limits,
         )
 
     async def main() -> TurnOutcome:
-        if args.provider is not None:
-            provider = provider_backend(
-                args.provider,
-                args.model,
-                base_url=args.base_url,
-                headers=headers,
-                timeout=timeout,
-            )
+        if provider is not None:
             try:
                 return await turn_on(provider)
             finally:
                 await provider.aclose()
-        async with AguiHttpBackend(args.url, headers=headers, timeout=timeout) as backend:
+        async with AguiHttpBackend(
+            args.url, headers=headers, timeout=timeout, limits=limits, retry=retry
+        ) as backend:
             return await turn_on(backend)
 
     outcome = anyio.run(main, backend=args.backend)
@@ -426,6 +498,7 @@ async def run_turn(
     max_depth: int,
     out: TextIO | None,
     forwarded_props: Mapping[str, Any] | None = None,
+    limits: Limits | None = None,
 ) -> TurnOutcome:
     """Run one turn with an :class:`~toolrelay.runtime.Engine`; print it live to ``out``."""
     from toolrelay.runtime import Engine
@@ -434,7 +507,11 @@ async def run_turn(
     printer = LivePrinter(out) if out is not None else None
     started = time.perf_counter()
     async with Engine(
-        backend, tools=tools, max_depth=max_depth, forwarded_props=dict(forwarded_props or {})
+        backend,
+        tools=tools,
+        max_depth=max_depth,
+        forwarded_props=dict(forwarded_props or {}),
+        limits=limits,
     ) as engine:
         notifications = engine.subscribe(key=key, events=printer is not None)
         turn = engine.start_turn(key, message)
