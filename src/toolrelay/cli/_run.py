@@ -31,6 +31,7 @@ import os
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -42,6 +43,7 @@ import msgspec
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AgentBackend, AguiHttpBackend, RetryPolicy, ThreadKey
 from toolrelay.backends.providers import PROVIDERS, ProviderBackend, provider_backend
+from toolrelay.cli._terminal import neutralise, summarise_counts
 from toolrelay.core import (
     Activity,
     ActivityKind,
@@ -80,6 +82,8 @@ __all__ = (
 )
 
 _RESULT_CHARS = 120  # of a tool's result, printed live
+_NAMES_SHOWN = 8  # tool names listed on one line, the rest counted
+_VIOLATIONS_SHOWN = 5  # violations printed one by one in a summary, the rest counted
 
 
 class ToolsUsageError(Exception):
@@ -315,7 +319,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if code == ExitCode.UNREACHABLE:
         reason = outcome.turn.reason
         detail = reason.message if reason is not None else "connection failed"
-        stderr.write(f"toolrelay run: cannot reach {target}: {detail}\n")
+        stderr.write(neutralise(f"toolrelay run: cannot reach {target}: {detail}\n"))
     return code
 
 
@@ -412,6 +416,7 @@ class LivePrinter:
         self._activity = Activity(ActivityKind.IDLE)
         self._runs = 0
         self._arguments: dict[str, list[str]] = {}
+        self._calls_shown = 0  # names of the current "Calling:" activity printed
 
     def handle(self, notification: object) -> None:
         match notification:
@@ -423,15 +428,25 @@ class LivePrinter:
                     if snapshot.depth > 0:
                         self._line(f"Continuing: run {snapshot.run_count} (depth {snapshot.depth})")
                 if snapshot.activity != self._activity:
-                    self._activity = snapshot.activity
-                    if snapshot.activity.kind in (
-                        ActivityKind.CALLING_TOOLS,
-                        ActivityKind.EXECUTING_TOOLS,
-                    ):
-                        self._line(str(snapshot.activity))
+                    self._activity_changed(snapshot.activity)
             case ToolCallFinished(name=name, result=result, call_id=call_id):
                 arguments = "".join(self._arguments.pop(call_id, ()))
                 self._line(f"  {_outcome(result)} {name}({arguments}) -> {_shorten(result)}")
+
+    def _activity_changed(self, activity: Activity) -> None:
+        """Print what changed, once: each call name as it comes (a run of a thousand
+        calls prints a thousand names, not a million), each batch once."""
+        previous, self._activity = self._activity, activity
+        names = activity.tool_names
+        if activity.kind is ActivityKind.CALLING_TOOLS:
+            if previous.kind is not ActivityKind.CALLING_TOOLS:
+                self._calls_shown = 0
+            new = names[self._calls_shown :]
+            self._calls_shown = len(names)
+            if new:
+                self._line("Calling: " + ", ".join(new))
+        elif activity.kind is ActivityKind.EXECUTING_TOOLS:
+            self._line("Executing: " + _names(names))
 
     def _event(self, event: object) -> None:
         match event:
@@ -462,6 +477,9 @@ class LivePrinter:
 
     def _write(self, text: str) -> None:
         if text:
+            text = neutralise(text)  # text from the wire reaches no terminal as controls
+            if not text:
+                return
             self._out.write(text)
             self._out.flush()
             self._at_line_start = text.endswith("\n")
@@ -477,6 +495,14 @@ class LivePrinter:
 
     def finish(self) -> None:
         self._end_line()
+
+
+def _names(names: tuple[str, ...]) -> str:
+    """Tool names for one line: all of a few, the first few and a count of many."""
+    if len(names) <= _NAMES_SHOWN:
+        return ", ".join(names)
+    shown = ", ".join(names[:_NAMES_SHOWN])
+    return f"{len(names)} calls ({shown}, and {len(names) - _NAMES_SHOWN} more)"
 
 
 def _outcome(result: ToolResult) -> str:
@@ -535,40 +561,65 @@ def _final_answer(turn: Turn) -> str | None:
 
 
 def write_summary(outcome: TurnOutcome, out: TextIO) -> None:
-    """The end of a turn, for people: how it ended, the answer, and counts."""
+    """The end of a turn, for people: how it ended, the answer, and counts.
+
+    Text from the wire is neutralised (:func:`~toolrelay.cli._terminal.neutralise`);
+    past a few, violations are counted by code rather than printed one by one.
+    """
+    safe = _SafeOut(out)
     turn = outcome.turn
     reason = turn.reason
     stats = turn.statistics()
     if turn.status is RunStatus.completed:
         answer = _final_answer(turn)
-        out.write("\nCompleted: the agent answered.\n")
+        safe.write("\nCompleted: the agent answered.\n")
         if answer is not None:
-            out.write(f"Final answer: {answer}\n")
+            safe.write(f"Final answer: {answer}\n")
     elif reason is not None:
         code = f" [{reason.code}]" if reason.code else ""
-        out.write(
+        safe.write(
             f"\n{turn.status.value.capitalize()} ({reason.kind.value}): {reason.message}{code}\n"
         )
         kept = len(turn.conversation.messages)
-        out.write(f"Kept: the {kept} message(s) of the conversation so far, nothing lost.\n")
+        safe.write(f"Kept: the {kept} message(s) of the conversation so far, nothing lost.\n")
         for interrupt in turn.interrupts:
             asks = interrupt.message or "(no message)"
             call = f" (tool call {interrupt.tool_call_id})" if interrupt.tool_call_id else ""
-            out.write(f"The agent asks [{interrupt.id}, {interrupt.reason}]{call}: {asks}\n")
+            safe.write(f"The agent asks [{interrupt.id}, {interrupt.reason}]{call}: {asks}\n")
         if turn.abandoned_calls:
-            names = ", ".join(f"{call.name} [{call.id}]" for call in turn.abandoned_calls)
-            out.write(f"Abandoned, never executed: {names}\n")
-    for v in turn.violations:
-        out.write(f"Protocol violation ({v.code}) in {v.event_type}: {v.message}\n")
+            abandoned_calls = turn.abandoned_calls
+            names = ", ".join(f"{call.name} [{call.id}]" for call in abandoned_calls[:_NAMES_SHOWN])
+            if len(abandoned_calls) > _NAMES_SHOWN:
+                names += f", and {len(abandoned_calls) - _NAMES_SHOWN} more"
+            safe.write(f"Abandoned, never executed: {names}\n")
+    violations = turn.violations
+    for v in violations[:_VIOLATIONS_SHOWN]:
+        safe.write(f"Protocol violation ({v.code}) in {v.event_type}: {v.message}\n")
+    if len(violations) > _VIOLATIONS_SHOWN:
+        rest = Counter(v.code for v in violations[_VIOLATIONS_SHOWN:])
+        safe.write(
+            f"... and {len(violations) - _VIOLATIONS_SHOWN} more protocol violation(s) "
+            f"({summarise_counts(rest)})\n"
+        )
     executed = list(turn.conversation.tool_calls())
     failed = sum(1 for call in executed if call.status is ToolCallStatus.failed)
     abandoned = len(turn.abandoned_calls)
-    out.write(
+    safe.write(
         f"Runs: {stats.runs} | tool calls: {len(executed)} executed "
         f"({len(executed) - failed} completed, {failed} failed)"
         + (f", {abandoned} abandoned" if abandoned else "")
         + f" | depth: {stats.depth} | time: {outcome.seconds:.2f} s\n"
     )
+
+
+class _SafeOut:
+    """A text stream's ``write`` with every string neutralised."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def write(self, text: str) -> int:
+        return self._out.write(neutralise(text))
 
 
 def state_json(outcome: TurnOutcome) -> str:
