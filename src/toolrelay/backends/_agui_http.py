@@ -3,54 +3,67 @@
 Theory of operation
 -------------------
 One run is one HTTP request. :meth:`AguiHttpBackend.run` POSTs the ``RunAgentInput``
-(camelCase JSON, ``Accept: text/event-stream``) and reads the response with httpx-sse::
+(camelCase JSON, ``Accept: text/event-stream``) and reads the response with our own
+SSE reader over a body we decode ourselves (:mod:`toolrelay.backends._wire`)::
 
-    POST url  --RunAgentInput-->  status 2xx?  Content-Type text/event-stream?
-       -> for each SSE event: size <= Limits.max_event_bytes?  decode_event(data)  -> yield
+    POST url  --RunAgentInput-->  (429/503, reset before the answer: retry, RetryPolicy)
+       status 2xx?  Content-Type text/event-stream?
+       -> inflate gzip/deflate in 64 KiB steps -> drop a BOM, check UTF-8
+       -> bound each event block on decoded bytes -> SseReader
+       -> for each SSE event: size <= max_event_bytes?  decode_event(data)  -> yield
 
 (``decode_event`` with its fast path inlined: a typed msgspec decode, and
-``decode_event`` itself only when that fails.)
+``decode_event`` itself only when that fails.) The bounds are the run's
+:class:`~toolrelay.core.Limits`: the driving engine's (see
+:class:`~toolrelay.backends.RunSettings`), else the backend's own.
 
 Everything that can go wrong on the wire ends as a typed
 :class:`~toolrelay.errors.RemoteProtocolError`, which the engine turns into the turn's
 terminal reason, keeping every message already received (promise 7):
 
-=====================================  ====================  ===================
+=====================================  ====================  ====================
 what happened                          error                 ``reason.code``
-=====================================  ====================  ===================
+=====================================  ====================  ====================
 connection refused, DNS failure,       ConnectError          ``connect_error``
 connect timeout, bad URL scheme
 no byte within the read timeout        ReadTimeoutError      ``read_timeout``
 connection broken mid-stream           StreamDroppedError    ``stream_dropped``
 (incomplete chunked body, reset)
 non-2xx status (with a bounded         HTTPStatusError       the status
-excerpt of the body)
+excerpt of the body; a redirect
+names its target)
 a response that is not an event        ContentTypeError      ``content_type``
 stream
-an SSE event whose data is larger      LimitExceededError    ``max_event_bytes``
-than ``max_event_bytes``
+an SSE event whose decoded data is     LimitExceededError    ``max_event_bytes``
+larger than ``max_event_bytes``
+the run outlived ``run_seconds``       DeadlineError         ``run_seconds``
 a ``data:`` that is not JSON           MalformedEventError
+JSON nested too deeply                 MalformedEventError   ``nesting_too_deep``
+bytes that are not UTF-8               MalformedEventError   ``invalid_utf8``
+an encoding other than gzip/deflate,   MalformedEventError   ``content_encoding``
+or a corrupt one
 a ``data:`` that is not a valid event  InvalidEventError
-malformed SSE (httpx-sse               MalformedEventError   ``malformed_sse``
-``SSEError``), undecodable body
 any other transport failure            TransportError        ``transport_error``
-=====================================  ====================  ===================
+=====================================  ====================  ====================
 
 The errors live in :mod:`toolrelay.errors`. httpx exceptions are translated in one
 place, :func:`map_transport_errors`, and chained (``raise ... from exc``), as httpx's own
 ``map_httpcore_exceptions`` does.
 
-Tolerated, as the SSE specification asks: comments (``: keep-alive``), ``event:`` names
-(the data is decoded whatever the name), ``id:`` and ``retry:`` fields (ignored: a run
-is not resumed by reconnecting), multi-line data (joined with newlines, which JSON reads
-as whitespace) and events with empty data (skipped). An unknown event ``type`` passes
-through as :class:`~toolrelay.protocol.UnknownEvent`.
+Tolerated, as the SSE specification asks: a leading byte order mark, comments
+(``: keep-alive``), ``event:`` names (the data is decoded whatever the name), ``id:``
+and ``retry:`` fields (ignored: a run is not resumed by reconnecting), multi-line data
+(joined with newlines, which JSON reads as whitespace) and events with empty data
+(skipped). An unknown event ``type`` passes through as
+:class:`~toolrelay.protocol.UnknownEvent`; a lone surrogate escape in a string costs
+one character (U+FFFD), not the event.
 
-Limits: the size of each event's data is checked before it is decoded. httpx-sse holds
-an event's lines until the blank line that ends it, so a memory bound also applies while
-the bytes stream: an event block larger than ``2 * max_event_bytes + 64 KiB`` on the wire
-(data, field names and comments together) is refused before it is complete. Events per
-run and argument bytes are bounded by the processor.
+Limits: the size of each event's data is checked before it is decoded, and a memory
+bound also applies while the bytes stream: an event block larger than
+``2 * max_event_bytes + 64 KiB`` of decoded bytes (data, field names and comments
+together) is refused before it is complete, whatever the compression ratio. Events per
+run and argument bytes are bounded by the processor; time by ``Limits.run_seconds``
+(here) and ``turn_seconds`` (the engine). docs/limits.md lists them all.
 
 Cancellation: leaving :meth:`AguiHttpBackend.run`'s context (the engine does, on
 RUN_FINISHED, on cancel and on error) closes the response at once, and with it the
