@@ -22,6 +22,7 @@ from typing import Self
 
 __all__ = (
     "Bomb",
+    "brotli_bomb",
     "HostileServer",
     "Request",
     "deflate_bomb",
@@ -207,6 +208,19 @@ def gzip_bomb(prefix: bytes) -> Bomb:
 def deflate_bomb(prefix: bytes) -> Bomb:
     """The same as zlib-wrapped deflate."""
     return _bomb(zlib.MAX_WBITS, prefix)
+
+
+def brotli_bomb(prefix: bytes, megabytes: int) -> bytes:
+    """``prefix`` then ``megabytes`` MiB of ``A``, brotli-compressed (about 190 bytes per
+    MiB at quality 1). Needs the ``brotli`` package."""
+    import brotli  # type: ignore[import-untyped,unused-ignore]
+
+    compressor = brotli.Compressor(quality=1)
+    mebibyte = b"A" * (1024 * 1024)
+    parts = [compressor.process(prefix)]
+    parts.extend(compressor.process(mebibyte) for _ in range(megabytes))
+    parts.append(compressor.finish())
+    return b"".join(parts)
 
 
 def trickle(conn: socket.socket, server: HostileServer, data: bytes, every: float) -> None:

@@ -19,6 +19,7 @@ import pytest
 
 from toolrelay import Limits, ReasonKind, TextMessage
 from toolrelay.backends import NO_RETRY, AguiHttpBackend, RetryPolicy
+from toolrelay.backends._wire import ACCEPT_ENCODING
 from toolrelay.machines import RunStatus
 from toolrelay.runtime import Engine, RunRetrying, Turn
 
@@ -27,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _hostile import (
     HostileServer,
     Request,
+    brotli_bomb,
     deflate_bomb,
     event,
     gzip_bomb,
@@ -130,16 +132,34 @@ async def test_a_gzip_bomb_as_an_error_body_is_read_boundedly() -> None:
     assert peak[0] < 4 * MiB, f"peak {peak[0] / MiB:.1f} MiB"
 
 
+async def test_a_brotli_bomb_stops_at_the_bound_too() -> None:
+    pytest.importorskip("brotli")
+    started = event('{"type":"RUN_STARTED","threadId":"t","runId":"r"}')
+    prefix = started + b'data: {"type":"CUSTOM","name":"x","value":"'
+    bomb = brotli_bomb(prefix, 512)  # 512 MiB from about 100 KB
+
+    def scenario(conn: socket.socket, request: Request, number: int) -> None:
+        conn.sendall(head(extra=["Content-Encoding: br"]) + bomb)
+
+    with HostileServer(scenario) as server, peak_memory() as peak:
+        with anyio.fail_after(30):
+            turn = await run_on(server.url, limits=SMALL)
+    assert turn.reason is not None
+    assert (turn.reason.kind, turn.reason.code) == (ReasonKind.PROTOCOL_ERROR, "max_event_bytes")
+    assert peak[0] < 4 * MiB, f"peak {peak[0] / MiB:.1f} MiB"
+    assert "br" in (server.requests[0].header("accept-encoding") or "")
+
+
 async def test_an_encoding_toolrelay_does_not_decode_is_a_typed_error() -> None:
     def scenario(conn: socket.socket, request: Request, number: int) -> None:
-        conn.sendall(head(extra=["Content-Encoding: br"]) + b"\x8b\x02\x80garbage")
+        conn.sendall(head(extra=["Content-Encoding: zstd"]) + b"\x28\xb5\x2f\xfdgarbage")
 
     with HostileServer(scenario) as server:
         turn = await run_on(server.url)
     assert turn.reason is not None
     assert (turn.reason.kind, turn.reason.code) == (ReasonKind.PROTOCOL_ERROR, "content_encoding")
-    assert "'br'" in turn.reason.message
-    assert server.requests[0].header("accept-encoding") == "gzip, deflate"
+    assert "'zstd'" in turn.reason.message
+    assert server.requests[0].header("accept-encoding") == ACCEPT_ENCODING
 
 
 async def test_a_corrupt_gzip_body_is_a_typed_error_keeping_what_came() -> None:

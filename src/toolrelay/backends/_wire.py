@@ -16,9 +16,11 @@ decoded bytes as they are::
                -> httpx (identity) -> httpx-sse or aiter_lines
 
 Every bound is counted on *decoded* bytes, and memory stays near the bound whatever
-the compression ratio. Encodings other than gzip and deflate are not asked for
-(``Accept-Encoding`` says so: :data:`ACCEPT_ENCODING`); a server that sends one anyway
-gets a typed error (``code="content_encoding"``) instead of being read as garbage.
+the compression ratio. Brotli is decoded too when the ``brotli`` package (1.2 or
+later, whose decompressor bounds its output) is installed: the ``toolrelay[brotli]``
+extra. Other encodings are not asked for (``Accept-Encoding`` says what is:
+:data:`ACCEPT_ENCODING`); a server that sends one anyway gets a typed error
+(``code="content_encoding"``) instead of being read as garbage.
 
 :func:`body_excerpt` reads at most a bounded number of decoded bytes of an error
 body, never the whole of it.
@@ -27,10 +29,11 @@ body, never the whole of it.
 from __future__ import annotations
 
 import codecs
+import importlib
 import math
 import zlib
 from collections.abc import AsyncIterator, Iterator
-from typing import Final, Protocol, Self
+from typing import Any, Final, Protocol, Self
 
 import anyio
 import httpx
@@ -48,8 +51,25 @@ __all__ = (
     "run_deadline",
 )
 
-#: The ``Accept-Encoding`` HTTP backends send: what :class:`_BoundedBody` decodes.
-ACCEPT_ENCODING: Final = "gzip, deflate"
+
+def _bounded_brotli() -> Any:
+    """The ``brotli`` module if it can bound its output (1.2 or later), else ``None``."""
+    try:
+        brotli = importlib.import_module("brotli")
+    except ImportError:
+        return None
+    if not hasattr(brotli, "Decompressor") or not hasattr(
+        brotli.Decompressor(), "can_accept_more_data"
+    ):
+        return None
+    return brotli
+
+
+_BROTLI: Final = _bounded_brotli()
+
+#: The ``Accept-Encoding`` HTTP backends send: what :class:`_BoundedBody` decodes
+#: (``br`` only with the ``brotli`` package installed).
+ACCEPT_ENCODING: Final = "gzip, deflate, br" if _BROTLI is not None else "gzip, deflate"
 #: The most decoded bytes one step of inflating produces.
 DECODE_STEP_BYTES: Final = 64 * 1024
 _BLOCK_SLACK_BYTES: Final = 64 * 1024
@@ -105,6 +125,34 @@ class _ZlibInflater:
         yield from self.feed(b"")
 
 
+class _BrotliInflater:
+    """Brotli, in bounded steps (``output_buffer_limit``, then drained with no input)."""
+
+    def __init__(self) -> None:
+        self._obj = _BROTLI.Decompressor()
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        while True:
+            try:
+                out: bytes = self._obj.process(data, output_buffer_limit=DECODE_STEP_BYTES)
+            except _BROTLI.error as exc:
+                raise MalformedEventError(
+                    f"the br body cannot be decoded: {exc}", code="content_encoding"
+                ) from exc
+            data = b""
+            if out:
+                yield out
+            if self._obj.is_finished():
+                return
+            # A full step may leave output to come from input already taken.
+            if len(out) < DECODE_STEP_BYTES and self._obj.can_accept_more_data():
+                return
+
+    def flush(self) -> Iterator[bytes]:
+        if not self._obj.is_finished():
+            yield from self.feed(b"")
+
+
 def _inflaters(response: httpx.Response) -> list[_Inflater]:
     """The decoders of the response's ``Content-Encoding``, outermost first."""
     values = [
@@ -119,6 +167,8 @@ def _inflaters(response: httpx.Response) -> list[_Inflater]:
             inflaters.append(_ZlibInflater("gzip"))
         elif value == "deflate":
             inflaters.append(_ZlibInflater("deflate"))
+        elif value == "br" and _BROTLI is not None:
+            inflaters.append(_BrotliInflater())
         else:
             raise MalformedEventError(
                 f"the server sent a body encoded as {value!r}, which toolrelay does not "
