@@ -126,3 +126,18 @@ def test_violations_past_a_few_are_counted_not_listed() -> None:
     assert sum(v["code"] == "args_for_unknown_call" for v in violations) == 50
     rest = len(violations) - 5
     assert f"... and {rest} more protocol violation(s) (args_for_unknown_call: " in out
+
+
+def test_each_retry_is_printed() -> None:
+    def scenario(conn: socket.socket, request: Request, number: int) -> None:
+        if number == 0:
+            conn.sendall(head("503 Service Unavailable", "text/plain", ["Retry-After: 0"]))
+            conn.sendall(b"busy \x1b[2J")
+        else:
+            conn.sendall(head() + hostile_run())
+
+    with HostileServer(scenario) as server:
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["run", server.url, "--message", "hi"], stdout=out, stderr=err)
+    assert code == ExitCode.OK, err.getvalue()
+    assert "Retrying in 0.0 s (attempt 1 failed: HTTP 503: busy ␛[2J)" in out.getvalue()

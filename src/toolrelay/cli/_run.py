@@ -65,7 +65,7 @@ from toolrelay.protocol import (
     ToolCallStartEvent,
     encode,
 )
-from toolrelay.runtime import EventReceived, StateChanged, ToolCallFinished, Turn
+from toolrelay.runtime import EventReceived, RunRetrying, StateChanged, ToolCallFinished, Turn
 
 __all__ = (
     "LivePrinter",
@@ -432,6 +432,8 @@ class LivePrinter:
             case ToolCallFinished(name=name, result=result, call_id=call_id):
                 arguments = "".join(self._arguments.pop(call_id, ()))
                 self._line(f"  {_outcome(result)} {name}({arguments}) -> {_shorten(result)}")
+            case RunRetrying(attempt=attempt, delay=delay, reason=reason):
+                self._line(f"Retrying in {delay:.1f} s (attempt {attempt} failed: {reason})")
 
     def _activity_changed(self, activity: Activity) -> None:
         """Print what changed, once: each call name as it comes (a run of a thousand
