@@ -249,6 +249,22 @@ async def test_deeply_nested_json_in_an_event_is_a_protocol_error_not_a_crash() 
     assert texts(turn) == ["hello"]
 
 
+async def test_a_body_cut_inside_a_character_is_an_early_end_not_bad_utf8() -> None:
+    run = normal_run()
+    cut = run.index(b'data: {"type":"TEXT_MESSAGE_END')
+    partial = 'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"é'.encode()
+
+    def scenario(conn: socket.socket, request: Request, number: int) -> None:
+        conn.sendall(head() + run[:cut] + partial[:-1])  # half of the "é"
+
+    with HostileServer(scenario) as server:
+        turn = await run_on(server.url)
+    assert turn.status is RunStatus.failed
+    assert turn.reason is not None and turn.reason.code != "invalid_utf8"
+    assert "RUN_FINISHED" in turn.reason.message
+    assert texts(turn) == ["hello"]
+
+
 async def test_a_redirect_says_so() -> None:
     def scenario(conn: socket.socket, request: Request, number: int) -> None:
         conn.sendall(head("307 Temporary Redirect", "text/plain", ["Location: /elsewhere"]))

@@ -245,7 +245,8 @@ class _BoundedBody(httpx.AsyncByteStream):
                 if piece:
                     return self._check(piece)
             if self._done:
-                self._finish()
+                # A body cut inside a character was cut inside an event too (an
+                # unfinished line), which the parser discards: not a UTF-8 error.
                 raise StopAsyncIteration
             assert self._chunks is not None, "iterate with async for"
             try:
@@ -255,17 +256,6 @@ class _BoundedBody(httpx.AsyncByteStream):
                 self._pending = _through(self._inflaters, b"", final=True)
                 continue
             self._pending = _through(self._inflaters, chunk, final=False)
-
-    def _finish(self) -> None:
-        """The body ended: it must not end inside a UTF-8 sequence (a held-back start
-        shorter than a BOM is one)."""
-        if self._utf8 is not None:
-            head, self._head = self._head, b""
-            try:
-                self._utf8.decode(head, final=True)
-            except UnicodeDecodeError as exc:
-                raise _invalid_utf8(exc) from exc
-            self._utf8 = None
 
     def _strip_bom(self, piece: bytes) -> bytes:
         if not self._at_start:
