@@ -430,7 +430,7 @@ class LivePrinter:
                 if snapshot.activity != self._activity:
                     self._activity_changed(snapshot.activity)
             case ToolCallFinished(name=name, result=result, call_id=call_id):
-                arguments = "".join(self._arguments.pop(call_id, ()))
+                arguments = _one_line("".join(self._arguments.pop(call_id, ())))
                 self._line(f"  {_outcome(result)} {name}({arguments}) -> {_shorten(result)}")
             case RunRetrying(attempt=attempt, delay=delay, reason=reason):
                 self._line(f"Retrying in {delay:.1f} s (attempt {attempt} failed: {reason})")
@@ -512,8 +512,12 @@ def _outcome(result: ToolResult) -> str:
 
 
 def _shorten(result: ToolResult) -> str:
-    text = result.content if result.ok else f"error: {result.error}"
-    text = " ".join(text.split())
+    return _one_line(result.content if result.ok else f"error: {result.error}")
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line, at most :data:`_RESULT_CHARS` characters."""
+    text = " ".join(text[: _RESULT_CHARS * 4].split())
     return text if len(text) <= _RESULT_CHARS else text[: _RESULT_CHARS - 3] + "..."
 
 
