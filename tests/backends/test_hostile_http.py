@@ -115,6 +115,23 @@ async def test_a_compression_bomb_in_the_stream_stops_at_the_bound_with_memory_n
     assert peak[0] < 4 * MiB, f"peak {peak[0] / MiB:.1f} MiB"
 
 
+async def test_an_event_of_many_tiny_data_lines_costs_its_bytes_not_an_object_each() -> None:
+    lines = b"data:ab\n" * 250_000  # 2 MB of wire, 750 kB of data
+
+    def scenario(conn: socket.socket, request: Request, number: int) -> None:
+        conn.sendall(head() + event('{"type":"RUN_STARTED","threadId":"t","runId":"r"}'))
+        conn.sendall(lines + b"\n")
+
+    limits = Limits(max_event_bytes=MiB)
+    with HostileServer(scenario) as server, peak_memory() as peak:
+        turn = await run_on(server.url, limits=limits)
+    assert turn.reason is not None
+    assert (turn.reason.kind, turn.reason.code) == (ReasonKind.PROTOCOL_ERROR, None)
+    assert "not a JSON object" in turn.reason.message
+    # An object per line would be about 12 MB.
+    assert peak[0] < 6 * MiB, f"peak {peak[0] / MiB:.1f} MiB"
+
+
 async def test_a_gzip_bomb_as_an_error_body_is_read_boundedly() -> None:
     endless = gzip_bomb(b"<html>")
 

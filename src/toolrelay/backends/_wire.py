@@ -428,9 +428,11 @@ class SseReader:
 
     def __init__(self, stream: httpx.AsyncByteStream) -> None:
         self._chunks = stream.__aiter__()
-        self._partial: list[bytes] = []  # the line being read, in pieces
+        # The line being read, and the event's data: compact buffers, so that a block
+        # of many tiny lines costs its bytes, not an object per line.
+        self._partial = bytearray()
         self._skip_lf = False
-        self._data: list[bytes] = []
+        self._data: bytes | bytearray | None = None
         self._name = b""
         self._ready: list[SseEvent] = []
         self._next = 0
@@ -454,16 +456,15 @@ class SseReader:
             if chunk.startswith(b"\n"):
                 chunk = chunk[1:]
         if b"\n" not in chunk and b"\r" not in chunk:
-            if chunk:
-                self._partial.append(chunk)
+            self._partial += chunk
             return
         if self._partial:
-            self._partial.append(chunk)
-            chunk = b"".join(self._partial)
-            self._partial.clear()
+            self._partial += chunk
+            chunk = bytes(self._partial)
+            self._partial = bytearray()
         lines = chunk.splitlines(keepends=True)  # bytes: at CR, LF and CRLF only
         if not lines[-1].endswith((b"\n", b"\r")):
-            self._partial.append(lines.pop())
+            self._partial += lines.pop()
         elif lines[-1].endswith(b"\r"):
             self._skip_lf = True  # its LF may come with the next read
         for line in lines:
@@ -471,10 +472,11 @@ class SseReader:
 
     def _line(self, line: bytes) -> None:
         if not line:
-            if self._data:
-                name = self._name.decode() if self._name else "message"
-                self._ready.append(SseEvent(name, b"\n".join(self._data)))
-                self._data = []
+            data = self._data
+            if data is not None:
+                name = self._name.decode(errors="replace") if self._name else "message"
+                self._ready.append(SseEvent(name, data if type(data) is bytes else bytes(data)))
+                self._data = None
             self._name = b""
             return
         if line.startswith(b":"):
@@ -483,7 +485,14 @@ class SseReader:
         if colon and value.startswith(b" "):
             value = value[1:]
         if field == b"data":
-            self._data.append(value)
+            data = self._data
+            if data is None:
+                self._data = value  # one line: kept as it is
+            else:
+                if type(data) is bytes:
+                    data = self._data = bytearray(data)
+                data += b"\n"
+                data += value
         elif field == b"event":
             self._name = value
         # id, retry and unknown fields: ignored (a run is not resumed by reconnecting)
@@ -496,7 +505,7 @@ class LineReader:
 
     def __init__(self, stream: httpx.AsyncByteStream) -> None:
         self._chunks = stream.__aiter__()
-        self._partial: list[bytes] = []
+        self._partial = bytearray()
         self._ready: list[bytes] = []
         self._next = 0
         self._done = False
@@ -522,15 +531,14 @@ class LineReader:
 
     def _feed(self, chunk: bytes) -> None:
         if b"\n" not in chunk:
-            self._partial.append(chunk)
+            self._partial += chunk
             return
         if self._partial:
-            self._partial.append(chunk)
-            chunk = b"".join(self._partial)
-            self._partial.clear()
+            self._partial += chunk
+            chunk = bytes(self._partial)
+            self._partial = bytearray()
         *lines, rest = chunk.split(b"\n")
-        if rest:
-            self._partial.append(rest)
+        self._partial += rest
         self._ready.extend(line for line in lines if line.strip())
 
 
