@@ -150,6 +150,18 @@ async def test_json_nested_too_deeply_is_a_typed_malformed_input_error() -> None
     assert texts(turn) == ["before"]
 
 
+async def test_a_web_page_instead_of_a_stream_says_so() -> None:
+    def scenario(conn: socket.socket, request: Request, number: int) -> None:
+        conn.sendall(head(content_type="text/html; charset=utf-8") + b"<html>Sign in</html>")
+
+    with HostileServer(scenario) as server:
+        turn = await turn_on(chat(server))
+    assert turn.reason is not None
+    assert (turn.reason.kind, turn.reason.code) == (ReasonKind.TRANSPORT_ERROR, "content_type")
+    assert "not a stream" in turn.reason.message
+    assert "<html>Sign in</html>" in turn.reason.message
+
+
 async def test_the_engines_limits_govern_a_provider_backend() -> None:
     big = '{"id":"c1","choices":[{"index":0,"delta":{"content":"' + "y" * 5000 + '"}}]}'
 

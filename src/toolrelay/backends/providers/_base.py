@@ -61,6 +61,7 @@ from toolrelay.backends._wire import (
 from toolrelay.core import Limits
 from toolrelay.errors import (
     AgentRunError,
+    ContentTypeError,
     ConversationError,
     DeadlineError,
     LimitExceededError,
@@ -105,6 +106,7 @@ _JSON = msgspec.json.Decoder()
 _DRAIN_SECONDS = 0.25  # to read the rest of a response once the run has ended
 _ERROR_BODY_BYTES = 16 * 1024  # of an error body, kept to find the provider's message
 _AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
+_NOT_A_STREAM = frozenset({"text/html", "application/xhtml+xml"})
 
 
 def _host(url: str) -> str:
@@ -366,6 +368,7 @@ class ProviderBackend(ABC):
                             code=str(response.status_code),
                             retry_after=retry_after,
                         )
+                    await self._check_media_type(response)
                     bound_body(
                         response,
                         record=self.stream_format,
@@ -386,6 +389,20 @@ class ProviderBackend(ABC):
             if timer.cancelled_caught:
                 assert limits.run_seconds is not None
                 raise DeadlineError(limits.run_seconds)
+
+    async def _check_media_type(self, response: httpx.Response) -> None:
+        """Refuse a web page where a stream was expected (a login page, a proxy's error
+        page, a wrong base URL), saying so; other media types are tolerated, since
+        compatible servers label their streams loosely."""
+        media_type = response.headers.get("content-type", "").partition(";")[0].strip()
+        if media_type.lower() in _NOT_A_STREAM:
+            _, excerpt = await body_excerpt(response)
+            suffix = f"; its body begins: {excerpt}" if excerpt else ""
+            raise ContentTypeError(
+                f"{self.name}: the server answered with {media_type}, not a stream: is "
+                f"{self.base_url!r} the API's base URL?{suffix}",
+                code="content_type",
+            )
 
     def check_api_key(self) -> None:
         """Refuse, before any network call, a run to the provider's own host with no
