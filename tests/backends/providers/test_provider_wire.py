@@ -136,6 +136,17 @@ async def test_a_provider_error_body_is_an_excerpt_read_boundedly() -> None:
     assert peak[0] < 4 * MiB, f"peak {peak[0] / MiB:.1f} MiB"
 
 
+async def test_a_deeply_nested_error_body_is_still_an_excerpt() -> None:
+    def scenario(conn: socket.socket, request: Request, number: int) -> None:
+        conn.sendall(head("400 Bad Request", "application/json") + b"[" * 10_000)
+
+    with HostileServer(scenario) as server:
+        turn = await turn_on(chat(server))
+    assert turn.reason is not None
+    assert (turn.reason.kind, turn.reason.code) == (ReasonKind.AGENT_ERROR, "400")
+    assert "[[[[" in turn.reason.message
+
+
 async def test_json_nested_too_deeply_is_a_typed_malformed_input_error() -> None:
     deep = b'{"id":"c1","choices":[{"index":0,"delta":{"content":"x"}}],"x":' + b"[" * 50_000
 
@@ -294,3 +305,12 @@ def test_a_cohere_call_held_until_its_end_is_bounded() -> None:
     translator.feed({"type": "tool-call-delta", "index": 0, "delta": delta})  # 60 bytes
     with pytest.raises(LimitExceededError):
         translator.feed({"type": "tool-call-delta", "index": 0, "delta": delta})
+
+
+def test_deeply_nested_arguments_in_a_conversation_never_raise_recursion_error() -> None:
+    from toolrelay.backends.providers._anthropic import _parsed_input
+    from toolrelay.backends.providers._cohere import _arguments_json
+
+    deep = "[" * 10_000 + "]" * 10_000
+    assert _parsed_input(deep) == {}
+    assert _arguments_json(deep) == deep

@@ -178,7 +178,7 @@ def error_excerpt(body: bytes, limit: int = 500) -> str:
     usual variants), or the start of the body."""
     try:
         data = _JSON.decode(body)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, ValueError, RecursionError):  # not JSON, not UTF-8, deep
         return body[:limit].decode("utf-8", "replace").strip()
     if isinstance(data, dict):
         error = data.get("error", data)

@@ -333,14 +333,14 @@ def _arguments_json(raw: str) -> str:
         return "{}"
     try:
         value = _JSON_DECODER.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return raw
     if value is None or value == "null" or value == "":
         return "{}"
     if isinstance(value, str):
         try:
             inner = _JSON_DECODER.decode(value)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             return raw
         return value if isinstance(inner, dict) else raw
     return raw
