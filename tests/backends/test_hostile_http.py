@@ -132,6 +132,32 @@ async def test_an_event_of_many_tiny_data_lines_costs_its_bytes_not_an_object_ea
     assert peak[0] < 6 * MiB, f"peak {peak[0] / MiB:.1f} MiB"
 
 
+async def test_a_bomb_on_one_thread_leaves_a_concurrent_sibling_untouched() -> None:
+    endless = gzip_bomb(event('{"type":"RUN_STARTED","threadId":"t","runId":"r"}') + b"data: ")
+
+    def scenario(conn: socket.socket, request: Request, number: int) -> None:
+        if b"sibling" in request.body:
+            conn.sendall(head())
+            for piece in normal_run(text="sibling done").split(b"\n\n")[:-1]:
+                conn.sendall(piece + b"\n\n")
+                time.sleep(0.02)  # streams while the bomb is being read
+            return
+        conn.sendall(head(extra=["Content-Encoding: gzip"]))
+        endless.send(conn, server)
+
+    with HostileServer(scenario) as server:
+        async with AguiHttpBackend(server.url) as backend:
+            async with Engine(backend, limits=SMALL) as engine:
+                bombed = engine.start_turn("bomb", "hi")
+                sibling = engine.start_turn("sibling", "sibling please")
+                with anyio.fail_after(30):
+                    await bombed.wait_finished()
+                    await sibling.wait_finished()
+    assert bombed.reason is not None and bombed.reason.code == "max_event_bytes"
+    assert sibling.status is RunStatus.completed
+    assert texts(sibling) == ["sibling done"]
+
+
 async def test_a_gzip_bomb_as_an_error_body_is_read_boundedly() -> None:
     endless = gzip_bomb(b"<html>")
 
