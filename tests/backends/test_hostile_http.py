@@ -10,6 +10,7 @@ import socket
 import sys
 import time
 import tracemalloc
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,29 @@ async def test_an_event_of_many_tiny_data_lines_costs_its_bytes_not_an_object_ea
     assert "not a JSON object" in turn.reason.message
     # An object per line would be about 12 MB.
     assert peak[0] < 6 * MiB, f"peak {peak[0] / MiB:.1f} MiB"
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br", "gzip, deflate", "identity"])
+async def test_a_compressed_run_of_an_honest_server_reads_as_usual(encoding: str) -> None:
+    body = normal_run()
+    for name in [e.strip() for e in encoding.split(",")]:  # applied in order
+        if name == "gzip":
+            body = zlib.compress(body, wbits=zlib.MAX_WBITS | 16)
+        elif name == "deflate":
+            body = zlib.compress(body)
+        elif name == "br":
+            brotli = pytest.importorskip("brotli")
+            body = brotli.compress(body)
+
+    def scenario(conn: socket.socket, request: Request, number: int) -> None:
+        conn.sendall(head(extra=[f"Content-Encoding: {encoding}"]))
+        for start in range(0, len(body), 7):  # in small pieces
+            conn.sendall(body[start : start + 7])
+
+    with HostileServer(scenario) as server:
+        turn = await run_on(server.url)
+    assert turn.status is RunStatus.completed, turn.reason
+    assert texts(turn) == ["hello"]
 
 
 async def test_a_bomb_on_one_thread_leaves_a_concurrent_sibling_untouched() -> None:
