@@ -82,7 +82,6 @@ def test_demo_prints_the_turn_live_and_exits_0() -> None:
         "You: What are Alice's and Bob's secret numbers?",
         "Agent: Let me look up both secret numbers.",
         "Calling: get_secret_number",
-        "Calling: get_secret_number, get_secret_number",
         "Executing: get_secret_number, get_secret_number",
         '  ok   get_secret_number({"name":"alice"}) -> 42',
         '  ok   get_secret_number({"name":"bob"}) -> 7',
@@ -93,6 +92,8 @@ def test_demo_prints_the_turn_live_and_exits_0() -> None:
     ]
     positions = [lines.index(line) for line in expected_in_order]
     assert positions == sorted(positions)
+    # Each call's name is printed once, as it comes (never the whole list again).
+    assert lines.count("Calling: get_secret_number") == 2
     assert lines[-1].startswith("Runs: 2 | tool calls: 2 executed (2 completed, 0 failed)")
     assert "| depth: 1 | time: " in lines[-1]
     assert err == ""

@@ -273,8 +273,10 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     are counted, not kept.
 
     Attributes:
-        max_event_bytes: Size of one encoded event (checked by the transports).
-        max_argument_bytes: UTF-8 size of one tool call's arguments.
+        max_event_bytes: Size of one encoded event (checked by the transports, on
+            decoded bytes: an SSE event, an NDJSON line).
+        max_argument_bytes: UTF-8 size of one tool call's arguments (the processor;
+            the provider backends for the pieces they buffer).
         max_events_per_run: Events in one run's stream.
         max_turn_argument_bytes: UTF-8 size of the arguments of every call of a turn.
         max_text_bytes: UTF-8 size of the text a turn streams (messages, and tool
@@ -287,6 +289,15 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
         max_json_depth: Nesting of the JSON the processor holds or walks (the state,
             a tool result the agent reports, a snapshot's arguments).
         max_violations: Protocol violations kept (and reported) per turn.
+        run_seconds: Wall-clock bound on one run's stream, however lively (a server
+            trickling a byte a second passes every read timeout): the HTTP backends
+            end the run with reason ``deadline`` (``code="run_seconds"``). ``None``:
+            no bound.
+        turn_seconds: Wall-clock bound on a whole turn, tools and continuations
+            included: the engine ends it ``failed``, reason ``deadline``
+            (``code="turn_seconds"``). ``None``: no bound.
+
+    docs/limits.md lists every bound, its default and what hitting it looks like.
     """
 
     max_event_bytes: int = 8 * 1024 * 1024
@@ -301,6 +312,8 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_state_bytes: int = 64 * 1024 * 1024
     max_json_depth: int = 128
     max_violations: int = 1_000
+    run_seconds: float | None = 30 * 60.0
+    turn_seconds: float | None = 2 * 60 * 60.0
 
 
 _ID_PREFIX = uuid.uuid4().hex[:16]

@@ -31,7 +31,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from toolrelay._reasons import ReasonKind, TerminalReason
-from toolrelay.backends._base import AgentBackend
+from toolrelay.backends._base import AgentBackend, RetryNotice, RunSettings
 from toolrelay.core import (
     ChatMessage,
     Conversation,
@@ -53,6 +53,7 @@ from toolrelay.runtime._views import (
     EngineStatistics,
     EventReceived,
     Notification,
+    RunRetrying,
     TurnSnapshot,
 )
 from toolrelay.store import MessageSaved, Store, TurnStarted, message_to_record, replay
@@ -89,7 +90,11 @@ class Engine:
         max_depth: The circuit breaker: continuations allowed per turn (promise 3).
         tool_timeout: Seconds a tool may run unless its spec says otherwise (``None``:
             no bound).
-        limits: Size and count bounds on what the agent sends.
+        limits: Bounds on what the agent sends and how long it may take. They govern
+            every backend the engine drives (handed over for each run, see
+            :class:`~toolrelay.backends.RunSettings`), the processor and the turn's
+            deadline (``turn_seconds``). Unset: the backend's own ``limits``
+            attribute if it has one (so that both agree), else the defaults.
         registry: The run registry to use (one is created otherwise).
         max_concurrent_tools: Bound on tools running at once across all turns.
         context: ``RunAgentInput.context`` for every run.
@@ -172,7 +177,10 @@ class Engine:
         self.tools = tools if tools is not None else ToolRegistry()
         self.max_depth = max_depth
         self.tool_timeout = tool_timeout
-        self.limits = limits
+        if limits is None:
+            own = getattr(backend, "limits", None)
+            limits = own if isinstance(own, Limits) else Limits()
+        self.limits: Limits = limits
         self.registry = registry if registry is not None else RunRegistry()
         self._limiter = (
             anyio.CapacityLimiter(max_concurrent_tools) if max_concurrent_tools else None
@@ -760,6 +768,23 @@ class Engine:
 
     def _notify(self, notification: Notification) -> None:
         self._notifications.publish(notification)
+
+    def _run_settings(self, key: ThreadKey) -> RunSettings:
+        """What the backend is told for the runs of a turn on ``key`` (its limits, and
+        where a retry is reported)."""
+
+        def on_retry(notice: RetryNotice) -> None:
+            self._notify(RunRetrying(key, notice.attempt, notice.delay, notice.reason, notice.code))
+
+        return RunSettings(limits=self.limits, on_retry=on_retry)
+
+    def _deadline_reason(self) -> TerminalReason:
+        """Why a turn that outlived ``limits.turn_seconds`` ended."""
+        return TerminalReason(
+            kind=ReasonKind.DEADLINE,
+            message=f"the turn did not end within turn_seconds={self.limits.turn_seconds:g} s",
+            code="turn_seconds",
+        )
 
     def _new_run_id(self) -> str:
         return self._run_id_factory()

@@ -60,6 +60,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from toolrelay._reasons import ReasonKind, TerminalReason
+from toolrelay.backends._base import using_run_settings
 from toolrelay.core import (
     Activity,
     ActivityChanged,
@@ -424,10 +425,16 @@ class Turn:
 
     async def _drive(self) -> None:
         processor = self._processor
+        engine = self._engine
+        turn_seconds = engine.limits.turn_seconds
         try:
-            with self._scope:
-                if await self._prepare():
-                    await self._run_all()
+            with self._scope, using_run_settings(engine._run_settings(self.key)):
+                deadline = math.inf if turn_seconds is None else turn_seconds
+                with anyio.move_on_after(deadline) as timer:
+                    if await self._prepare():
+                        await self._run_all()
+                if timer.cancelled_caught:  # the turn's deadline (Limits.turn_seconds)
+                    self._perform(processor.fail(engine._deadline_reason()))
         except StoreError as exc:
             self._perform(processor.fail(exc.reason))
         except Exception as exc:

@@ -18,6 +18,7 @@ __all__ = (
     "EngineStatistics",
     "EventReceived",
     "Notification",
+    "RunRetrying",
     "StateChanged",
     "ToolCallFinished",
     "TurnSnapshot",
@@ -118,4 +119,25 @@ class ToolCallFinished:
     result: ToolResult
 
 
-Notification = StateChanged | EventReceived | ToolCallFinished
+@dataclass(frozen=True, slots=True)
+class RunRetrying:
+    """A run of the turn could not start for a transient reason (HTTP 429 or 503, the
+    connection reset before the answer) and the backend tries again after ``delay``
+    seconds (see :class:`~toolrelay.backends.RetryPolicy`).
+
+    Attributes:
+        key: The thread.
+        attempt: The attempt that failed (1 for the first).
+        delay: Seconds until the next attempt.
+        reason: What happened, for a person.
+        code: The HTTP status or the transport error's code.
+    """
+
+    key: ThreadKey
+    attempt: int
+    delay: float
+    reason: str
+    code: str | None = None
+
+
+Notification = StateChanged | EventReceived | ToolCallFinished | RunRetrying

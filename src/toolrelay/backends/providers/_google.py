@@ -577,7 +577,7 @@ def _arguments(raw: str, name: str) -> dict[str, Any]:
         return {}
     try:
         value = _JSON_DECODER.decode(raw)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         raise ConversationError(
             f"google: the arguments of a {name!r} call are not JSON: {raw[:80]!r}"
         ) from exc
@@ -602,6 +602,6 @@ def _response_object(message: ToolMessage) -> dict[str, Any]:
     )
     try:
         value = _JSON_DECODER.decode(text)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return {"result": text}
     return value if isinstance(value, dict) else {"result": value}
