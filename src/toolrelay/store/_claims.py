@@ -1,0 +1,185 @@
+"""Optional store capabilities for several workers sharing one store: claims and a tail.
+
+A plain :class:`~toolrelay.store.Store` serves one process. A store that several
+worker processes share (PostgreSQL) also offers the capabilities below; the engine
+and the server look for them with ``isinstance`` and run alone without them.
+:class:`~toolrelay.store.MemoryStore` and :class:`~toolrelay.store.SQLiteStore` do
+not implement them.
+
+Claims
+------
+A turn is worked on by one worker at a time. The worker *claims* the thread, and the
+claim is held by a *lease* (seconds, by the store's clock) that the worker renews
+while it works (a heartbeat, :func:`hold`). Each claim carries a *fencing token*,
+a number larger than every token given before it, and every write the worker
+makes carries its claim (``append(..., claim=claim)``). The rules:
+
+1. A thread has at most one valid claim: its token is the thread's latest and its
+   lease has not expired.
+2. ``claim`` and ``claim_next`` take a thread only when it has no valid claim;
+   ``claim_next`` takes threads with a live turn (work to resume), oldest first,
+   and two workers asking at once never get the same thread.
+3. ``append(..., claim=c)`` writes only while ``c`` is valid, checked in the write's
+   transaction; otherwise it raises :class:`~toolrelay.errors.StaleClaimError` and
+   writes nothing. A worker that paused past its lease (a GC pause, SIGSTOP) and
+   comes back has its late writes refused, even before anyone else took over.
+4. ``renew`` extends a valid claim; an expired or superseded one raises
+   :class:`~toolrelay.errors.StaleClaimError` (claim again: a new token).
+5. A taker that got a claim reads the log after it: every write made under an
+   earlier claim is committed and visible by then.
+
+The live tail
+-------------
+``tail(key, after=N)`` yields every record of a thread after ``N``, in order and
+once each, then keeps yielding the records any process appends, until the caller
+leaves. Notifications only say "thread X has a record at sequence S"; the tail
+always reads from the last sequence it yielded, so a notification lost or merged
+costs a little delay, never a record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Protocol, runtime_checkable
+
+import anyio
+import msgspec
+
+from toolrelay.core import ThreadKey
+from toolrelay.errors import StaleClaimError, StoreError
+from toolrelay.store._contract import Entry, Store
+from toolrelay.store._records import Record
+
+__all__ = ("Claim", "ClaimingStore", "Held", "TailingStore", "hold")
+
+
+class Claim(msgspec.Struct, frozen=True, kw_only=True):
+    """One worker's hold on one thread.
+
+    Attributes:
+        key: The thread.
+        worker: Who holds it (a name the worker chose: host and pid, say).
+        token: The fencing token: larger than every token the store gave before.
+        expires_at: When the lease ends unless renewed (seconds since the epoch, by
+            the store's clock, which is the one that decides).
+    """
+
+    key: ThreadKey
+    worker: str
+    token: int
+    expires_at: float
+
+
+@runtime_checkable
+class ClaimingStore(Store, Protocol):
+    """A store several workers share, handing each thread to one of them at a time."""
+
+    async def append(
+        self,
+        key: ThreadKey,
+        records: Sequence[Record],
+        *,
+        owner: str | None = None,
+        claim: Claim | None = None,
+    ) -> int:
+        """:meth:`Store.append`, refused when ``claim`` is given and no longer valid.
+
+        Raises:
+            StaleClaimError: ``claim`` expired or another worker took the thread;
+                nothing was written. Stop working on the thread.
+            StoreError: Nothing was written.
+        """
+        ...
+
+    async def claim(self, key: ThreadKey, *, worker: str, lease: float) -> Claim | None:
+        """Take the thread for ``lease`` seconds, or ``None`` if it has a valid claim
+        (also one of ``worker``'s own: renew that one instead)."""
+        ...
+
+    async def claim_next(self, *, worker: str, lease: float, limit: int = 1) -> list[Claim]:
+        """Take up to ``limit`` threads that have a live turn and no valid claim
+        (a dead worker's, once its lease expired), oldest first; ``[]`` if none."""
+        ...
+
+    async def renew(self, claim: Claim, *, lease: float) -> Claim:
+        """Extend a valid claim to ``lease`` seconds from now (the heartbeat).
+
+        Raises:
+            StaleClaimError: The claim expired or was taken over.
+        """
+        ...
+
+    async def release(self, claim: Claim) -> bool:
+        """Give the thread up (its turn ended, or the worker stops); ``False`` if the
+        claim was no longer the thread's."""
+        ...
+
+
+@runtime_checkable
+class TailingStore(Store, Protocol):
+    """A store whose appends, by any process, reach a live reader."""
+
+    def tail(
+        self, key: ThreadKey, *, after: int = 0
+    ) -> AbstractAsyncContextManager[AsyncIterator[Entry]]:
+        """Every record of the thread after ``after``, then each new one as it is
+        committed, in order, once each (``async with store.tail(key) as entries:``)."""
+        ...
+
+
+class Held:
+    """A claim kept alive by :func:`hold`: :attr:`claim` is the latest renewal."""
+
+    def __init__(self, claim: Claim) -> None:
+        self.claim = claim
+        #: Set when a renewal was refused: the work was cancelled.
+        self.lost: StaleClaimError | None = None
+
+
+@asynccontextmanager
+async def hold(
+    store: ClaimingStore, claim: Claim, *, lease: float, every: float | None = None
+) -> AsyncIterator[Held]:
+    """Renew ``claim`` every ``every`` seconds (a third of ``lease`` by default) while
+    the body works, and release it at the end.
+
+    The body writes with ``held.claim``. When a renewal is refused (the worker was
+    paused past its lease and another took the thread), the body is cancelled and
+    :class:`~toolrelay.errors.StaleClaimError` leaves the block; a write the body
+    makes with the stale claim is refused the same way.
+
+    Raises:
+        StaleClaimError: The claim was lost while the body ran.
+    """
+    if not (lease > 0 and math.isfinite(lease)):
+        raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
+    interval = lease / 3 if every is None else every
+    held = Held(claim)
+    try:
+        async with anyio.create_task_group() as group:
+
+            async def heartbeat() -> None:
+                while True:
+                    await anyio.sleep(interval)
+                    try:
+                        held.claim = await store.renew(held.claim, lease=lease)
+                    except StaleClaimError as exc:
+                        held.lost = exc
+                        group.cancel_scope.cancel()
+                        return
+
+            group.start_soon(heartbeat)
+            try:
+                yield held
+            finally:
+                group.cancel_scope.cancel()
+    finally:
+        if held.lost is None:
+            # Let another worker take the thread at once (a lease would expire anyway).
+            with anyio.CancelScope(shield=True), contextlib.suppress(StoreError):
+                await store.release(held.claim)
+    if held.lost is not None:
+        raise held.lost
