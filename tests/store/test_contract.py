@@ -9,7 +9,11 @@ import pytest
 from _pg_cluster import PostgresServer
 
 from toolrelay.store import MemoryStore, SQLiteStore, Store
-from toolrelay.testing.store_contract import DurableStoreContract, StoreContract
+from toolrelay.testing.store_contract import (
+    ClaimingStoreContract,
+    DurableStoreContract,
+    StoreContract,
+)
 
 
 class TestMemoryStore(StoreContract):
@@ -22,7 +26,7 @@ class TestSQLiteStore(DurableStoreContract):
         return SQLiteStore(path / "toolrelay.db")
 
 
-class TestPostgresStore(DurableStoreContract):
+class TestPostgresStore(DurableStoreContract, ClaimingStoreContract):
     """One schema per test directory, on the session's real PostgreSQL server."""
 
     dsn = ""

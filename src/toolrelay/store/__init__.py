@@ -87,7 +87,11 @@ __all__ = (
 def __getattr__(name: str) -> Any:
     # PostgresStore needs psycopg (the ``postgres`` extra): imported on first use only.
     if name == "PostgresStore":
-        from toolrelay.store._postgres import PostgresStore
-
+        try:
+            from toolrelay.store._postgres import PostgresStore
+        except ImportError as exc:
+            raise ImportError(
+                f"PostgresStore needs psycopg ({exc}): pip install 'toolrelay[postgres]'"
+            ) from exc
         return PostgresStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

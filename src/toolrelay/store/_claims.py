@@ -158,28 +158,31 @@ async def hold(
         raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
     interval = lease / 3 if every is None else every
     held = Held(claim)
-    try:
-        async with anyio.create_task_group() as group:
+    failure: BaseException | None = None
+    async with anyio.create_task_group() as group:
 
-            async def heartbeat() -> None:
-                while True:
-                    await anyio.sleep(interval)
-                    try:
-                        held.claim = await store.renew(held.claim, lease=lease)
-                    except StaleClaimError as exc:
-                        held.lost = exc
-                        group.cancel_scope.cancel()
-                        return
+        async def heartbeat() -> None:
+            while True:
+                await anyio.sleep(interval)
+                try:
+                    held.claim = await store.renew(held.claim, lease=lease)
+                except StaleClaimError as exc:
+                    held.lost = exc
+                    group.cancel_scope.cancel()
+                    return
 
-            group.start_soon(heartbeat)
-            try:
-                yield held
-            finally:
-                group.cancel_scope.cancel()
-    finally:
-        if held.lost is None:
-            # Let another worker take the thread at once (a lease would expire anyway).
-            with anyio.CancelScope(shield=True), contextlib.suppress(StoreError):
-                await store.release(held.claim)
+        group.start_soon(heartbeat)
+        try:
+            yield held
+        except BaseException as exc:
+            # Raised after the task group, as itself (not in an exception group).
+            failure = exc
+        finally:
+            group.cancel_scope.cancel()
     if held.lost is not None:
-        raise held.lost
+        raise held.lost  # the body was cancelled by the heartbeat: this is why
+    # Let another worker take the thread at once (the lease would expire anyway).
+    with anyio.CancelScope(shield=True), contextlib.suppress(StoreError):
+        await store.release(held.claim)
+    if failure is not None:
+        raise failure
