@@ -92,7 +92,8 @@ class PostgresServer:
 
     def restart(self) -> None:
         """``pg_ctl restart``: every connection is ended, committed data stays."""
-        self.pg_ctl("-m", "fast", "-w", "-t", "60", "restart")
+        # -l again: without it the new server would write to (and hold open) our pipes.
+        self.pg_ctl("-m", "fast", "-l", str(self.directory / "log"), "-w", "-t", "60", "restart")
 
     def stop(self) -> None:
         self.pg_ctl("-m", "immediate", "-w", "stop")

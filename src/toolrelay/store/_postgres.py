@@ -14,7 +14,7 @@ committed is unknown), it raises :class:`~toolrelay.errors.StoreUnavailableError
 
 Every table lives in one schema (``toolrelay`` by default). ``schema_version`` holds
 one row per applied migration. ``open`` reads it; when a migration is due it takes
-a transaction-scoped advisory lock (one per schema), reads it again and migrates,
+an advisory lock (one per schema), reads it again and migrates in one transaction,
 so workers that start together migrate once. A newer version is refused
 (:class:`~toolrelay.errors.StoreVersionError`), tables of ours in a schema with no
 version are another application's (:class:`~toolrelay.errors.StoreCorruptError`).
@@ -42,7 +42,7 @@ import hashlib
 import re
 import select
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
@@ -417,37 +417,45 @@ class PostgresStore:
         if version == POSTGRES_SCHEMA_VERSION:
             return
         self._check_version(version)
-        with connection.transaction():
-            # One migrator per schema at a time; the others wait, then find it done.
-            connection.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
-            version = self._version(connection)
-            self._check_version(version)
-            if version is None:
-                for table in _OUR_TABLES:
-                    row = connection.execute(
-                        "SELECT to_regclass(%s) IS NOT NULL", (f"{self.schema}.{table}",)
+        # One migrator per schema at a time; the others wait, then find it done. The
+        # lock is the session's, taken before the transaction: a transaction that
+        # began before the wait would still see the catalog as it was then.
+        connection.execute("SELECT pg_advisory_lock(%s)", (self._lock_id,))
+        try:
+            with connection.transaction():
+                version = self._version(connection)
+                self._check_version(version)
+                if version is None:
+                    for table in _OUR_TABLES:
+                        row = connection.execute(
+                            "SELECT to_regclass(%s) IS NOT NULL", (f"{self.schema}.{table}",)
+                        ).fetchone()
+                        if row and row[0]:
+                            raise StoreCorruptError(
+                                f"{self._label}: schema {self.schema!r} has a {table!r} table "
+                                "but no toolrelay schema version: not a toolrelay store"
+                            )
+                    exists = connection.execute(
+                        "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
                     ).fetchone()
-                    if row and row[0]:
-                        raise StoreCorruptError(
-                            f"{self._label}: schema {self.schema!r} has a {table!r} table "
-                            "but no toolrelay schema version: not a toolrelay store"
-                        )
-                exists = connection.execute(
-                    "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
-                ).fetchone()
-                if not exists:
-                    connection.execute(f"CREATE SCHEMA {self.schema}")
-                connection.execute(
-                    """CREATE TABLE schema_version (
-                        version integer PRIMARY KEY,
-                        applied_at timestamptz NOT NULL DEFAULT now()
-                    )"""
-                )
-                version = 0
-            for target in range(version + 1, POSTGRES_SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[target]:
-                    connection.execute(statement)
-                connection.execute("INSERT INTO schema_version (version) VALUES (%s)", (target,))
+                    if not exists:
+                        connection.execute(f"CREATE SCHEMA {self.schema}")
+                    connection.execute(
+                        """CREATE TABLE schema_version (
+                            version integer PRIMARY KEY,
+                            applied_at timestamptz NOT NULL DEFAULT now()
+                        )"""
+                    )
+                    version = 0
+                for target in range(version + 1, POSTGRES_SCHEMA_VERSION + 1):
+                    for statement in _MIGRATIONS[target]:
+                        connection.execute(statement)
+                    connection.execute(
+                        "INSERT INTO schema_version (version) VALUES (%s)", (target,)
+                    )
+        finally:
+            if not connection.broken:
+                connection.execute("SELECT pg_advisory_unlock(%s)", (self._lock_id,))
 
     def _check_version(self, version: int | None) -> None:
         if version is not None and version > POSTGRES_SCHEMA_VERSION:
@@ -666,15 +674,17 @@ class PostgresStore:
     ) -> AsyncIterator[AsyncIterator[Entry]]:
         listener = _Listener(self)
         await listener.connect()
+        entries = self._follow(key, after, poll, batch, listener)
         try:
-            yield self._follow(key, after, poll, batch, listener)
+            yield entries
         finally:
             with anyio.CancelScope(shield=True):
+                await entries.aclose()  # never left to the garbage collector
                 await listener.close()
 
     async def _follow(
         self, key: ThreadKey, after: int, poll: float, batch: int, listener: _Listener
-    ) -> AsyncIterator[Entry]:
+    ) -> AsyncGenerator[Entry, None]:
         last = after
         thread_id: int | None = None
         while True:

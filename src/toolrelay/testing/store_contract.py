@@ -26,9 +26,9 @@ import pytest
 
 from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.core import ThreadKey, ToolResult
+from toolrelay.errors import StaleClaimError
 from toolrelay.machines import ToolCallStatus
 from toolrelay.protocol import Interrupt, ResumeEntry, UserMessage
-from toolrelay.errors import StaleClaimError
 from toolrelay.store import (
     ClaimingStore,
     Entry,
