@@ -24,12 +24,12 @@ the thread's row forward (``INSERT ... ON CONFLICT DO UPDATE``, which locks it, 
 concurrent appends to a thread queue on that row and each gets the numbers after
 the previous one's), inserts the records, and sends ``pg_notify`` with the thread's
 row id and its last sequence number, which PostgreSQL delivers at commit only.
-With a claim, one transaction locks the thread's row, checks the claim, then runs
-the same statement. Claiming locks the thread row first too (``claim_next`` with
-``FOR UPDATE SKIP LOCKED``, so workers asking at once skip each other's threads),
-then writes the claim: the same lock order everywhere, so claims and writes never
-deadlock, and a taker waits for a write in flight before it reads the log (rule 5
-of :mod:`toolrelay.store._claims`).
+With a claim, one transaction locks the thread's row, checks the claim (locking it
+for share), then runs the same statement. Claiming locks the thread row first too
+(``claim_next`` with ``FOR UPDATE SKIP LOCKED``, so workers asking at once skip each
+other's threads), then writes the claim: the same lock order everywhere, so claims
+and writes never deadlock, and a taker waits for a write in flight before it reads
+the log (rule 5 of :mod:`toolrelay.store._claims`).
 
 Times (``created_at``, lease expiry) come from the database's clock, the one every
 worker shares. Fencing tokens come from one sequence, so they grow across threads
@@ -196,7 +196,12 @@ def _dead(connection: psycopg.Connection[Any]) -> bool:
     if connection.closed or connection.broken:
         return True
     try:
-        readable, _, _ = select.select([connection.fileno()], [], [], 0)
+        fd = connection.fileno()
+        if hasattr(select, "poll"):  # any descriptor number, unlike select()
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return bool(poller.poll(0))
+        readable, _, _ = select.select([fd], [], [], 0)
     except (OSError, ValueError, psycopg.Error):
         return True
     return bool(readable)
@@ -514,8 +519,11 @@ class PostgresStore:
 
         def write_claimed(connection: psycopg.Connection[Any]) -> int:
             connection.execute(f"SELECT 1 FROM threads WHERE {_KEY} FOR UPDATE", parameters)
+            # FOR SHARE: a taker's claim waits for this write, then reads it (rule 5),
+            # also for a thread this write creates (no thread row to lock yet).
             valid = connection.execute(
-                f"SELECT 1 FROM claims WHERE {_KEY} AND token = %(token)s AND expires_at > {_NOW}",
+                f"SELECT 1 FROM claims WHERE {_KEY} AND token = %(token)s "
+                f"AND expires_at > {_NOW} FOR SHARE",
                 {**parameters, "token": claim.token},
             ).fetchone()
             if valid is None:
