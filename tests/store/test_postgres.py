@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import psycopg
@@ -499,3 +499,39 @@ async def test_a_tail_reads_a_long_log_in_bounded_batches(store: PostgresStore) 
     async with store.tail(key) as entries:
         seqs = [(await anext(entries)).seq for _ in range(1200)]
     assert seqs == list(range(1, 1201))
+
+
+# -- the docs' examples, run against the real server -------------------------------------------
+
+
+async def test_the_docs_worker_and_tail_examples_work_on_a_real_server(
+    store: PostgresStore, postgres_dsn: str
+) -> None:
+    import re
+
+    page = Path(toolrelay.__file__).parents[2] / "docs" / "postgresql.md"
+    namespace: dict[str, Any] = {}
+    for block in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S):
+        exec(compile(block, page.name, "exec"), namespace)
+    orphan, busy = ThreadKey("orphan"), ThreadKey("busy")
+    await store.append(orphan, [TurnStarted(turn_id="turn")])  # its worker died
+    held = await store.claim(busy, worker="alive", lease=30)
+    assert held is not None
+    await store.append(busy, [TurnStarted(turn_id="turn")], claim=held)
+
+    other = PostgresStore(postgres_dsn)
+    await other.open()
+    try:
+        async with anyio.create_task_group() as group:
+            followed: list[int] = []
+
+            async def follow() -> None:
+                followed.extend(await namespace["follow"](other, orphan, 0))
+
+            group.start_soon(follow)
+            assert await namespace["resume_orphaned_turns"](store, "w2") == 1
+        assert followed == [1, 2, 3]
+    finally:
+        await other.aclose()
+    assert [i.key for i in await store.threads(live=True)] == [busy]
+    assert await store.claim(orphan, worker="w3", lease=30) is not None  # released
