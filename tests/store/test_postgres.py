@@ -233,6 +233,7 @@ async def test_the_pool_never_holds_more_than_pool_size_connections(postgres_dsn
     assert await anyio.to_thread.run_sync(count) == 0
 
 
+@pytest.mark.slow
 async def test_after_a_server_restart_the_next_operations_succeed(
     postgres_server: PostgresServer, postgres_dsn: str
 ) -> None:
@@ -258,6 +259,7 @@ async def test_after_a_server_restart_the_next_operations_succeed(
         await store.aclose()
 
 
+@pytest.mark.slow
 async def test_a_restart_mid_use_loses_nothing_that_was_committed(
     postgres_server: PostgresServer, postgres_dsn: str
 ) -> None:
@@ -329,6 +331,7 @@ async def _at_least(store: PostgresStore, key: ThreadKey, count: int) -> bool:
     return len(await store.read(key)) >= count
 
 
+@pytest.mark.slow
 async def test_a_worker_frozen_past_its_lease_has_its_late_writes_refused(
     store: PostgresStore, postgres_dsn: str, anyio_backend: str
 ) -> None:
@@ -359,6 +362,7 @@ async def test_a_worker_frozen_past_its_lease_has_its_late_writes_refused(
     assert all(e.record.state["by"] == "child" for e in entries[1:-1])  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 async def test_a_killed_workers_thread_is_taken_once_its_lease_expires(
     store: PostgresStore, postgres_dsn: str, anyio_backend: str
 ) -> None:
@@ -415,6 +419,7 @@ async def test_a_stale_claim_write_waits_for_nothing_and_changes_nothing(
 # -- the live tail ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_reader_in_this_process_sees_every_entry_a_writer_process_appends(
     store: PostgresStore, postgres_dsn: str, anyio_backend: str
 ) -> None:
@@ -479,6 +484,7 @@ async def test_a_tail_fills_the_gap_when_notifications_were_lost(
         await writer.aclose()
 
 
+@pytest.mark.slow
 async def test_a_tail_goes_on_across_a_server_restart(
     postgres_server: PostgresServer, store: PostgresStore
 ) -> None:
