@@ -24,23 +24,28 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 import toolrelay
-from toolrelay.core import ThreadKey
+from toolrelay.core import ThreadKey, ToolRegistry
 from toolrelay.errors import (
     StaleClaimError,
     StoreCorruptError,
     StoreUnavailableError,
     StoreVersionError,
 )
+from toolrelay.machines import RunStatus
+from toolrelay.runtime import Engine
 from toolrelay.store import (
     ClaimingStore,
     Entry,
+    FencedStore,
     PostgresStore,
     StateSaved,
     TailingStore,
+    ToolFinished,
     TurnEnded,
     TurnStarted,
 )
 from toolrelay.store._postgres import POSTGRES_SCHEMA_VERSION
+from toolrelay.testing import ScriptedAgent, text, tool_call
 from toolrelay.testing.store_contract import sample_records
 
 pytestmark = pytest.mark.anyio
@@ -541,3 +546,97 @@ async def test_the_docs_worker_and_tail_examples_work_on_a_real_server(
         await other.aclose()
     assert [i.key for i in await store.threads(live=True)] == [busy]
     assert await store.claim(orphan, worker="w3", lease=30) is not None  # released
+
+
+# -- the engine on a fenced store: a worker's turn moves to another ---------------------------
+
+
+async def test_the_engine_writes_under_the_workers_claim_and_only_then(
+    store: PostgresStore,
+) -> None:
+    key = ThreadKey("t")
+    fenced = FencedStore(store, worker="w1", lease=30)
+    agent = ScriptedAgent([text("hello")], [text("again")])
+    async with Engine(agent, store=fenced, recover=False) as engine:
+        unclaimed = await engine.run_turn(key, "hi")
+        assert unclaimed.status is RunStatus.failed
+        assert unclaimed.reason is not None and "not held" in unclaimed.reason.message
+        assert await store.read(key) == []  # nothing landed without a claim
+        claim = await fenced.claim(key)
+        assert claim is not None
+        async with fenced.holding(claim):
+            assert fenced.held(key) == claim
+            other = ThreadKey("u")
+            claim_u = await fenced.claim(other)
+            assert claim_u is not None
+            async with fenced.holding(claim_u):
+                turn = await engine.run_turn(other, "hi")
+            assert turn.status is RunStatus.completed
+        assert fenced.held(key) is None
+    kinds = [type(e.record).__name__ for e in await store.read(ThreadKey("u"))]
+    assert kinds[0] == "TurnStarted" and kinds[-1] == "TurnEnded"
+    assert await store.claim(ThreadKey("u"), worker="w2", lease=30) is not None  # released
+
+
+async def test_a_turn_whose_worker_lost_its_lease_is_finished_by_the_worker_that_took_it(
+    store: PostgresStore, postgres_dsn: str
+) -> None:
+    key = ThreadKey("t")
+    calls: list[str] = []
+    entered, gate = anyio.Event(), anyio.Event()
+
+    async def slow(n: int) -> int:
+        """Takes its time."""
+        calls.append(f"slow {n}")
+        entered.set()
+        await gate.wait()
+        return n * 2
+
+    tools = ToolRegistry.of(slow)
+    first = FencedStore(store, worker="w1", lease=30)
+    second_store = PostgresStore(postgres_dsn)
+    await second_store.open()
+    second = FencedStore(second_store, worker="w2", lease=30)
+    try:
+        agent = ScriptedAgent([tool_call("slow", {"n": 1}, id="c1")], [text("never")])
+        claim = await first.claim(key)
+        assert claim is not None
+        async with Engine(agent, tools=tools, store=first, recover=False) as engine:
+            async with first.holding(claim), anyio.create_task_group() as group:
+                done: list[RunStatus] = []
+
+                async def run() -> None:
+                    done.append((await engine.run_turn(key, "go")).status)
+
+                group.start_soon(run)
+                with anyio.fail_after(30):
+                    await entered.wait()
+                # The worker stalls past its lease (forced here) and w2 takes over.
+                with _admin(postgres_dsn) as admin:
+                    admin.execute("UPDATE toolrelay.claims SET expires_at = 0")
+                taken = await second.claim_next()
+                assert [c.key for c in taken] == [key]
+                written = len(await store.read(key))
+                gate.set()  # w1's tool returns: its result is refused, and all after it
+            assert done == [RunStatus.failed]
+        assert len(await store.read(key)) == written
+
+        recovering = ScriptedAgent([text("finished by w2")])
+        async with (
+            Engine(recovering, tools=tools, store=second, recover=False) as engine,
+            second.holding(taken[0]),
+        ):
+            (turn,) = await engine.recover()
+            with anyio.fail_after(30):
+                await turn.wait_finished()
+            assert turn.status is RunStatus.completed
+    finally:
+        await second_store.aclose()
+    assert calls == ["slow 1"]  # not run again: its result never committed, not idempotent
+    entries = await store.read(key)
+    assert [e.seq for e in entries] == list(range(1, len(entries) + 1))
+    finished = [e.record for e in entries if isinstance(e.record, ToolFinished)]
+    assert len(finished) == 1 and not finished[0].result.ok  # "interrupted"
+    assert "not run again" in (finished[0].result.error or "")
+    ends = [e.record for e in entries if isinstance(e.record, TurnEnded)]
+    assert [r.status for r in ends] == ["completed"]

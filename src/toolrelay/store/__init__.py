@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from toolrelay.store._claims import (
     Claim as Claim,
     ClaimingStore as ClaimingStore,
+    FencedStore as FencedStore,
     Held as Held,
     TailingStore as TailingStore,
     hold as hold,
@@ -55,6 +56,7 @@ __all__ = (
     "ClaimingStore",
     "EndedTurn",
     "Entry",
+    "FencedStore",
     "Held",
     "LiveTurn",
     "MemoryStore",

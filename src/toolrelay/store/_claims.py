@@ -50,10 +50,10 @@ import msgspec
 
 from toolrelay.core import ThreadKey
 from toolrelay.errors import StaleClaimError, StoreError
-from toolrelay.store._contract import Entry, Store
+from toolrelay.store._contract import Entry, Store, ThreadInfo
 from toolrelay.store._records import Record
 
-__all__ = ("Claim", "ClaimingStore", "Held", "TailingStore", "hold")
+__all__ = ("Claim", "ClaimingStore", "FencedStore", "Held", "TailingStore", "hold")
 
 
 class Claim(msgspec.Struct, frozen=True, kw_only=True):
@@ -186,3 +186,109 @@ async def hold(
         await store.release(held.claim)
     if failure is not None:
         raise failure
+
+
+class FencedStore:
+    """A :class:`ClaimingStore` whose writes carry this worker's claims by themselves.
+
+    Give it to code that writes without knowing about claims (the engine): the
+    worker claims a thread and runs its turn inside :meth:`holding`, and every
+    ``append`` to that thread carries the claim, so a write made after the claim was
+    lost raises :class:`~toolrelay.errors.StaleClaimError` and lands nowhere. An
+    append to a thread this worker does not hold is refused the same way (a
+    multi-worker server writes under claims only). Everything else is the wrapped
+    store's.
+
+    Args:
+        store: The shared store.
+        worker: This worker's name, given to its claims.
+        lease: The lease of the claims it takes, in seconds (renewed every third).
+    """
+
+    def __init__(self, store: ClaimingStore, *, worker: str, lease: float = 15.0) -> None:
+        if not (lease > 0 and math.isfinite(lease)):
+            raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
+        self.store = store
+        self.worker = worker
+        self.lease = lease
+        self._held: dict[ThreadKey, Held] = {}
+
+    def __repr__(self) -> str:
+        return f"FencedStore({self.store!r}, worker={self.worker!r}, held={len(self._held)})"
+
+    @asynccontextmanager
+    async def holding(self, claim: Claim) -> AsyncIterator[Held]:
+        """Keep ``claim`` renewed while the body works, and make it the one this
+        store's appends to its thread carry; released at the end.
+
+        Raises:
+            StaleClaimError: The claim was lost (the body was cancelled), or a write
+                under it was refused.
+            ValueError: This worker already holds that thread.
+        """
+        if claim.key in self._held:
+            raise ValueError(f"{claim.key} is already held by this worker")
+        async with hold(self.store, claim, lease=self.lease) as held:
+            self._held[claim.key] = held
+            try:
+                yield held
+            finally:
+                del self._held[claim.key]
+
+    def held(self, key: ThreadKey) -> Claim | None:
+        """The claim this worker holds on ``key`` now, if any."""
+        holding = self._held.get(key)
+        return None if holding is None else holding.claim
+
+    async def open(self) -> None:
+        await self.store.open()
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+
+    async def append(
+        self,
+        key: ThreadKey,
+        records: Sequence[Record],
+        *,
+        owner: str | None = None,
+        claim: Claim | None = None,
+    ) -> int:
+        claim = claim or self.held(key)
+        if claim is None:
+            raise StaleClaimError(f"{key} is not held by worker {self.worker!r}: not written")
+        return await self.store.append(key, records, owner=owner, claim=claim)
+
+    async def read(
+        self, key: ThreadKey, *, after: int = 0, limit: int | None = None
+    ) -> list[Entry]:
+        return await self.store.read(key, after=after, limit=limit)
+
+    async def thread(self, key: ThreadKey) -> ThreadInfo | None:
+        return await self.store.thread(key)
+
+    async def threads(
+        self, *, owner: str | None = None, live: bool | None = None
+    ) -> list[ThreadInfo]:
+        return await self.store.threads(owner=owner, live=live)
+
+    async def delete_thread(self, key: ThreadKey) -> bool:
+        return await self.store.delete_thread(key)
+
+    async def claim(
+        self, key: ThreadKey, *, worker: str | None = None, lease: float | None = None
+    ) -> Claim | None:
+        return await self.store.claim(key, worker=worker or self.worker, lease=lease or self.lease)
+
+    async def claim_next(
+        self, *, worker: str | None = None, lease: float | None = None, limit: int = 1
+    ) -> list[Claim]:
+        return await self.store.claim_next(
+            worker=worker or self.worker, lease=lease or self.lease, limit=limit
+        )
+
+    async def renew(self, claim: Claim, *, lease: float | None = None) -> Claim:
+        return await self.store.renew(claim, lease=lease or self.lease)
+
+    async def release(self, claim: Claim) -> bool:
+        return await self.store.release(claim)
