@@ -671,9 +671,14 @@ class PostgresStore:
             batch: The most records read at once.
 
         Raises:
+            ValueError: ``poll`` or ``batch`` is not positive (at once).
             StoreUnavailableError: The server cannot be reached (also when the
                 tail's connection cannot be made again within ``connect_timeout``).
         """
+        if not 0 < poll < 1e9:
+            raise ValueError(f"poll must be a positive number of seconds, not {poll!r}")
+        if batch < 1:
+            raise ValueError("batch must be at least 1")
         return self._tail(key, after, poll, batch)
 
     @asynccontextmanager
