@@ -21,7 +21,7 @@ class TestMemoryStore(StoreContract):
         return MemoryStore()
 
 
-class TestSQLiteStore(DurableStoreContract):
+class TestSQLiteStore(DurableStoreContract, ClaimingStoreContract):
     def make_store(self, path: Path) -> Store:
         return SQLiteStore(path / "toolrelay.db")
 

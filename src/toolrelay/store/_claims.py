@@ -1,10 +1,12 @@
 """Optional store capabilities for several workers sharing one store: claims and a tail.
 
 A plain :class:`~toolrelay.store.Store` serves one process. A store that several
-worker processes share (PostgreSQL) also offers the capabilities below; the engine
-and the server look for them with ``isinstance`` and run alone without them.
-:class:`~toolrelay.store.MemoryStore` and :class:`~toolrelay.store.SQLiteStore` do
-not implement them.
+worker processes share also offers the capabilities below; the engine and the server
+look for them with ``isinstance`` and run alone without them.
+:class:`~toolrelay.store.PostgresStore` offers both;
+:class:`~toolrelay.store.SQLiteStore` offers claims (worker processes of one machine
+sharing its file, timed by that machine's clock) but no tail;
+:class:`~toolrelay.store.MemoryStore` neither.
 
 Claims
 ------
