@@ -292,3 +292,33 @@ async def test_recover_resumes_a_turn_the_log_shows_live(store: Store) -> None:
 def test_engine_refuses_a_store_that_is_not_one() -> None:
     with pytest.raises(TypeError, match="toolrelay.store.Store"):
         Engine(ScriptedAgent(), store="toolrelay.db")  # type: ignore[arg-type]
+
+
+async def test_a_store_failure_mid_batch_stops_the_other_tools_of_the_turn(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.db"
+    locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    stopped = anyio.Event()
+
+    def lock_the_store() -> str:
+        locker.execute("BEGIN EXCLUSIVE")
+        return "locked"
+
+    async def hang() -> str:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stopped.set()
+        return "never"
+
+    agent = ScriptedAgent([tool_call("lock_the_store", id="c1"), tool_call("hang", id="c2")])
+    store = SQLiteStore(path, timeout=0.05)
+    tools = ToolRegistry.of(lock_the_store, hang)
+    async with Engine(agent, tools=tools, store=store, tool_timeout=None) as engine:
+        with anyio.fail_after(10):
+            turn = await engine.run_turn(KEY, "go")
+        assert turn.reason is not None and turn.reason.kind is ReasonKind.STORE_ERROR
+        assert stopped.is_set()  # the hanging sibling was cancelled with the turn
+    locker.execute("ROLLBACK")
+    locker.close()
