@@ -416,7 +416,6 @@ class LivePrinter:
         self._activity = Activity(ActivityKind.IDLE)
         self._runs = 0
         self._arguments: dict[str, list[str]] = {}
-        self._calls_shown = 0  # names of the current "Calling:" activity printed
 
     def handle(self, notification: object) -> None:
         match notification:
@@ -436,19 +435,12 @@ class LivePrinter:
                 self._line(f"Retrying in {delay:.1f} s (attempt {attempt} failed: {reason})")
 
     def _activity_changed(self, activity: Activity) -> None:
-        """Print what changed, once: each call name as it comes (a run of a thousand
-        calls prints a thousand names, not a million), each batch once."""
-        previous, self._activity = self._activity, activity
+        """Print each batch once as it starts executing (each call's name is printed as
+        it starts, from its TOOL_CALL_START: a thousand calls print a thousand names)."""
+        self._activity = activity
         names = activity.tool_names
-        if activity.kind is ActivityKind.CALLING_TOOLS:
-            if previous.kind is not ActivityKind.CALLING_TOOLS:
-                self._calls_shown = 0
-            new = names[self._calls_shown :]
-            self._calls_shown = len(names)
-            if new:
-                self._line("Calling: " + ", ".join(new))
-        elif activity.kind is ActivityKind.EXECUTING_TOOLS:
-            self._line("Executing: " + _names(names))
+        if activity.kind is ActivityKind.EXECUTING_TOOLS:
+            self._line("Executing: " + _names(names, activity.more))
 
     def _event(self, event: object) -> None:
         match event:
@@ -463,8 +455,10 @@ class LivePrinter:
             case TextMessageEndEvent():
                 self._open_text = None
                 self._end_line()
-            case ToolCallStartEvent(tool_call_id=call_id):
+            case ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name):
                 self._arguments[call_id] = []
+                # Each call once, as it starts (the activity names only the first few).
+                self._line("Calling: " + name)
             case ToolCallArgsEvent(tool_call_id=call_id, delta=delta):
                 self._arguments.setdefault(call_id, []).append(delta)
 
@@ -499,12 +493,14 @@ class LivePrinter:
         self._end_line()
 
 
-def _names(names: tuple[str, ...]) -> str:
-    """Tool names for one line: all of a few, the first few and a count of many."""
-    if len(names) <= _NAMES_SHOWN:
+def _names(names: tuple[str, ...], more: int = 0) -> str:
+    """Tool names for one line: all of a few, the first few and a count of many
+    (``more``: how many there are beyond ``names``)."""
+    total = len(names) + more
+    if total <= _NAMES_SHOWN:
         return ", ".join(names)
     shown = ", ".join(names[:_NAMES_SHOWN])
-    return f"{len(names)} calls ({shown}, and {len(names) - _NAMES_SHOWN} more)"
+    return f"{total} calls ({shown}, and {total - _NAMES_SHOWN} more)"
 
 
 def _outcome(result: ToolResult) -> str:

@@ -199,11 +199,29 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 raise _error(exc, f"cannot open {self.path}") from exc
             try:
-                self._prepare(connection)
+                self._prepare_patiently(connection)
             except BaseException:
                 connection.close()
                 raise
             self._connection = connection
+
+    def _prepare_patiently(self, connection: sqlite3.Connection) -> None:
+        """:meth:`_prepare`, tried again while another process holds the new file's
+        lock. Two connections preparing a new file at once can each hold what the
+        other waits for (switching to WAL, creating the schema); SQLite then answers
+        "locked" at once instead of waiting, so waiting is done here, up to
+        ``timeout``."""
+        deadline = time.monotonic() + self.timeout
+        pause = 0.005
+        while True:
+            try:
+                self._prepare(connection)
+                return
+            except StoreUnavailableError as exc:
+                if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)  # a worker thread: the event loop is not blocked
+            pause = min(pause * 2, 0.1)
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
         try:
