@@ -1,0 +1,179 @@
+"""What the server measures, read off its log as records commit (reference 004's list).
+
+Every metric comes from a committed record (see :class:`~toolrelay.server._watch.
+WatchedStore`), so what ``/metrics`` says is what the log holds: a turn is counted
+as completed when its ``TurnEnded`` is written, a tool's latency runs from its
+batch's ``ToolsStarted`` to its ``ToolFinished``. Each record also goes to the
+``toolrelay.server`` logger at debug level with the fields of 004's continuation
+logs: ``thread``, ``turn``, ``round``, ``seq`` and ``next_seq``.
+
+=========================================  =========  ===============================
+metric                                     type       labels
+=========================================  =========  ===============================
+``toolrelay_turns_started_total``          counter
+``toolrelay_turns_completed_total``        counter    ``status``, ``reason`` (the
+                                                      stop reason or the reason kind)
+``toolrelay_turn_rounds``                  histogram  tool rounds per ended turn
+``toolrelay_tool_seconds``                 histogram  ``tool``, ``outcome``
+                                                      (``ok``/``error``)
+``toolrelay_store_write_seconds``          histogram  ``outcome`` (``ok``/``error``)
+``toolrelay_live_turns``                   gauge
+=========================================  =========  ===============================
+
+Each server has its own registry (two servers in one process do not mix their
+counts). Needs ``prometheus-client`` (the ``server`` extra); without it the server
+measures nothing and ``/metrics`` answers 501.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolrelay.core import ThreadKey
+from toolrelay.store import Entry, ToolFinished, ToolsStarted, TurnEnded, TurnStarted
+from toolrelay.server._feed import SERVER_STOPS, StopReason
+
+try:
+    import prometheus_client
+except ImportError:  # pragma: no cover - the server extra is missing
+    prometheus_client = None  # type: ignore[assignment]
+
+__all__ = ("Metrics",)
+
+logger = logging.getLogger("toolrelay.server")
+
+_ROUND_BUCKETS = (0, 1, 2, 3, 4, 5, 8, 10, 20, 50)
+
+
+@dataclass(slots=True)
+class _LiveTurn:
+    turn_id: str
+    rounds: int = 0
+    calls: dict[str, tuple[str, float]] = field(default_factory=dict)  # id -> name, start
+
+
+class Metrics:
+    """The server's Prometheus metrics and structured records (module docstring)."""
+
+    def __init__(self) -> None:
+        self._turns: dict[ThreadKey, _LiveTurn] = {}
+        self.enabled = prometheus_client is not None
+        if prometheus_client is None:  # pragma: no cover - the server extra is missing
+            return
+        registry = self.registry = prometheus_client.CollectorRegistry(auto_describe=True)
+        self.turns_started = prometheus_client.Counter(
+            "toolrelay_turns_started", "Turns started on the server.", registry=registry
+        )
+        self.turns_completed = prometheus_client.Counter(
+            "toolrelay_turns_completed",
+            "Turns that ended, by final status and reason.",
+            ["status", "reason"],
+            registry=registry,
+        )
+        self.turn_rounds = prometheus_client.Histogram(
+            "toolrelay_turn_rounds",
+            "Tool rounds per turn.",
+            buckets=_ROUND_BUCKETS,
+            registry=registry,
+        )
+        self.tool_seconds = prometheus_client.Histogram(
+            "toolrelay_tool_seconds",
+            "Tool call latency, from its batch's start to its result.",
+            ["tool", "outcome"],
+            registry=registry,
+        )
+        self.store_write_seconds = prometheus_client.Histogram(
+            "toolrelay_store_write_seconds",
+            "Store append latency.",
+            ["outcome"],
+            registry=registry,
+        )
+        self.live_turns = prometheus_client.Gauge(
+            "toolrelay_live_turns", "Turns started and not ended.", registry=registry
+        )
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition text and its content type."""
+        assert prometheus_client is not None
+        return prometheus_client.generate_latest(
+            self.registry
+        ), prometheus_client.CONTENT_TYPE_LATEST
+
+    def write(self, seconds: float, committed: bool) -> None:
+        if self.enabled:
+            self.store_write_seconds.labels("ok" if committed else "error").observe(seconds)
+
+    def live_at_start(self, turns: Sequence[tuple[ThreadKey, str]]) -> None:
+        """These turns (thread, turn id) were live in the store when the server started."""
+        for key, turn_id in turns:
+            self._turns[key] = _LiveTurn(turn_id)
+        if self.enabled:
+            self.live_turns.set(len(self._turns))
+
+    def commit(self, key: ThreadKey, entry: Entry) -> None:
+        """One record committed (the :class:`WatchedStore` hook)."""
+        record = entry.record
+        now = time.perf_counter()
+        turn = self._turns.get(key)
+        fields: dict[str, Any] = {
+            "thread": str(key),
+            "turn": getattr(record, "turn_id", None),
+            "record": type(record).__name__,
+            "seq": entry.seq,
+            "next_seq": entry.seq + 1,
+        }
+        match record:
+            case TurnStarted(turn_id=turn_id):
+                if turn is None and self.enabled:
+                    self.live_turns.inc()
+                self._turns[key] = _LiveTurn(turn_id)
+                if self.enabled:
+                    self.turns_started.inc()
+                fields["round"] = 0
+            case ToolsStarted(calls=calls):
+                if turn is None:
+                    turn = self._turns[key] = _LiveTurn(record.turn_id)
+                    if self.enabled:
+                        self.live_turns.inc()
+                turn.rounds += 1
+                for call in calls:
+                    if call.result is None:
+                        turn.calls[call.id] = (call.name, now)
+                fields["round"] = turn.rounds
+            case ToolFinished(call_id=call_id, result=result):
+                if turn is not None:
+                    fields["round"] = turn.rounds
+                    started = turn.calls.pop(call_id, None)
+                    if started is not None and self.enabled:
+                        name, at = started
+                        outcome = "ok" if result.error is None else "error"
+                        self.tool_seconds.labels(name, outcome).observe(now - at)
+            case TurnEnded(status=status, reason=reason):
+                rounds = turn.rounds if turn is not None else 0
+                fields["round"] = rounds
+                if status == "completed":
+                    label = reason.code if reason.code in SERVER_STOPS else StopReason.END_TURN
+                else:
+                    label = reason.kind.value
+                if self.enabled:
+                    self.turns_completed.labels(status, label).inc()
+                    self.turn_rounds.observe(rounds)
+                    if turn is not None:
+                        self.live_turns.dec()
+                self._turns.pop(key, None)
+                fields["status"] = status
+                fields["reason"] = label
+            case _:
+                if turn is not None:
+                    fields["round"] = turn.rounds
+        logger.debug(
+            "%s %s seq=%d",
+            fields["record"],
+            fields["thread"],
+            entry.seq,
+            extra={"toolrelay": fields},
+        )
