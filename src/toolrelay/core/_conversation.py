@@ -299,6 +299,15 @@ class Conversation:
         self._indexed = len(messages)
         return call_id in ids
 
+    def replace_head(self, count: int, messages: Sequence[ChatMessage]) -> None:
+        """Replace the first ``count`` messages by ``messages`` (a thread's history read
+        from a store, in place of what the embedding code supplied); what the
+        conversation indexed and mapped is computed afresh."""
+        self.messages[0:count] = messages
+        self._call_ids.clear()
+        self._indexed = 0
+        self._mappers.clear()
+
     def remap(self) -> None:
         """Forget the mapping kept for the next run: a record that was settled changed
         (say, a signature arrived for closed reasoning), so map the thread afresh."""

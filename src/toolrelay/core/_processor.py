@@ -622,6 +622,46 @@ class EventProcessor:
         self._commit_batch()
         return self._with_settled(NO_EFFECTS)
 
+    def restore(
+        self,
+        *,
+        run_id: str,
+        depth: int,
+        runs: int,
+        calls: Sequence[ToolCallInfo] = (),
+    ) -> Sequence[Effect]:
+        """Put a new processor where a turn a crash interrupted stood: executing the
+        tools of run ``run_id`` at continuation depth ``depth``, after ``runs`` runs.
+
+        ``calls`` are the run's calls as the store saved them: ``executing`` ones still
+        to finish, and final ones (the agent resolved them, or their result was
+        stored). With none, the batch was already committed and the next
+        :meth:`start_run` is the continuation.
+
+        Returns:
+            :class:`ToolsReady` with the calls still executing, when there are any;
+            the shared empty tuple otherwise.
+
+        Raises:
+            IllegalTransition: The processor has already started a run.
+        """
+        if self._run.state is not RunStatus.idle or self.run_count:
+            raise IllegalTransition("RunLifecycle", self._run.state.value, "restore")
+        self._run = RUN_MACHINE.cursor(_EXECUTING_TOOLS, depth=depth)
+        self.run_id = run_id
+        self.run_count = runs
+        self._calls = {call.id: call for call in calls}
+        executing = tuple(c for c in calls if c.status is ToolCallStatus.executing)
+        if not executing:
+            self._commit_batch()
+            return self._with_settled(NO_EFFECTS)
+        return (
+            *self._set_activity(
+                Activity(ActivityKind.EXECUTING_TOOLS, tuple(c.name for c in executing))
+            ),
+            ToolsReady(executing),
+        )
+
     def _with_settled(self, effects: Sequence[Effect]) -> Sequence[Effect]:
         """``effects``, with the messages settled since the last answer reported once."""
         if not self._settled:

@@ -31,18 +31,20 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from toolrelay._reasons import ReasonKind, TerminalReason
-from toolrelay.backends._base import AgentBackend, ThreadKey
+from toolrelay.backends._base import AgentBackend
 from toolrelay.core import (
     ChatMessage,
     Conversation,
     EventProcessor,
     Limits,
+    ThreadKey,
     ToolRegistry,
     check_resume,
 )
 from toolrelay.errors import ClosedError
 from toolrelay.machines import RunStatus
 from toolrelay.protocol import Context, Interrupt, ResumeEntry, UserMessage
+from toolrelay.runtime._durable import ThreadLog
 from toolrelay.runtime._fanout import Fanout
 from toolrelay.runtime._registry import RunHandle, RunRegistry
 from toolrelay.runtime._turn import Turn
@@ -52,6 +54,7 @@ from toolrelay.runtime._views import (
     Notification,
     TurnSnapshot,
 )
+from toolrelay.store import MessageSaved, Store, TurnStarted, message_to_record, replay
 
 __all__ = ("Engine",)
 
@@ -100,6 +103,13 @@ class Engine:
         max_threads: How many threads the engine keeps in memory: past it, the
             threads used least recently that have no live turn are forgotten (see
             :meth:`forget`). ``None``: no bound.
+        store: Where threads are kept durably (``SQLiteStore("toolrelay.db")``, see
+            :mod:`toolrelay.store`). Every block of every turn is written the moment
+            it exists; a thread the engine does not hold is read from the store on
+            its next turn. The engine opens the store when it is entered and closes
+            it when it closes. ``None``: threads live in memory only.
+        recover: With a store, resume the turns a crash left live when the engine
+            is entered (see :meth:`recover`).
 
     Raises:
         TypeError: ``backend`` is not an :class:`~toolrelay.backends.AgentBackend`.
@@ -122,6 +132,8 @@ class Engine:
         id_factory: Callable[[], str] = _new_id,
         include_reasoning: bool | None = None,
         max_threads: int | None = None,
+        store: Store | None = None,
+        recover: bool = True,
     ) -> None:
         if not isinstance(backend, AgentBackend):
             raise TypeError(
@@ -132,6 +144,14 @@ class Engine:
             )
         if max_threads is not None and max_threads < 0:
             raise ValueError("max_threads must be >= 0")
+        if store is not None and not isinstance(store, Store):
+            raise TypeError(
+                f"Engine(store=...): expected a toolrelay.store.Store, got {type(store).__name__}"
+            )
+        self.store = store
+        self._recover_on_enter = recover
+        # Per thread, what its turns write to the store (with a store only).
+        self._logs: dict[ThreadKey, ThreadLog] = {}
         self.backend = backend
         self.max_threads = max_threads
         self.tools = tools if tools is not None else ToolRegistry()
@@ -170,9 +190,17 @@ class Engine:
     async def __aenter__(self) -> Self:
         if self._closed:
             raise ClosedError("the engine is closed")
+        if self.store is not None:
+            await self.store.open()
         group = anyio.create_task_group()
         await group.__aenter__()
         self._group = group
+        if self.store is not None and self._recover_on_enter:
+            try:
+                await self.recover()
+            except BaseException:
+                await self.__aexit__(None, None, None)
+                raise
         return self
 
     async def __aexit__(
@@ -196,15 +224,26 @@ class Engine:
             raise
         finally:
             self._close_streams()
+            await self._close_store()
 
     async def aclose(self) -> None:
         """Close the engine: every live turn ends ``cancelled`` (reason ``closed``), its
-        work is cancelled, subscriptions end. After it returns nothing changes state and
-        no backend call is made. Idempotent."""
+        work is cancelled, subscriptions end, the store is closed. After it returns
+        nothing changes state and no backend call is made. Idempotent.
+
+        A turn ended by closing is written as ended (``closed``): closing is a decision,
+        not a crash, so :meth:`recover` does not resume it.
+        """
         self._close_now()
         for turn in list(self._live):
             await turn.wait_finished()
         self._close_streams()
+        await self._close_store()
+
+    async def _close_store(self) -> None:
+        if self.store is not None:
+            with anyio.CancelScope(shield=True):
+                await self.store.aclose()
 
     @property
     def closed(self) -> bool:
@@ -240,6 +279,7 @@ class Engine:
         resume: Sequence[ResumeEntry] = (),
         history: Sequence[ChatMessage] | None = None,
         tools: ToolRegistry | None = None,
+        owner: str | None = None,
     ) -> Turn:
         """Start a user's turn on a thread; a turn still running there is superseded.
 
@@ -257,8 +297,11 @@ class Engine:
                 interrupts.
             resume: Answers to the thread's open interrupts.
             history: The thread's earlier messages, used the first time the engine sees
-                the thread (later turns continue the engine's own conversation).
+                the thread (later turns continue the engine's own conversation). With
+                a store that already has the thread, the store's history is used.
             tools: Tools for this turn instead of the engine's.
+            owner: With a store, the principal recorded as the thread's owner when
+                this turn creates it.
 
         Raises:
             ClosedError: The engine is closed or not entered.
@@ -277,6 +320,25 @@ class Engine:
         open_interrupts = self._open_interrupts(key, previous)
         if entries:
             check_resume(open_interrupts, entries)
+        return self._start(
+            group, key, message, resume=entries, history=history, tools=tools, owner=owner
+        )
+
+    def _start(
+        self,
+        group: TaskGroup,
+        key: ThreadKey,
+        message: str | UserMessage | None,
+        *,
+        resume: tuple[ResumeEntry, ...] = (),
+        history: Sequence[ChatMessage] | None = None,
+        tools: ToolRegistry | None = None,
+        owner: str | None = None,
+        retry_of: str | None = None,
+    ) -> Turn:
+        """Start a turn whose arguments were checked (see :meth:`start_turn`)."""
+        previous = self._turns.get(key)
+        open_interrupts = self._open_interrupts(key, previous)
         if open_interrupts is not None:
             self._interrupts[key] = open_interrupts
         if previous is not None:
@@ -286,8 +348,12 @@ class Engine:
                 ),
             )
         conversation = self._conversations.pop(key, None)
+        log = self._logs.get(key)
         if conversation is None:
             conversation = Conversation(key.thread_id, history or ())
+            if self.store is not None:
+                log = self._logs[key] = ThreadLog(self.store, key, owner)
+                log.supplied = len(conversation.messages)
         self._conversations[key] = conversation  # the most recently used, last
         start = len(conversation.messages)
         if previous is not None:
@@ -296,8 +362,33 @@ class Engine:
             message = UserMessage(id=self._id_factory(), content=message)
         if message is not None:
             conversation.append(message)
+        turn_id = self._id_factory()
+        if log is not None:
+            log.add(TurnStarted(turn_id=turn_id, resume=resume, retry_of=retry_of))
+            if message is not None:
+                log.add(MessageSaved(turn_id=turn_id, message=message_to_record(message)))
         registry = (tools if tools is not None else self.tools).freeze()
-        processor = EventProcessor(
+        turn = Turn(
+            self,
+            key,
+            self._processor(conversation, registry, resume),
+            registry,
+            start,
+            turn_id=turn_id,
+            log=log,
+        )
+        if log is not None and not log.loaded:
+            log.waiting.append(turn)
+        self._turns[key] = turn
+        self._live.add(turn)
+        turn._publish_state()
+        group.start_soon(turn._drive, name=f"toolrelay turn {key}")
+        return turn
+
+    def _processor(
+        self, conversation: Conversation, registry: ToolRegistry, resume: Sequence[ResumeEntry]
+    ) -> EventProcessor:
+        return EventProcessor(
             conversation,
             tools=registry.definitions(),
             max_depth=self.max_depth,
@@ -306,14 +397,147 @@ class Engine:
             forwarded_props=self._forwarded_props,
             id_factory=self._id_factory,
             include_reasoning=self._include_reasoning,
-            resume=entries,
+            resume=resume,
         )
-        turn = Turn(self, key, processor, registry, start)
-        self._turns[key] = turn
-        self._live.add(turn)
-        turn._publish_state()
-        group.start_soon(turn._drive, name=f"toolrelay turn {key}")
-        return turn
+
+    # -- the store ---------------------------------------------------------------------
+
+    async def _load(self, key: ThreadKey, log: ThreadLog) -> None:
+        """Put what the store has of ``key`` in front of its conversation, once.
+
+        History the embedding code supplied for the thread is replaced by the store's
+        when the store has the thread, and written to it when it does not.
+        """
+        store = self.store
+        assert store is not None
+        async with log.lock:
+            if log.loaded:
+                return
+            history = replay(await store.read(key))
+            conversation = self._conversations.get(key)
+            if conversation is None:  # forgotten meanwhile: nothing to fill
+                log.loaded = True
+                return
+            supplied = log.supplied
+            if history.last_seq:
+                conversation.replace_head(supplied, history.messages)
+                if history.state is not None:
+                    conversation.state = history.state
+                ended = history.last_ended
+                if ended is not None and key not in self._interrupts:
+                    if ended.status == RunStatus.interrupted.value:
+                        self._interrupts[key] = ended.interrupts
+                    elif ended.status == RunStatus.completed.value:
+                        self._interrupts[key] = ()
+                shift = len(history.messages) - supplied
+                for turn in log.waiting:
+                    turn._shift(shift)
+            else:
+                log.prepend(
+                    MessageSaved(turn_id="", message=message_to_record(m))
+                    for m in conversation.messages[:supplied]
+                )
+            log.saved_state(conversation)
+            log.waiting.clear()
+            log.loaded = True
+
+    async def recover(self) -> tuple[Turn, ...]:
+        """Resume the turns the store shows live: those a crash (or a killed process)
+        left between their start and their end.
+
+        Each is resumed where its log says (promise 9): a turn whose run was streaming
+        starts that run again with the conversation as stored; a turn that was
+        executing tools keeps every result the store has (those calls never run
+        again), runs again the calls of idempotent tools (``@tool(idempotent=True)``)
+        that had no result, and sends the model an "interrupted" error for the others
+        (promise 10); then it continues. Threads whose turn is live in this engine
+        are left alone. Entering an engine with a store calls it (unless
+        ``recover=False``).
+
+        Returns:
+            The resumed turns (detached, like :meth:`start_turn`'s).
+
+        Raises:
+            ClosedError: The engine is closed or not entered.
+            StoreError: The store could not be read.
+        """
+        group = self._check_open()
+        store = self.store
+        if store is None:
+            return ()
+        resumed: list[Turn] = []
+        for info in await store.threads(live=True):
+            key = info.key
+            current = self._turns.get(key)
+            if current is not None and not current.finished:
+                continue
+            history = replay(await store.read(key))
+            live = history.live
+            if live is None or (current is not None and not current.finished):
+                continue
+            conversation = Conversation(key.thread_id, history.messages, state=history.state)
+            self._conversations.pop(key, None)
+            self._conversations[key] = conversation
+            log = self._logs[key] = ThreadLog(store, key, info.owner)
+            log.loaded = True
+            log.saved_state(conversation)
+            ended = history.last_ended
+            if ended is not None and ended.status == RunStatus.interrupted.value:
+                self._interrupts[key] = ended.interrupts
+            registry = self.tools.freeze()
+            resume = live.resume if live.tools is None else ()
+            turn = Turn(
+                self,
+                key,
+                self._processor(conversation, registry, resume),
+                registry,
+                live.first_message,
+                turn_id=live.turn_id,
+                log=log,
+                recovered=live,
+            )
+            self._turns[key] = turn
+            self._live.add(turn)
+            turn._publish_state()
+            group.start_soon(turn._drive, name=f"toolrelay recovered turn {key}")
+            resumed.append(turn)
+        return tuple(resumed)
+
+    async def retry(self, key: ThreadKey | str) -> Turn:
+        """Start the thread's failed turn again: its last run's input (the user's
+        message and every tool result it already had) is sent again, without adding
+        the user's message a second time.
+
+        For a turn that failed on something passing: a dropped stream, an HTTP 5xx or
+        429, a store that was locked. What the failed turn received stays in the
+        conversation (nothing received is lost), so the new run sees it too.
+
+        Returns:
+            The new turn (detached, like :meth:`start_turn`'s).
+
+        Raises:
+            ClosedError: The engine is closed or not entered.
+            ValueError: The thread's last turn did not end ``failed`` (or the engine
+                knows of no turn on it).
+            StoreError: The store could not be read.
+        """
+        group = self._check_open()
+        thread = key if isinstance(key, ThreadKey) else ThreadKey(key)
+        latest = self._turns.get(thread)
+        if latest is not None:
+            failed = latest.status is RunStatus.failed
+            failed_id: str | None = latest.turn_id
+        elif self.store is not None:
+            ended = replay(await self.store.read(thread)).last_ended
+            failed = ended is not None and ended.status == RunStatus.failed.value
+            failed_id = ended.turn_id if ended is not None else None
+            if self._turns.get(thread) is not None:  # a turn started while it read
+                raise ValueError(f"a newer turn started on {thread} meanwhile")
+        else:
+            failed, failed_id = False, None
+        if not failed:
+            raise ValueError(f"the last turn on {thread} did not fail: there is nothing to retry")
+        return self._start(group, thread, None, retry_of=failed_id)
 
     async def run_turn(
         self,
@@ -392,21 +616,27 @@ class Engine:
         """Drop a thread from the engine's memory: its conversation, its latest turn and
         its open interrupts.
 
-        A thread whose turn is live is kept. Without a store, what is forgotten is gone:
-        the thread's next turn starts afresh (or from the ``history`` it is given).
+        A thread whose turn is live is kept. With a store, the thread comes back from
+        it on its next turn, intact; without one, what is forgotten is gone: the
+        thread's next turn starts afresh (or from the ``history`` it is given).
 
         Returns:
             ``True`` when the thread was dropped; ``False`` when the engine did not
-            hold it or its turn is live (nothing changes).
+            hold it, its turn is live, or records the store refused still wait to be
+            written (nothing changes).
         """
         thread = key if isinstance(key, ThreadKey) else ThreadKey(key)
         turn = self._turns.get(thread)
         if turn is not None and not turn.finished:
             return False
+        log = self._logs.get(thread)
+        if log is not None and log.pending:
+            return False  # records the store refused wait for a later write
         held = thread in self._conversations or turn is not None
         self._conversations.pop(thread, None)
         self._turns.pop(thread, None)
         self._interrupts.pop(thread, None)
+        self._logs.pop(thread, None)
         return held
 
     def _evict(self) -> None:
@@ -496,9 +726,6 @@ class Engine:
 
     def _new_run_id(self) -> str:
         return self._run_id_factory()
-
-    def _settled(self, turn: Turn, messages: tuple[ChatMessage, ...]) -> None:
-        """Messages of ``turn`` reached their final form (a durable store writes them)."""
 
     def _turn_finished(self, turn: Turn, handle: RunHandle | None) -> None:
         """``turn``'s task is ending: its run leaves the registry, it is counted."""

@@ -90,7 +90,7 @@ async def execute_batch(
     calls: tuple[ToolCallInfo, ...],
     *,
     default_timeout: float | None,
-    on_result: Callable[[ToolCallInfo, ToolResult], None],
+    on_result: Callable[[ToolCallInfo, ToolResult], Awaitable[None] | None],
     limiter: anyio.CapacityLimiter | None = None,
 ) -> None:
     """Execute ``calls`` concurrently; ``on_result`` is called as each one finishes.
@@ -100,8 +100,9 @@ async def execute_batch(
         calls: The batch (already ``executing``).
         default_timeout: Seconds a tool may take unless its spec says otherwise;
             ``None`` for no bound.
-        on_result: Called synchronously with each call and its result, in the order
-            they finish (the engine hands each result to the processor, once).
+        on_result: Called with each call and its result, in the order they finish
+            (the engine writes the result to its store and hands it to the processor,
+            once); awaited when it returns an awaitable.
         limiter: Bounds how many tools (of every batch sharing it) run at once.
     """
     # Blocking tools run in anyio's worker threads; a cancelled turn does not wait for
@@ -125,7 +126,9 @@ async def execute_batch(
                 result = await run_timed(call)
         else:
             result = await run_timed(call)
-        on_result(call, result)
+        taken = on_result(call, result)
+        if taken is not None:
+            await taken
 
     async with anyio.create_task_group() as group:
         for call in calls:

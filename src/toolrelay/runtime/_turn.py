@@ -58,7 +58,6 @@ from typing import TYPE_CHECKING
 import anyio
 
 from toolrelay._reasons import ReasonKind, TerminalReason
-from toolrelay.backends._base import ThreadKey
 from toolrelay.core import (
     Activity,
     ActivityChanged,
@@ -68,6 +67,7 @@ from toolrelay.core import (
     EventProcessor,
     MessagesSettled,
     ProtocolViolation,
+    ThreadKey,
     ToolCallInfo,
     ToolCallMessage,
     ToolRegistry,
@@ -78,9 +78,10 @@ from toolrelay.core import (
     TurnInterrupted,
     ViolationRaised,
 )
-from toolrelay.errors import RemoteProtocolError
-from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay.errors import RemoteProtocolError, StoreError
+from toolrelay.machines import RunStatus, ToolCallEvent, ToolCallStatus
 from toolrelay.protocol import Interrupt, ResumeEntry, RunAgentInput
+from toolrelay.runtime._durable import ThreadLog
 from toolrelay.runtime._executor import execute_batch
 from toolrelay.runtime._registry import RunHandle
 from toolrelay.runtime._views import (
@@ -90,6 +91,7 @@ from toolrelay.runtime._views import (
     TurnSnapshot,
     TurnStatistics,
 )
+from toolrelay.store import LiveTurn, ToolFinished, call_from_record
 
 if TYPE_CHECKING:
     from toolrelay.runtime._engine import Engine
@@ -97,6 +99,13 @@ if TYPE_CHECKING:
 __all__ = ("Turn",)
 
 logger = logging.getLogger("toolrelay.runtime")
+
+#: What the model is told of a call that was running when the process stopped, when its
+#: tool is not idempotent (so it is not run a second time).
+_INTERRUPTED = ToolResult.failure(
+    "interrupted: the process running this tool call stopped before its result was "
+    "saved; the call was not run again (its tool is not declared idempotent)"
+)
 
 #: The effects that end a run: the turn goes on with tools, or it is over.
 RunEnding = ToolsReady | TurnCompleted | TurnInterrupted | TurnEnded
@@ -124,12 +133,15 @@ class Turn:
         "_ending",
         "_handle",
         "_last_published",
+        "_log",
         "_processor",
+        "_recovered",
         "_scope",
         "_start",
         "_stop",
         "_tools",
         "key",
+        "turn_id",
     )
 
     def __init__(
@@ -139,9 +151,19 @@ class Turn:
         processor: EventProcessor,
         tools: ToolRegistry,
         start: int,
+        *,
+        turn_id: str,
+        log: ThreadLog | None = None,
+        recovered: LiveTurn | None = None,
     ) -> None:
         self._engine = engine
         self.key = key
+        #: The turn's id in the thread's log.
+        self.turn_id = turn_id
+        # Where the turn's records go (None: the engine has no store), and, for a turn
+        # a crash left live, what the log says of it.
+        self._log = log
+        self._recovered = recovered
         self._processor = processor
         self._tools = tools
         self._scope = anyio.CancelScope()
@@ -289,6 +311,12 @@ class Turn:
         """The next turn on the thread begins at ``stop``: this turn's messages end there."""
         self._stop = stop
 
+    def _shift(self, by: int) -> None:
+        """``by`` messages were put before this turn's (its thread's history, loaded)."""
+        self._start += by
+        if self._stop is not None:
+            self._stop += by
+
     def _publish_state(self, *, force: bool = False) -> None:
         """Tell subscribers the turn's state, unless it is the one they were last told
         (``force``: a newly focused view wants it again)."""
@@ -307,28 +335,64 @@ class Turn:
         processor = self._processor
         try:
             with self._scope:
-                await self._run_all()
+                if await self._prepare():
+                    await self._run_all()
+        except StoreError as exc:
+            self._perform(processor.fail(exc.reason))
         except Exception as exc:
             self._internal_error(exc)
         finally:
             if not processor.status.is_final:
                 # Only a cancellation from outside toolrelay's own calls gets here.
                 self._perform(processor.cancel("the turn's task was cancelled"))
+            if self._log is not None:
+                await self._last_flush(self._log)
             self._engine._turn_finished(self, self._handle)
             self._done.set()
+
+    async def _prepare(self) -> bool:
+        """With a store: load the thread if the engine does not hold it yet, then write
+        that the turn started. Returns whether the turn is still on."""
+        log = self._log
+        if log is None:
+            return True
+        await self._engine._load(self.key, log)
+        await log.flush()
+        return not self._processor.status.is_final
+
+    async def _flush(self) -> None:
+        """Write what the turn added to the log; a store failure fails the turn
+        (``store_error``) and does not raise."""
+        log = self._log
+        if log is None or not log.pending:
+            return
+        try:
+            await log.flush()
+        except StoreError as exc:
+            logger.error("the store failed for %s: %s", self.key, exc)
+            self._perform(self._processor.fail(exc.reason))
+
+    async def _last_flush(self, log: ThreadLog) -> None:
+        """The turn's last write (its end), whatever cancelled it; a store that still
+        fails is reported, and what it did commit stays."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await log.flush()
+            except StoreError as exc:
+                logger.error("the end of the turn on %s was not written: %s", self.key, exc)
 
     def _perform(self, effects: Sequence[Effect]) -> None:
         """Act on the processor's effects (the one place they are read)."""
         if not effects:
             return
+        if self._log is not None:
+            self._log.add_effects(self.turn_id, self._processor, effects)
         for effect in effects:
             match effect:
-                case MessagesSettled(messages=messages):
-                    self._engine._settled(self, messages)
                 case ToolsReady() | TurnCompleted() | TurnInterrupted() | TurnEnded():
                     self._ending = effect
-                case ActivityChanged() | ViolationRaised():
-                    pass
+                case ActivityChanged() | ViolationRaised() | MessagesSettled():
+                    pass  # observers read the new state; the store's records are added
         self._publish_state()
 
     def _internal_error(self, exc: Exception) -> None:
@@ -371,34 +435,45 @@ class Turn:
         self._perform(self._processor.supersede("the run was replaced on its thread"))
         return True
 
-    def _take_result(self, call: ToolCallInfo, result: ToolResult) -> None:
-        """Hand one tool's result to the processor (once; the last commits the batch)."""
+    async def _take_result(self, call: ToolCallInfo, result: ToolResult) -> None:
+        """Write one tool's result to the store, then hand it to the processor (once;
+        the last commits the batch)."""
+        if self._log is not None and not self._processor.status.is_final:
+            self._log.add(ToolFinished(turn_id=self.turn_id, call_id=call.id, result=result))
+            await self._flush()
         effects = self._processor.record_result(call, result)
         if not self._processor.status.is_final:
             self._engine._notify(ToolCallFinished(self.key, call.id, call.name, result))
         self._perform(effects)
+        await self._flush()
 
     async def _run_all(self) -> None:
         processor = self._processor
         engine = self._engine
-        run_id = await self._allocate()
-        if run_id is None:
-            return
-        handle = RunHandle(self.key, run_id)
-        engine.registry.register_run(handle)
-        self._handle = handle
-        run_input = processor.start_run(run_id)
-        self._publish_state()
+        recovered, self._recovered = self._recovered, None
+        restored = recovered is not None and recovered.tools is not None
+        if recovered is not None and recovered.tools is not None:
+            tools = recovered.tools
+            handle = RunHandle(self.key, tools.run_id, depth=tools.depth)
+            engine.registry.register_run(handle)
+            self._handle = handle
+            ending = self._restore(recovered)
+        else:
+            run_id = await self._allocate()
+            if run_id is None:
+                return
+            handle = RunHandle(self.key, run_id)
+            engine.registry.register_run(handle)
+            self._handle = handle
+            run_input = processor.start_run(run_id)
+            self._publish_state()
+            ending = await self._stream(handle, run_input)
         while True:
-            match await self._stream(handle, run_input):
+            match ending:
                 case ToolsReady(calls=calls):
-                    await execute_batch(
-                        self._tools,
-                        calls,
-                        default_timeout=engine.tool_timeout,
-                        on_result=self._take_result,
-                        limiter=engine._limiter,
-                    )
+                    await self._execute(calls, recovering=restored)
+                case None if restored and processor.status is RunStatus.executing_tools:
+                    pass  # restored after its batch was committed: continue
                 case _:
                     return
             if self._stale(handle):
@@ -415,6 +490,53 @@ class Turn:
             self._handle = handle
             run_input = processor.start_run(next_run_id)
             self._publish_state()
+            restored = False
+            ending = await self._stream(handle, run_input)
+
+    async def _execute(self, calls: tuple[ToolCallInfo, ...], *, recovering: bool) -> None:
+        """Run a batch; after a crash, a call that was running is run again only if its
+        tool is idempotent, the others get the "interrupted" error (promise 10)."""
+        if recovering:
+            again: list[ToolCallInfo] = []
+            for call in calls:
+                spec = self._tools.get(call.name)
+                if spec is not None and spec.idempotent:
+                    again.append(call)
+                else:
+                    await self._take_result(call, _INTERRUPTED)
+            calls = tuple(again)
+            if not calls:
+                return
+        await execute_batch(
+            self._tools,
+            calls,
+            default_timeout=self._engine.tool_timeout,
+            on_result=self._take_result,
+            limiter=self._engine._limiter,
+        )
+
+    def _restore(self, live: LiveTurn) -> RunEnding | None:
+        """Put the processor where the log left the turn: running its last tool batch
+        (the calls with a stored result keep it), or between that batch and the
+        continuation."""
+        tools = live.tools
+        assert tools is not None
+        calls = []
+        if live.batch_open:
+            for stored in tools.calls:
+                call = call_from_record(stored)
+                result = live.results.get(call.id)
+                if result is not None and call.status is ToolCallStatus.executing:
+                    call.send(ToolCallEvent.succeed if result.ok else ToolCallEvent.fail)
+                    call.result = result
+                calls.append(call)
+        self._ending = None
+        effects = self._processor.restore(
+            run_id=tools.run_id, depth=tools.depth, runs=tools.runs, calls=calls
+        )
+        self._perform(effects)
+        self._publish_state()
+        return self._ending
 
     def _run_over(self) -> bool:
         """Whether the current run ended: an ending effect was performed."""
@@ -424,6 +546,7 @@ class Turn:
         """Stream one run into the processor; returns the effect that ended it."""
         processor = self._processor
         engine = self._engine
+        log = self._log
         self._ending = None
         with anyio.CancelScope() as scope:
             handle.on_dispose(scope.cancel)
@@ -444,6 +567,8 @@ class Turn:
                         except Exception as exc:
                             self._internal_error(exc)
                             break
+                        if log is not None and log.pending:
+                            await self._flush()  # what settled, the moment it exists
                         if self._run_over():
                             break
                 if not self._run_over():
@@ -469,4 +594,6 @@ class Turn:
         if scope.cancelled_caught and not processor.status.is_final:
             # The handle was disposed by someone else: the run no longer owns the thread.
             self._perform(processor.supersede("the run was replaced on its thread"))
+        # Before a batch runs, its calls are in the store (promise 10's write-ahead).
+        await self._flush()
         return self._ending

@@ -37,15 +37,18 @@ class LiveTurn:
         turn_id: Its id.
         first_message: Where its messages start in the conversation.
         resume: The answers to interrupts its first run carried.
-        batch: The tool batch it was running, when a run had ended with calls
-            pending and their results were not yet committed; ``None`` otherwise.
+        tools: The last tool batch its runs asked for (``None``: its first run had
+            not finished).
+        batch_open: Whether that batch was still running (its results not yet
+            committed to the conversation).
         results: The results already stored for calls of that batch, by call id.
     """
 
     turn_id: str
     first_message: int
     resume: tuple[ResumeEntry, ...] = ()
-    batch: ToolsStarted | None = None
+    tools: ToolsStarted | None = None
+    batch_open: bool = False
     results: dict[str, ToolResult] = field(default_factory=dict)
 
 
@@ -96,18 +99,20 @@ def replay(entries: Iterable[Entry]) -> ThreadHistory:
                     messages.append(message)
                 else:
                     messages[index] = message
-                if isinstance(stored, StoredBatch) and live is not None and live.batch:
+                if isinstance(stored, StoredBatch) and live is not None and live.batch_open:
                     # The batch was committed: its calls are no longer running.
-                    batch_ids = {call.id for call in live.batch.calls}
+                    assert live.tools is not None
+                    batch_ids = {call.id for call in live.tools.calls}
                     if any(call.id in batch_ids for call in stored.calls):
-                        live.batch = None
+                        live.batch_open = False
                         live.results = {}
             case TurnStarted():
                 # A turn left without an end by a newer one was superseded.
                 history.live = LiveTurn(record.turn_id, len(messages), record.resume)
             case ToolsStarted():
                 if live is not None and live.turn_id == record.turn_id:
-                    live.batch = record
+                    live.tools = record
+                    live.batch_open = True
                     live.results = {
                         call.id: call.result for call in record.calls if call.result is not None
                     }
