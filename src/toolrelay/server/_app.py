@@ -74,7 +74,7 @@ from toolrelay.protocol import (
     decode_run_input,
     encode_event,
 )
-from toolrelay.runtime import Engine
+from toolrelay.runtime import Engine, Turn
 from toolrelay.server._auth import Anonymous, Authenticator, BearerTokens, Request
 from toolrelay.server._feed import LogFeed
 from toolrelay.server._metrics import Metrics
@@ -264,7 +264,6 @@ class AguiServer:
         if self._entered:
             raise RuntimeError("the server was already started")
         self._entered = True
-        await self.store.open()
         model = RoundLimit(
             self.backend,
             max_tool_rounds=self.max_tool_rounds,
@@ -277,19 +276,19 @@ class AguiServer:
             "tool_timeout": self.tool_timeout,
             **self._engine_options,
         }
-        engine = Engine(model, store=self.store, **options)  # type: ignore[call-arg]
-        await engine.__aenter__()
+        engine = Engine(model, store=self.store, recover=False, **options)
+        await engine.__aenter__()  # opens the store
         self._engine = engine
         try:
             live = await self.store.threads(live=True)
             self.metrics.live_at_start([(info.key, info.live_turn or "") for info in live])
-            recover = getattr(engine, "recover", None)
-            if recover is not None:
-                await recover()
+            # The turns a crash left live resume (promise 9); calls whose result is
+            # stored never run again (promise 10).
+            await engine.recover()
         except BaseException as exc:
             await engine.__aexit__(type(exc), exc, exc.__traceback__)
             raise
-        logger.info("toolrelay server started (%d live turn(s) in the store)", len(live))
+        logger.info("toolrelay server started (%d live turn(s) resumed)", len(live))
         return self
 
     async def __aexit__(
@@ -310,21 +309,17 @@ class AguiServer:
         engine = self._engine
         if engine is not None:
             with anyio.move_on_after(self.drain_timeout):
-                while self._running_turns(engine):
-                    await anyio.sleep(0.05)
+                for turn in self._running_turns(engine):
+                    await turn.wait_finished()
             await engine.aclose()
-            await engine.__aexit__(None, None, None)
+            await engine.__aexit__(None, None, None)  # closes the store
         self.store.wake_all()
-        await self.store.aclose()
 
-    def _running_turns(self, engine: Engine) -> bool:
-        """Whether a turn runs that is not only waiting for a client."""
+    def _running_turns(self, engine: Engine) -> list[Turn]:
+        """The live turns that are not only waiting for a client's results."""
         waiting = {key for key, calls in self._client_waits.items() if calls}
-        for key in engine.threads:
-            turn = engine.turn(key)
-            if turn is not None and not turn.finished and key not in waiting:
-                return True
-        return False
+        turns = [engine.turn(key) for key in engine.threads if key not in waiting]
+        return [turn for turn in turns if turn is not None and not turn.finished]
 
     # -- what the engine's parts tell the server --------------------------------------------
 
@@ -413,7 +408,7 @@ class AguiServer:
                             "protocol": "ag-ui",
                             "maxToolRounds": self.max_tool_rounds,
                             "continuation": self.continuation,
-                            "tools": list(self.tools.names()),
+                            "tools": list(self.tools.names),
                         },
                     )
                 else:
@@ -568,6 +563,7 @@ class AguiServer:
                 resume=resume,
                 history=history if new_thread else None,
                 tools=registry,
+                owner=principal,
             )
         except ValueError as exc:  # ResumeError: the entries do not answer the interrupts
             self._client_tools_next.pop(key, None)

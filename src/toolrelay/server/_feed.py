@@ -178,6 +178,9 @@ class LogFeed:
         self.position = entry.seq
         record = entry.record
         out: list[Event] = []
+        if not record.turn_id:
+            # History the client supplied with the thread's first turn: the client's own.
+            return out
         match record:
             case TurnStarted(turn_id=turn_id):
                 if self._run_id is not None:
@@ -226,10 +229,10 @@ class LogFeed:
                 turn = self._turn_for(turn_id)
                 self._open(out)
                 self._result(turn, call_id, result.content, out)
-                batch = turn.batch
-                if batch is not None:
-                    batch.open_server.discard(call_id)
-                    batch.open_client.discard(call_id)
+                current = turn.batch
+                if current is not None:
+                    current.open_server.discard(call_id)
+                    current.open_client.discard(call_id)
                     self._maybe_hand_over(turn, out)
             case StateSaved(turn_id=turn_id, state=state):
                 self._turn_for(turn_id)

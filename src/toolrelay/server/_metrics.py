@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolrelay.core import ThreadKey
-from toolrelay.store import Entry, ToolFinished, ToolsStarted, TurnEnded, TurnStarted
 from toolrelay.server._feed import SERVER_STOPS, StopReason
+from toolrelay.store import Entry, ToolFinished, ToolsStarted, TurnEnded, TurnStarted
 
 try:
     import prometheus_client
@@ -61,8 +61,8 @@ class Metrics:
 
     def __init__(self) -> None:
         self._turns: dict[ThreadKey, _LiveTurn] = {}
-        self.enabled = prometheus_client is not None
-        if prometheus_client is None:  # pragma: no cover - the server extra is missing
+        self.enabled: bool = prometheus_client is not None
+        if not self.enabled:  # pragma: no cover - the server extra is missing
             return
         registry = self.registry = prometheus_client.CollectorRegistry(auto_describe=True)
         self.turns_started = prometheus_client.Counter(

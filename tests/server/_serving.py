@@ -1,0 +1,130 @@
+"""Serving an :class:`AguiServer` on loopback inside the test's own event loop.
+
+Under asyncio, uvicorn runs as a task of the test's loop; under trio, hypercorn's trio
+worker does (uvicorn is asyncio-only). Either way the ASGI lifespan starts and stops
+the server, as in production, and the test can read the server's engine and store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Generator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+import sniffio
+from httpx_sse import aconnect_sse
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any) -> AsyncIterator[str]:
+    """``app`` served on 127.0.0.1 (an ephemeral port) with its lifespan; its URL."""
+    if sniffio.current_async_library() == "asyncio":
+        async with _uvicorn(app) as url:
+            yield url
+    else:
+        async with _hypercorn(app) as url:
+            yield url
+
+
+@contextlib.asynccontextmanager
+async def _uvicorn(app: Any) -> AsyncIterator[str]:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Generator[None, None, None]:
+            yield
+
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, lifespan="on", log_config=None, http="h11", ws="none"
+    )
+    server = Server(config)
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.serve)
+        with anyio.fail_after(10):
+            while not server.started:
+                await anyio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+
+
+@contextlib.asynccontextmanager
+async def _hypercorn(app: Any) -> AsyncIterator[str]:
+    import hypercorn.config
+    import hypercorn.trio
+
+    config = hypercorn.config.Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    config.errorlog = None
+    config.graceful_timeout = 5
+    stop = anyio.Event()
+    async with anyio.create_task_group() as group:
+        binds = await group.start(
+            lambda task_status: hypercorn.trio.serve(
+                app, config, shutdown_trigger=stop.wait, task_status=task_status
+            )
+        )
+        try:
+            yield str(binds[0])
+        finally:
+            stop.set()
+
+
+@dataclass(frozen=True)
+class Sse:
+    """One SSE event as a client read it."""
+
+    id: str
+    data: dict[str, Any]
+
+    @property
+    def type(self) -> str:
+        return str(self.data["type"])
+
+
+async def read_events(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    json_body: Any = None,
+    headers: dict[str, str] | None = None,
+    stop_after: int | None = None,
+) -> list[Sse]:
+    """The SSE events of one request (``stop_after``: hang up after that many)."""
+    out: list[Sse] = []
+    kwargs: dict[str, Any] = {"headers": headers or {}}
+    if json_body is not None:
+        kwargs["json"] = json_body
+    async with aconnect_sse(client, method, url, **kwargs) as source:
+        source.response.raise_for_status()
+        async for sse in source.aiter_sse():
+            if not sse.data:
+                continue
+            out.append(Sse(sse.id, json.loads(sse.data)))
+            if stop_after is not None and len(out) >= stop_after:
+                break
+    return out
+
+
+def run_input(thread_id: str, text: str, **extra: Any) -> dict[str, Any]:
+    """A RunAgentInput (camelCase JSON) with one user message."""
+    body: dict[str, Any] = {
+        "threadId": thread_id,
+        "runId": f"run-{thread_id}",
+        "messages": [{"id": f"u-{thread_id}", "role": "user", "content": text}],
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {},
+    }
+    body.update(extra)
+    return body
