@@ -34,10 +34,16 @@ async def serving(app: Any) -> AsyncIterator[str]:
 async def _uvicorn(app: Any) -> AsyncIterator[str]:
     import uvicorn
 
+    listening = anyio.Event()
+
     class Server(uvicorn.Server):
         @contextlib.contextmanager
         def capture_signals(self) -> Generator[None, None, None]:
             yield
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            listening.set()
 
     config = uvicorn.Config(
         app, host="127.0.0.1", port=0, lifespan="on", log_config=None, http="h11", ws="none"
@@ -46,8 +52,8 @@ async def _uvicorn(app: Any) -> AsyncIterator[str]:
     async with anyio.create_task_group() as group:
         group.start_soon(server.serve)
         with anyio.fail_after(10):
-            while not server.started:
-                await anyio.sleep(0.01)
+            await listening.wait()
+        assert server.started, "uvicorn did not start"
         port = server.servers[0].sockets[0].getsockname()[1]
         try:
             yield f"http://127.0.0.1:{port}"

@@ -16,7 +16,7 @@ from toolrelay.testing import ScriptedAgent, text, tool_call
 
 # The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
 sys.path.insert(0, str(Path(__file__).parent))
-from _serving import Sse, read_events, run_input, serving  # noqa: E402
+from _serving import Sse, read_events, run_input, serving
 
 pytestmark = pytest.mark.anyio
 
