@@ -373,8 +373,9 @@ class AguiServer:
             while (await receive())["type"] != "lifespan.shutdown":
                 pass
         finally:
-            with anyio.CancelScope(shield=True):
-                await self.aclose()
+            # Not under a shielded scope of its own: the engine's task group, entered
+            # in this task, must be left from the scope it was entered in.
+            await self.aclose()
         await send({"type": "lifespan.shutdown.complete"})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
