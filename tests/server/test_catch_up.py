@@ -1,0 +1,157 @@
+"""Catch-up: a client that left at any sequence number and comes back reads what a
+client that never left read; the client going away never cancels the turn."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from toolrelay.core import ThreadKey, ToolRegistry
+from toolrelay.server import AguiServer
+from toolrelay.store import MemoryStore, TurnEnded
+from toolrelay.testing import Gate, ScriptedAgent, text, tool_call
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _serving import HTTPX_GC_ON_TRIO, Sse, read_events, run_input, serving
+
+pytestmark = pytest.mark.anyio
+
+
+async def lookup(name: str) -> str:
+    """Look a name up."""
+    return name.upper()
+
+
+def tools() -> ToolRegistry:
+    return ToolRegistry().register(lookup)
+
+
+def rejoin(before: list[Sse], after: list[Sse]) -> list[Sse]:
+    """What a client saw over two connections: ``after`` repeats RUN_STARTED of the run
+    that was open where ``before`` stopped (the resumed stream is a valid AG-UI stream
+    on its own); the rest is new."""
+    open_run = None
+    for event in before:
+        if event.type == "RUN_STARTED":
+            open_run = event.data["runId"]
+        elif event.type in ("RUN_FINISHED", "RUN_ERROR"):
+            open_run = None
+    if open_run is not None and after:
+        assert after[0].type == "RUN_STARTED" and after[0].data["runId"] == open_run
+        after = after[1:]
+    return before + after
+
+
+async def test_catch_up_from_every_sequence_number_equals_never_leaving() -> None:
+    model = ScriptedAgent(
+        [
+            text("Looking them up."),
+            tool_call("lookup", {"name": "a"}),
+            tool_call("lookup", {"name": "b"}),
+        ],
+        [tool_call("lookup", {"name": "c"})],
+        [text("A, B and C.")],
+    )
+    server = AguiServer(model, tools=tools())
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        live = await read_events(client, "POST", "/", json_body=run_input("c1", "go"))
+        second = await read_events(client, "POST", "/", json_body=run_input("c1", "again"))
+        assert second[-1].type in ("RUN_FINISHED", "RUN_ERROR")
+        everything = await read_events(client, "GET", "/threads/c1/events")
+        last = int(everything[-1].id)
+        assert everything[: len(live)] == live  # the POST stream is the log's stream
+        for n in range(0, last + 1):
+            seen = [e for e in everything if int(e.id) <= n]
+            by_query = (
+                await read_events(client, "GET", f"/threads/c1/events?after={n}")
+                if n < last
+                else []
+            )
+            by_header = (
+                await read_events(
+                    client, "GET", "/threads/c1/events", headers={"Last-Event-ID": str(n)}
+                )
+                if n < last
+                else []
+            )
+            assert by_query == by_header
+            assert rejoin(seen, by_query) == everything, n
+            assert all(int(e.id) > n or e.type == "RUN_STARTED" for e in by_query)
+        # Nothing after the end: no stream at all.
+        response = await client.get(f"/threads/c1/events?after={last}")
+        assert response.status_code == 204
+
+
+@HTTPX_GC_ON_TRIO
+async def test_leaving_mid_turn_cancels_nothing_and_catch_up_has_no_gap() -> None:
+    gate = anyio.Event()
+    store = MemoryStore()
+    model = ScriptedAgent(
+        [tool_call("lookup", {"name": "a"}, id="k1")],
+        [Gate(gate), text("Done: A.")],
+    )
+    server = AguiServer(model, tools=tools(), store=store)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        # Hang up once the tool's result arrived; the second run is held at the gate.
+        before = await read_events(
+            client, "POST", "/", json_body=run_input("c2", "go"), stop_after=5
+        )
+        assert before[-1].type == "TOOL_CALL_RESULT"
+        turn = server.engine.turn("c2")
+        assert turn is not None and not turn.finished
+        async with anyio.create_task_group() as group:
+            tail: list[Sse] = []
+
+            async def follow() -> None:
+                tail.extend(
+                    await read_events(
+                        client,
+                        "GET",
+                        "/threads/c2/events",
+                        headers={"Last-Event-ID": before[-1].id},
+                    )
+                )
+
+            group.start_soon(follow)
+            await anyio.sleep(0.2)
+            gate.set()  # the turn goes on while the client reads the live tail
+        assert turn.finished and turn.status.value == "completed"
+        everything = await read_events(client, "GET", "/threads/c2/events")
+    assert rejoin(before, tail) == everything
+    assert tail[-1].data["result"]["stopReason"] == "end_turn"
+    log = await store.read(ThreadKey("c2"))
+    assert [e.seq for e in log] == list(range(1, len(log) + 1))
+    assert isinstance(log[-1].record, TurnEnded)
+
+
+async def test_the_cancel_endpoint_cancels_the_turn() -> None:
+    model = ScriptedAgent(
+        [tool_call("lookup", {"name": "a"})], [Gate(anyio.Event()), text("never")]
+    )
+    server = AguiServer(model, tools=tools())
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        async with anyio.create_task_group() as group:
+            events: list[Sse] = []
+
+            async def run() -> None:
+                events.extend(
+                    await read_events(client, "POST", "/", json_body=run_input("c3", "go"))
+                )
+
+            group.start_soon(run)
+            with anyio.fail_after(10):
+                while not any(e.type == "TOOL_CALL_RESULT" for e in events):
+                    turn = server.engine.turn("c3")
+                    if turn is not None and turn.depth >= 1:
+                        break
+                    await anyio.sleep(0.02)
+            response = await client.post("/threads/c3/cancel")
+            assert response.status_code == 200 and response.json()["cancelled"] is True
+        assert events[-1].type == "RUN_ERROR"
+        assert events[-1].data["code"] == "cancelled"
+        again = await client.post("/threads/c3/cancel")
+        assert again.json()["cancelled"] is False
