@@ -123,21 +123,25 @@ async def test_an_oversize_body_is_413_and_nothing_is_written() -> None:
         (b'{"threadId": "", "runId": "r", "messages": []}', "invalid_run_input"),
         (b'{"threadId": "t", "runId": "r", "messages": []}', "invalid_run_input"),
         (
-            b'{"threadId": "t", "runId": "r", "messages": [{"id": "a", "role": "assistant", "content": "hi"}]}',
+            b'{"threadId": "t", "runId": "r", "messages":'
+            b' [{"id": "a", "role": "assistant", "content": "hi"}]}',
             "invalid_run_input",
         ),
         (
-            b'{"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "hi"}],'
+            b'{"threadId": "t", "runId": "r", "messages":'
+            b' [{"id": "u", "role": "user", "content": "hi"}],'
             b' "tools": [{"name": "lookup", "description": "shadows a server tool"}]}',
             "tool_conflict",
         ),
         (
-            b'{"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "hi"}],'
+            b'{"threadId": "t", "runId": "r", "messages":'
+            b' [{"id": "u", "role": "user", "content": "hi"}],'
             b' "tools": [{"name": "bad name!", "description": "x"}]}',
             "invalid_tool",
         ),
         (
-            b'{"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "hi"},'
+            b'{"threadId": "t", "runId": "r", "messages":'
+            b' [{"id": "u", "role": "user", "content": "hi"},'
             b' {"id": "r1", "role": "tool", "toolCallId": "nope", "content": "1"}]}',
             "no_pending_call",
         ),
