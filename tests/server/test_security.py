@@ -4,6 +4,7 @@ malformed input: each a clear HTTP error, and nothing written."""
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -105,7 +106,8 @@ async def test_an_oversize_body_is_413_and_nothing_is_written() -> None:
         assert response.status_code == 413
         assert response.json()["error"]["code"] == "body_too_large"
 
-        async def chunks():  # no Content-Length: the bound holds as the body arrives
+        # No Content-Length: the bound holds as the body arrives.
+        async def chunks() -> AsyncIterator[bytes]:
             for _ in range(10):
                 yield b"[" * 500
 
