@@ -67,7 +67,7 @@ async def test_metrics_count_turns_rounds_tools_and_store_writes(
     assert found[("toolrelay_store_write_seconds_count", (("outcome", "ok"),))] > 0
     assert found[("toolrelay_live_turns", ())] == 0
     # Structured records carry thread, turn, round and the next sequence number.
-    records = [r.toolrelay for r in caplog.records if hasattr(r, "toolrelay")]  # type: ignore[attr-defined]
+    records = [r.toolrelay for r in caplog.records if hasattr(r, "toolrelay")]
     ends = [r for r in records if r["record"] == "TurnEnded"]
     assert {(r["thread"], r["round"], r["reason"]) for r in ends} == {
         ("m1", 1, "end_turn"),
