@@ -103,6 +103,12 @@ class Sse:
     def type(self) -> str:
         return str(self.data["type"])
 
+    @property
+    def seq(self) -> int:
+        """The sequence number of the record the event comes from (``N`` of ``N`` or
+        ``N:i``)."""
+        return int(self.id.partition(":")[0])
+
 
 async def read_events(
     client: httpx.AsyncClient,

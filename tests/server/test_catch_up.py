@@ -13,7 +13,7 @@ import pytest
 from toolrelay.core import ThreadKey, ToolRegistry
 from toolrelay.server import AguiServer
 from toolrelay.store import MemoryStore, TurnEnded
-from toolrelay.testing import Gate, ScriptedAgent, text, tool_call
+from toolrelay.testing import Gate, ScriptedAgent, Sleep, text, tool_call
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _serving import HTTPX_GC_ON_TRIO, Sse, read_events, run_input, serving
@@ -62,10 +62,10 @@ async def test_catch_up_from_every_sequence_number_equals_never_leaving() -> Non
         second = await read_events(client, "POST", "/", json_body=run_input("c1", "again"))
         assert second[-1].type in ("RUN_FINISHED", "RUN_ERROR")
         everything = await read_events(client, "GET", "/threads/c1/events")
-        last = int(everything[-1].id)
+        last = everything[-1].seq
         assert everything[: len(live)] == live  # the POST stream is the log's stream
         for n in range(0, last + 1):
-            seen = [e for e in everything if int(e.id) <= n]
+            seen = [e for e in everything if e.seq <= n]
             by_query = (
                 await read_events(client, "GET", f"/threads/c1/events?after={n}")
                 if n < last
@@ -80,7 +80,13 @@ async def test_catch_up_from_every_sequence_number_equals_never_leaving() -> Non
             )
             assert by_query == by_header
             assert rejoin(seen, by_query) == everything, n
-            assert all(int(e.id) > n or e.type == "RUN_STARTED" for e in by_query)
+            assert all(e.seq > n or e.type == "RUN_STARTED" for e in by_query)
+        # Inside a record's events too: after every single event, by its own id.
+        for i, event in enumerate(everything[:-1]):
+            rest = await read_events(
+                client, "GET", "/threads/c1/events", headers={"Last-Event-ID": event.id}
+            )
+            assert rejoin(everything[: i + 1], rest) == everything, event.id
         # Nothing after the end: no stream at all.
         response = await client.get(f"/threads/c1/events?after={last}")
         assert response.status_code == 204
@@ -155,3 +161,40 @@ async def test_the_cancel_endpoint_cancels_the_turn() -> None:
         assert events[-1].data["code"] == "cancelled"
         again = await client.post("/threads/c3/cancel")
         assert again.json()["cancelled"] is False
+
+
+@HTTPX_GC_ON_TRIO
+async def test_leaving_live_at_every_event_and_coming_back_loses_and_repeats_nothing() -> None:
+    """One thread per disconnect point: the client hangs up after its k-th event while
+    the turn runs, reconnects at once with Last-Event-ID, and follows to the end."""
+
+    def script(key: object, run_input: object) -> list[object]:
+        runs = len([r for r in model.records if r.key == key])
+        if runs == 1:
+            return [text("Looking."), Sleep(0.02), tool_call("lookup", {"name": "a"})]
+        if runs == 2:
+            return [
+                Sleep(0.02),
+                tool_call("lookup", {"name": "b"}),
+                tool_call("lookup", {"name": "c"}),
+            ]
+        return [Sleep(0.02), text("A, B, C.")]
+
+    model = ScriptedAgent(respond=script)  # type: ignore[arg-type]
+    server = AguiServer(model, tools=tools())
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        reference = await read_events(client, "POST", "/", json_body=run_input("ref", "go"))
+        for k in range(1, len(reference)):
+            thread = f"live-{k}"
+            before = await read_events(
+                client, "POST", "/", json_body=run_input(thread, "go"), stop_after=k
+            )
+            after = await read_events(
+                client,
+                "GET",
+                f"/threads/{thread}/events",
+                headers={"Last-Event-ID": before[-1].id},
+            )
+            everything = await read_events(client, "GET", f"/threads/{thread}/events")
+            assert rejoin(before, after) == everything, k
+            assert [e.type for e in everything] == [e.type for e in reference], k

@@ -123,7 +123,7 @@ async def test_the_handover_run_ends_with_the_client_calls_pending() -> None:
     assert second[0].data["runId"] != first[0].data["runId"]
     assert "TEXT_MESSAGE_CONTENT" in types
     assert second[-1].data["result"]["stopReason"] == "end_turn"
-    assert int(second[0].id) >= int(first[-1].id)
+    assert second[0].seq >= first[-1].seq
     assert turn.status.value == "completed"  # final, so finished
 
 

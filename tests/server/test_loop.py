@@ -73,7 +73,7 @@ async def test_one_tool_round_then_the_answer() -> None:
     result = next(e for e in events if e.type == "TOOL_CALL_RESULT")
     assert result.data["content"] == "42"
     # Every event carries the sequence number of a committed record, never going back.
-    ids = [int(e.id) for e in events]
+    ids = [e.seq for e in events]
     assert ids == sorted(ids)
     log = await store.read(ThreadKey("t1"))
     assert ids[-1] == log[-1].seq

@@ -69,6 +69,7 @@ from toolrelay.protocol import (
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
+    RunStartedEvent,
     ToolMessage,
     UserMessage,
     decode_run_input,
@@ -531,12 +532,17 @@ class AguiServer:
                     "no_pending_call",
                     f"no tool call waits for a result on thread {key.thread_id!r} ({unknown})",
                 )
-            self._start_turn(key, principal, run_input, new_thread=info is None)
-        await self._stream(scope, receive, send, key, feed, post=True)
+            own = self._start_turn(key, principal, run_input, new_thread=info is None)
+            # The stream starts at this turn's own start: what the log shows before it
+            # (a turn it superseded ending) is not this run's.
+            await self._stream(scope, receive, send, key, feed, b"", post=True, skip_until=own)
+            return
+        await self._stream(scope, receive, send, key, feed, b"", post=True)
 
     def _start_turn(
         self, key: ThreadKey, principal: str, run_input: RunAgentInput, *, new_thread: bool
-    ) -> None:
+    ) -> str:
+        """Start the turn ``run_input`` asks for; returns its id."""
         messages = run_input.messages
         last = messages[-1] if messages else None
         resume = tuple(run_input.resume or ())
@@ -558,7 +564,7 @@ class AguiServer:
             self._claims[key] = principal
         self._client_tools_next[key] = frozenset(tool.name for tool in run_input.tools)
         try:
-            self.engine.start_turn(
+            turn = self.engine.start_turn(
                 key,
                 message,
                 resume=resume,
@@ -569,6 +575,7 @@ class AguiServer:
         except ValueError as exc:  # ResumeError: the entries do not answer the interrupts
             self._client_tools_next.pop(key, None)
             raise HTTPError(422, "invalid_resume", str(exc)) from exc
+        return turn.turn_id
 
     def _turn_tools(self, key: ThreadKey, run_input: RunAgentInput) -> ToolRegistry:
         if not run_input.tools:
@@ -651,18 +658,39 @@ class AguiServer:
         key = ThreadKey(urllib.parse.unquote(thread))
         if not await self._check_owner(key, principal):
             raise HTTPError(404, "not_found", f"no thread {key.thread_id!r}")
-        after = _after(scope, request.headers)
-        feed = await self._warm(key, after)
-        if feed.position < after:
-            raise HTTPError(
-                416, "bad_position", f"thread {key.thread_id!r} has no sequence number {after}"
+        seq, index = _position(scope, request.headers)
+        if index is None:
+            feed = await self._warm(key, seq)
+            if feed.position < seq:
+                raise _no_position(key, f"{seq}")
+            head = _frames(seq, feed.resume_events(), prefix=True)
+        else:
+            # Inside record ``seq``'s events: what follows event ``index`` of them.
+            feed = await self._warm(key, seq - 1)
+            entries = await self._read(key, seq - 1, 1)
+            if feed.position < seq - 1 or not entries or entries[0].seq != seq:
+                raise _no_position(key, f"{seq}:{index}")
+            open_run = feed.open_run_id
+            group = feed.feed(entries[0])
+            if index >= len(group):
+                raise _no_position(key, f"{seq}:{index}")
+            for event in group[: index + 1]:
+                if isinstance(event, RunStartedEvent):
+                    open_run = event.run_id
+                elif isinstance(event, (RunFinishedEvent, RunErrorEvent)):
+                    open_run = None
+            resumed: list[Event] = []
+            if open_run is not None:
+                resumed.append(RunStartedEvent(thread_id=key.thread_id, run_id=open_run))
+            head = _frames(seq, resumed, prefix=True, index=index) + _frames(
+                seq, group, start=index + 1
             )
         info = await self._thread_info(key)
-        idle = info is None or info.last_seq <= after
-        if idle and not feed.run_open and (info is None or info.live_turn is None):
+        idle = info is None or info.last_seq <= feed.position
+        if not head and idle and not feed.run_open and (info is None or info.live_turn is None):
             await _respond(send, 204, b"", None)
             return
-        await self._stream(scope, receive, send, key, feed, post=False)
+        await self._stream(scope, receive, send, key, feed, head, post=False)
 
     # -- streaming ---------------------------------------------------------------------------
 
@@ -673,8 +701,10 @@ class AguiServer:
         send: Send,
         key: ThreadKey,
         feed: LogFeed,
+        head: bytes,
         *,
         post: bool,
+        skip_until: str | None = None,
     ) -> None:
         await send(
             {
@@ -696,14 +726,26 @@ class AguiServer:
 
             group.start_soon(watch_disconnect)
             try:
-                await self._pump(send, key, feed, post=post)
+                await self._pump(send, key, feed, head, post=post, skip_until=skip_until)
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             except OSError:
                 pass  # the connection broke under the write
             group.cancel_scope.cancel()
 
-    async def _pump(self, send: Send, key: ThreadKey, feed: LogFeed, *, post: bool) -> None:
-        head = b"".join(_frame(feed.position, event) for event in feed.resume_events())
+    async def _pump(
+        self,
+        send: Send,
+        key: ThreadKey,
+        feed: LogFeed,
+        head: bytes,
+        *,
+        post: bool,
+        skip_until: str | None,
+    ) -> None:
+        """Send ``head``, then the events of every record after the feed's position,
+        following new commits (a POST: until its AG-UI run ends; a catch-up: until no
+        run is open). With ``skip_until``, records are folded but not sent until that
+        turn's start."""
         if head:
             await send({"type": "http.response.body", "body": head, "more_body": True})
         while True:
@@ -711,8 +753,15 @@ class AguiServer:
             entries = await self._read(key, feed.position)
             chunk = bytearray()
             for entry in entries:
-                for event in feed.feed(entry):
-                    chunk += _frame(entry.seq, event)
+                events = feed.feed(entry)
+                if skip_until is not None:
+                    record = entry.record
+                    if not (isinstance(record, TurnStarted) and record.turn_id == skip_until):
+                        continue
+                    skip_until = None
+                    events = events[events.index(_first_run_start(events)) :]
+                for position, event in enumerate(events):
+                    chunk += _frame(_event_id(entry.seq, position, len(events)), event)
                     if post and isinstance(event, (RunFinishedEvent, RunErrorEvent)):
                         await send(
                             {"type": "http.response.body", "body": bytes(chunk), "more_body": True}
@@ -744,30 +793,64 @@ class AguiServer:
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _frame(seq: int, event: Event) -> bytes:
-    return b"id: %d\ndata: %s\n\n" % (seq, encode_event(event))
+def _event_id(seq: int, position: int, count: int) -> str:
+    """The SSE ``id`` of event ``position`` of the ``count`` events record ``seq`` made:
+    the last one carries the plain sequence number (the record is fully sent), the
+    ones before it ``<seq>:<position>``, so a client cut inside a record's events
+    resumes at the event after its last one."""
+    return str(seq) if position == count - 1 else f"{seq}:{position}"
+
+
+def _frame(event_id: str, event: Event) -> bytes:
+    return b"id: %s\ndata: %s\n\n" % (event_id.encode(), encode_event(event))
+
+
+def _frames(
+    seq: int, events: Sequence[Event], *, start: int = 0, prefix: bool = False, index: int = -1
+) -> bytes:
+    """Framed ``events[start:]`` of record ``seq``; ``prefix``: events a resumed stream
+    repeats first, each carrying the position it resumes from."""
+    if prefix:
+        at = str(seq) if index < 0 else f"{seq}:{index}"
+        return b"".join(_frame(at, event) for event in events)
+    return b"".join(
+        _frame(_event_id(seq, position, len(events)), events[position])
+        for position in range(start, len(events))
+    )
+
+
+def _first_run_start(events: Sequence[Event]) -> Event:
+    return next(event for event in events if isinstance(event, RunStartedEvent))
+
+
+def _no_position(key: ThreadKey, position: str) -> HTTPError:
+    return HTTPError(416, "bad_position", f"thread {key.thread_id!r} has no position {position}")
 
 
 def _method_not_allowed(allowed: str) -> HTTPError:
     return HTTPError(405, "method_not_allowed", f"use {allowed}", [(b"allow", allowed.encode())])
 
 
-def _after(scope: Scope, headers: Mapping[str, str]) -> int:
+def _position(scope: Scope, headers: Mapping[str, str]) -> tuple[int, int | None]:
+    """Where a catch-up starts: ``?after=`` or ``Last-Event-ID``, either a sequence
+    number ``N`` (after record N) or an event id ``N:i`` (after event i of record N)."""
     query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"))
     raw = query.get("after", [None])[-1]
     if raw is None:
         raw = headers.get("last-event-id")
     if raw is None or raw == "":
-        return 0
+        return 0, None
+    text_seq, sep, text_index = raw.partition(":")
     try:
-        after = int(raw)
+        seq = int(text_seq)
+        index = int(text_index) if sep else None
     except ValueError:
         raise HTTPError(
-            400, "bad_position", f"after / Last-Event-ID {raw!r} is not an integer"
+            400, "bad_position", f"after / Last-Event-ID {raw!r} is not N or N:i"
         ) from None
-    if after < 0:
-        raise HTTPError(400, "bad_position", "after / Last-Event-ID must be >= 0")
-    return after
+    if seq < 0 or (index is not None and (index < 0 or seq < 1)):
+        raise HTTPError(400, "bad_position", f"after / Last-Event-ID {raw!r} is out of range")
+    return seq, index
 
 
 def _trailing_results(run_input: RunAgentInput) -> dict[str, ToolMessage]:

@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 The server never forwards what the model streams: every SSE event it sends is
 derived from a record the store has committed, and carries that record's sequence
-number as its SSE ``id``. A stream that starts at the beginning of a turn and a
+number as its SSE ``id`` (the last event of a record ``N``; the ones before it
+``N:i``, so a connection cut inside a record's events resumes exactly). A stream that starts at the beginning of a turn and a
 client that comes back with ``Last-Event-ID: N`` therefore read the same events,
 by construction: catch-up is the same fold over the same records, started later.
 (The price: text arrives per message, when the message is final, not per token.)
@@ -151,6 +152,11 @@ class LogFeed:
     def run_open(self) -> bool:
         """Whether an AG-UI run is open (started, not finished) at :attr:`position`."""
         return self._run_id is not None
+
+    @property
+    def open_run_id(self) -> str | None:
+        """The ``runId`` of the AG-UI run open at :attr:`position`, if one is."""
+        return self._run_id
 
     @property
     def turn_id(self) -> str | None:
