@@ -147,3 +147,35 @@ async def test_a_tool_error_is_the_result_and_the_turn_completes() -> None:
     log = await store.read(ThreadKey("t5"))
     finishes = [e.record for e in log if isinstance(e.record, ToolFinished)]
     assert len(finishes) == 1 and finishes[0].result.error == "no record of carol"
+
+
+async def test_a_new_message_supersedes_the_running_turn_and_streams_its_own_run() -> None:
+    import anyio
+
+    from toolrelay.testing import Gate
+
+    gate = anyio.Event()
+    agent = ScriptedAgent([Gate(gate), text("too late")], [text("the new answer")])
+    server = AguiServer(agent, tools=tools())
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        async with anyio.create_task_group() as group:
+            old: list[Sse] = []
+
+            async def first() -> None:
+                old.extend(await read_events(client, "POST", "/", json_body=run_input("s1", "a")))
+
+            group.start_soon(first)
+            with anyio.fail_after(10):
+                while agent.run_count < 1:  # noqa: ASYNC110 - the agent has no event to wait on
+                    await anyio.sleep(0.01)
+            body = run_input("s1", "b")
+            body["messages"][0]["id"] = "u-second"
+            new = await read_events(client, "POST", "/", json_body=body)
+            gate.set()
+    assert [e.type for e in old] == ["RUN_STARTED", "RUN_ERROR"]
+    assert old[-1].data["code"] == "superseded"
+    assert new[0].type == "RUN_STARTED" and new[0].data["runId"] != old[0].data["runId"]
+    assert new[-1].type == "RUN_FINISHED"
+    assert [e.data.get("delta") for e in new if e.type == "TEXT_MESSAGE_CONTENT"] == [
+        "the new answer"
+    ]
