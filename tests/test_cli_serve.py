@@ -188,3 +188,32 @@ def test_killed_mid_tool_the_restarted_server_resumes_the_turn_and_no_call_runs_
         if isinstance(e.record, ToolFinished) and e.record.result.error is not None
     )
     assert "was not run again" in (alice.error or "")
+
+
+def test_ctrl_c_lets_a_running_turn_finish_before_the_server_stops(tmp_path: Path) -> None:
+    (tmp_path / "slowish.py").write_text(
+        "import asyncio\n"
+        "from toolrelay.core import ToolRegistry\n\n"
+        "async def get_secret_number(name: str) -> int:\n"
+        '    """Slow but finishes."""\n'
+        "    await asyncio.sleep(1.5)\n"
+        '    return {"alice": 42, "bob": 7}[name]\n\n'
+        "TOOLS = ToolRegistry().register(get_secret_number)\n"
+    )
+    body = {
+        "threadId": "drain",
+        "runId": "r1",
+        "messages": [{"id": "u1", "role": "user", "content": "the secret numbers"}],
+    }
+    with _server(tmp_path, "--store", "drain.db", "--tools", "slowish:TOOLS") as (process, url):
+        with httpx.Client(timeout=30) as client, client.stream("POST", url, json=body) as response:
+            lines = response.iter_lines()
+            for line in lines:  # the batch has started: the tools are running
+                if "TOOL_CALL_END" in line:
+                    break
+            process.send_signal(signal.SIGINT)
+            rest = "\n".join(lines)
+        assert process.wait(30) == 0
+    assert "RUN_FINISHED" in rest and "end_turn" in rest  # the turn finished, streamed
+    end = _entries(tmp_path / "drain.db")[-1].record
+    assert isinstance(end, TurnEnded) and end.status == "completed"
