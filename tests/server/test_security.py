@@ -31,6 +31,7 @@ async def lookup(name: str) -> str:
 
 def make_server(store: MemoryStore, **options: object) -> AguiServer:
     agent = ScriptedAgent(respond=lambda key, ri: text("hello"))
+    agent = options.pop("agent", agent)  # type: ignore[assignment]
     return AguiServer(
         agent,
         tools=ToolRegistry().register(lookup),
@@ -195,3 +196,50 @@ async def test_a_token_and_an_authenticator_are_not_both_given() -> None:
         AguiServer(ScriptedAgent(), token="t", authenticator=BearerTokens({"a": "b"}))
     with pytest.raises(ValueError):
         BearerTokens({})
+
+
+async def test_live_turns_are_bounded_and_a_run_past_the_bound_is_429() -> None:
+    import anyio
+
+    from toolrelay.testing import Gate
+
+    gate = anyio.Event()
+    store = MemoryStore()
+    agent = ScriptedAgent(respond=lambda key, ri: [Gate(gate), text("done")])
+    server = make_server(store, max_live_turns=2, agent=agent)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        async with anyio.create_task_group() as group:
+
+            async def start(thread: str) -> None:
+                body = run_input(thread, "hi")
+                await read_events(client, "POST", "/", json_body=body, headers=ALICE)
+
+            group.start_soon(start, "b1")
+            group.start_soon(start, "b2")
+            with anyio.fail_after(10):
+                while len(await store.threads(live=True)) < 2:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            refused = await client.post("/", json=run_input("b3", "hi"), headers=ALICE)
+            assert refused.status_code == 429
+            assert refused.headers["retry-after"] == "1"
+            assert refused.json()["error"]["code"] == "too_many_turns"
+            assert await store.thread(ThreadKey("b3")) is None  # nothing written
+            gate.set()
+        done = await read_events(
+            client, "POST", "/", json_body=run_input("b3", "hi"), headers=ALICE
+        )
+        assert done[-1].type == "RUN_FINISHED"
+
+
+@pytest.mark.parametrize(
+    ("position", "status"), [("x", 400), ("-1", 400), ("3:-1", 400), ("99", 416), ("99:0", 416)]
+)
+async def test_a_bad_catch_up_position_is_a_clear_error(position: str, status: int) -> None:
+    store = MemoryStore()
+    async with serving(make_server(store)) as url, httpx.AsyncClient(base_url=url) as client:
+        await read_events(client, "POST", "/", json_body=run_input("p", "hi"), headers=ALICE)
+        response = await client.get(
+            "/threads/p/events", headers={**ALICE, "Last-Event-ID": position}
+        )
+        assert response.status_code == status
+        assert response.json()["error"]["code"] == "bad_position"

@@ -191,6 +191,8 @@ class AguiServer:
         heartbeat: Seconds between SSE comments on an idle stream.
         drain_timeout: On shutdown, seconds to let running turns finish before the
             engine closes (turns waiting for a client do not hold it).
+        max_live_turns: Turns live at once, across all threads and principals; a run
+            that would start one more is refused with 429 (``None``: no bound).
         engine_options: More keyword arguments for the :class:`Engine`.
 
     Raises:
@@ -213,6 +215,7 @@ class AguiServer:
         max_body_bytes: int = 1_000_000,
         heartbeat: float = 15.0,
         drain_timeout: float = 30.0,
+        max_live_turns: int | None = 1000,
         engine_options: Mapping[str, Any] | None = None,
     ) -> None:
         if token is not None and authenticator is not None:
@@ -231,6 +234,9 @@ class AguiServer:
         self.max_body_bytes = max_body_bytes
         self.heartbeat = heartbeat
         self.drain_timeout = drain_timeout
+        if max_live_turns is not None and max_live_turns < 1:
+            raise ValueError("max_live_turns must be >= 1")
+        self.max_live_turns = max_live_turns
         if token is not None:
             authenticator = BearerTokens.single(token)
         self.authenticator: Authenticator = (
@@ -559,6 +565,7 @@ class AguiServer:
                 "of the client calls the thread waits for)",
             )
         registry = self._turn_tools(key, run_input)
+        self._check_capacity(key)
         self.store.claim(key, principal)
         if new_thread:
             self._claims[key] = principal
@@ -576,6 +583,25 @@ class AguiServer:
             self._client_tools_next.pop(key, None)
             raise HTTPError(422, "invalid_resume", str(exc)) from exc
         return turn.turn_id
+
+    def _check_capacity(self, key: ThreadKey) -> None:
+        """429 when one more live turn would pass ``max_live_turns`` (a turn that
+        supersedes the thread's live one adds none)."""
+        bound = self.max_live_turns
+        if bound is None:
+            return
+        current = self.engine.turn(key)
+        if current is not None and not current.finished:
+            return
+        counts = self.engine.statistics().turns
+        live = sum(count for status, count in counts.items() if not status.is_final)
+        if live >= bound:
+            raise HTTPError(
+                429,
+                "too_many_turns",
+                f"the server runs {live} turns, its bound (max_live_turns); retry later",
+                [(b"retry-after", b"1")],
+            )
 
     def _turn_tools(self, key: ThreadKey, run_input: RunAgentInput) -> ToolRegistry:
         if not run_input.tools:

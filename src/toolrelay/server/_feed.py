@@ -5,10 +5,11 @@ Theory of operation
 The server never forwards what the model streams: every SSE event it sends is
 derived from a record the store has committed, and carries that record's sequence
 number as its SSE ``id`` (the last event of a record ``N``; the ones before it
-``N:i``, so a connection cut inside a record's events resumes exactly). A stream that starts at the beginning of a turn and a
-client that comes back with ``Last-Event-ID: N`` therefore read the same events,
-by construction: catch-up is the same fold over the same records, started later.
-(The price: text arrives per message, when the message is final, not per token.)
+``N:i``, so a connection cut inside a record's events resumes exactly). A stream
+that starts at the beginning of a turn and a client that comes back with
+``Last-Event-ID: N`` therefore read the same events, by construction: catch-up is
+the same fold over the same records, started later. (The price: text arrives per
+message, when the message is final, not per token.)
 
 :class:`LogFeed` folds records in order and answers each with the events it means:
 
