@@ -13,6 +13,8 @@ Cases (each compares toolrelay with a floor measured in the same run):
 4. engine: N concurrent two-hop turns on asyncio and trio; overhead per continuation;
    memory per idle turn.
 5. HTTP: events over loopback from the demo server, engine vs httpx + httpx-sse + msgspec.
+6. store: SQLite writes per block and per turn vs raw sqlite3 and vs no store; memory
+   per evicted thread; 10,000 threads loaded and evicted with flat cost.
 
 ``--quick`` (CI's smoke test) runs every case smaller and with fewer repeats, in well
 under a minute; the targets are read from the full run. The command exits 0 whether or
@@ -41,6 +43,7 @@ def _cases(quick: bool) -> dict[str, Callable[[Report], None]]:
     import bench_http
     import bench_machines
     import bench_processor
+    import bench_store
 
     repeats = 3 if quick else 7
     return {
@@ -49,6 +52,7 @@ def _cases(quick: bool) -> dict[str, Callable[[Report], None]]:
         "3": lambda r: bench_machines.run_machines(r, repeats=repeats, quick=quick),
         "4": lambda r: bench_engine.run_engine(r, quick=quick),
         "5": lambda r: bench_http.run_http(r, repeats=3 if quick else 7, quick=quick),
+        "6": lambda r: bench_store.run_store(r, quick=quick),
     }
 
 
@@ -70,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller, faster (CI smoke test)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument(
-        "--only", metavar="CASES", default="12345", help="which cases, e.g. 13 (default: all)"
+        "--only", metavar="CASES", default="123456", help="which cases, e.g. 13 (default: all)"
     )
     parser.add_argument(
         "--profile",

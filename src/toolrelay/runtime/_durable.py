@@ -82,7 +82,7 @@ class ThreadLog:
         self._key = key
         self._owner = owner
         self._outbox: list[Record] = []
-        self._lock = anyio.Lock()
+        self._lock = anyio.Lock(fast_acquire=True)
         self._saved_state: bytes | None = None
         self.loaded = False
         self.supplied = 0

@@ -436,11 +436,10 @@ class Turn:
         return True
 
     async def _take_result(self, call: ToolCallInfo, result: ToolResult) -> None:
-        """Write one tool's result to the store, then hand it to the processor (once;
-        the last commits the batch)."""
+        """Hand one tool's result to the processor (once; the last commits the batch),
+        and write it to the store before anything else happens to the turn."""
         if self._log is not None and not self._processor.status.is_final:
             self._log.add(ToolFinished(turn_id=self.turn_id, call_id=call.id, result=result))
-            await self._flush()
         effects = self._processor.record_result(call, result)
         if not self._processor.status.is_final:
             self._engine._notify(ToolCallFinished(self.key, call.id, call.name, result))

@@ -20,6 +20,7 @@ an older one is migrated in one transaction.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
@@ -28,6 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+import anyio
 import anyio.to_thread
 
 from toolrelay.core import ThreadKey
@@ -38,7 +40,13 @@ from toolrelay.errors import (
     StoreVersionError,
 )
 from toolrelay.store._contract import Entry, ThreadInfo, live_turn_after
-from toolrelay.store._records import Record, decode_record, encode_record
+from toolrelay.store._records import (
+    Record,
+    TurnEnded,
+    TurnStarted,
+    decode_record,
+    encode_record,
+)
 
 __all__ = ("SCHEMA_VERSION", "SQLiteStore")
 
@@ -79,6 +87,25 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 _THREAD_COLUMNS = "server, room, thread, owner, last_seq, live_turn, created_at, updated_at"
 
 
+class _Append:
+    """One ``append`` waiting to be written; ``done`` is its last sequence number, or
+    the error that stopped it."""
+
+    __slots__ = ("bodies", "done", "key", "owner", "records", "turns", "woken")
+
+    def __init__(
+        self, key: ThreadKey, records: Sequence[Record], bodies: list[bytes], owner: str | None
+    ) -> None:
+        self.key = key
+        self.records = records
+        self.bodies = bodies
+        self.owner = owner
+        self.done: int | BaseException | None = None
+        self.woken = anyio.Event()
+        #: Whether the records may change the thread's live turn.
+        self.turns = any(isinstance(r, TurnStarted | TurnEnded) for r in records)
+
+
 def _error(exc: sqlite3.Error, doing: str) -> StoreError:
     """The typed error for a driver's exception (the store's one boundary)."""
     text = str(exc)
@@ -107,6 +134,10 @@ class SQLiteStore:
         self.durable = durable
         self._connection: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        # Group commit: appends wait in the queue; one of them leads and writes all that
+        # is queued in one transaction (one worker-thread hop for many concurrent turns).
+        self._queue: list[_Append] = []
+        self._leading = False
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -148,24 +179,9 @@ class SQLiteStore:
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
         try:
-            application, version = (
-                connection.execute("PRAGMA application_id").fetchone()[0],
-                connection.execute("PRAGMA user_version").fetchone()[0],
-            )
-            foreign = connection.execute(
-                "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
-            ).fetchone()[0]
+            application, version = self._identify(connection)
         except sqlite3.Error as exc:
             raise _error(exc, f"cannot read {self.path}") from exc
-        if application != APPLICATION_ID and (application != 0 or foreign):
-            raise StoreCorruptError(
-                f"{self.path} is not a toolrelay store (another application's database)"
-            )
-        if version > SCHEMA_VERSION:
-            raise StoreVersionError(
-                f"{self.path} has schema version {version}, newer than this toolrelay's "
-                f"{SCHEMA_VERSION}: upgrade toolrelay to open it"
-            )
         try:
             if self.path != ":memory:":
                 mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -176,15 +192,43 @@ class SQLiteStore:
             connection.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
             connection.execute("PRAGMA foreign_keys=ON")
             if version < SCHEMA_VERSION:
-                self._migrate(connection, version)
+                self._migrate(connection)
         except sqlite3.Error as exc:
             raise _error(exc, f"cannot prepare {self.path}") from exc
 
-    def _migrate(self, connection: sqlite3.Connection, version: int) -> None:
+    def _identify(self, connection: sqlite3.Connection) -> tuple[int, int]:
+        """The file's application id and schema version, read in one transaction (so a
+        process creating the schema meanwhile is seen whole or not at all); raises for
+        a file that is not ours or is newer."""
+        connection.execute("BEGIN")
+        try:
+            return self._identity(connection)
+        finally:
+            connection.execute("COMMIT")
+
+    def _identity(self, connection: sqlite3.Connection) -> tuple[int, int]:
+        application = connection.execute("PRAGMA application_id").fetchone()[0]
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        tables = connection.execute(
+            "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+        ).fetchone()[0]
+        if application != APPLICATION_ID and (application != 0 or tables):
+            raise StoreCorruptError(
+                f"{self.path} is not a toolrelay store (another application's database)"
+            )
+        if version > SCHEMA_VERSION:
+            raise StoreVersionError(
+                f"{self.path} has schema version {version}, newer than this toolrelay's "
+                f"{SCHEMA_VERSION}: upgrade toolrelay to open it"
+            )
+        return int(application), int(version)
+
+    def _migrate(self, connection: sqlite3.Connection) -> None:
         connection.execute("BEGIN IMMEDIATE")
         try:
-            # Another process may have migrated while this one waited for the lock.
-            current = connection.execute("PRAGMA user_version").fetchone()[0]
+            # Another process may have created or migrated the schema while this one
+            # waited for the lock: look again, under it.
+            _, current = self._identity(connection)
             for target in range(current + 1, SCHEMA_VERSION + 1):
                 for statement in _MIGRATIONS[target]:
                     connection.execute(statement)
@@ -192,12 +236,14 @@ class SQLiteStore:
             connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             connection.execute("COMMIT")
         except BaseException:
-            connection.execute("ROLLBACK")
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
             raise
 
     # -- the contract ------------------------------------------------------------------
 
     async def _run(self, work: Callable[[sqlite3.Connection], T], doing: str) -> T:
+        """Run ``work`` on the connection in a worker thread; a failure is typed."""
         if self._connection is None:
             await self.open()
 
@@ -218,43 +264,103 @@ class SQLiteStore:
     ) -> int:
         if not records:
             raise ValueError("append needs at least one record")
-        bodies = [encode_record(record) for record in records]
+        item = _Append(key, records, [encode_record(record) for record in records], owner)
+        self._queue.append(item)
+        try:
+            while item.done is None:
+                if self._leading:
+                    await item.woken.wait()  # its batch was written, or it leads now
+                    item.woken = anyio.Event()
+                else:
+                    await self._lead()
+        finally:
+            if item.done is None and item in self._queue:  # cancelled while queued
+                self._queue.remove(item)
+        if isinstance(item.done, BaseException):
+            raise item.done
+        return item.done
 
-        def write(connection: sqlite3.Connection) -> int:
-            now = time.time()
-            connection.execute("BEGIN IMMEDIATE")
-            try:
+    async def _lead(self) -> None:
+        """Write what is queued, batch after batch, until the queue is empty; then wake
+        the appends it wrote. An append that finds no leader leads."""
+        self._leading = True
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                try:
+                    await self._run(
+                        functools.partial(self._write, batch=batch),
+                        f"cannot write to {self.path}",
+                    )
+                except StoreError as exc:
+                    for queued in batch:
+                        if queued.done is None:
+                            queued.done = exc
+                finally:
+                    for queued in batch:
+                        queued.woken.set()
+        finally:
+            self._leading = False
+            if self._queue:  # the leader was cancelled: the next queued append leads
+                self._queue[0].woken.set()
+
+    def _write(self, connection: sqlite3.Connection, batch: list[_Append]) -> None:
+        """Write ``batch`` in one transaction; if it fails and holds several appends,
+        each is tried alone, so one's failure is not the others'."""
+        try:
+            self._transaction(connection, batch)
+        except sqlite3.Error:
+            if len(batch) == 1:
+                raise
+            for item in batch:
+                try:
+                    self._transaction(connection, [item])
+                except sqlite3.Error as alone:
+                    item.done = _error(alone, f"cannot write to {self.path}")
+
+    def _transaction(self, connection: sqlite3.Connection, batch: list[_Append]) -> None:
+        now = time.time()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            lasts: list[int] = []
+            for item in batch:
+                key = item.key
+                count = len(item.bodies)
+                # One statement moves the thread forward and says where it stood.
                 row = connection.execute(
-                    "SELECT id, last_seq, live_turn FROM threads "
-                    "WHERE server = ? AND room = ? AND thread = ?",
-                    (key.server, key.room_id, key.thread_id),
+                    "UPDATE threads SET last_seq = last_seq + ?, updated_at = ? "
+                    "WHERE server = ? AND room = ? AND thread = ? "
+                    "RETURNING id, last_seq, live_turn",
+                    (count, now, key.server, key.room_id, key.thread_id),
                 ).fetchone()
                 if row is None:
                     cursor = connection.execute(
                         f"INSERT INTO threads ({_THREAD_COLUMNS}) "
-                        "VALUES (?, ?, ?, ?, 0, NULL, ?, ?)",
-                        (key.server, key.room_id, key.thread_id, owner, now, now),
+                        "VALUES (?, ?, ?, ?, ?, NULL, ?, ?)",
+                        (key.server, key.room_id, key.thread_id, item.owner, count, now, now),
                     )
-                    thread, last, live = cursor.lastrowid, 0, None
+                    thread, last, live = cursor.lastrowid, count, None
                 else:
                     thread, last, live = row
+                first = last - count
                 connection.executemany(
                     "INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)",
-                    [(thread, last + i, body) for i, body in enumerate(bodies, 1)],
+                    [(thread, first + i, body) for i, body in enumerate(item.bodies, 1)],
                 )
-                last += len(bodies)
-                connection.execute(
-                    "UPDATE threads SET last_seq = ?, live_turn = ?, updated_at = ? WHERE id = ?",
-                    (last, live_turn_after(live, records), now, thread),
-                )
-                connection.execute("COMMIT")
-            except BaseException:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
-            return int(last)
-
-        return await self._run(write, f"cannot write to {self.path}")
+                if item.turns:
+                    turn = live_turn_after(live, item.records)
+                    if turn != live:
+                        connection.execute(
+                            "UPDATE threads SET live_turn = ? WHERE id = ?", (turn, thread)
+                        )
+                lasts.append(int(last))
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        for item, last in zip(batch, lasts, strict=True):
+            item.done = last
 
     async def read(
         self, key: ThreadKey, *, after: int = 0, limit: int | None = None

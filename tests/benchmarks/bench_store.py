@@ -1,0 +1,314 @@
+"""Case 6: the durable store, against raw ``sqlite3`` and against no store at all.
+
+Measured (CPU time of the process, so a wait for the disk or another process is not
+counted as work; the SQLite file is in WAL mode with ``synchronous=NORMAL`` on both
+sides):
+
+- **per block**: ``SQLiteStore.append`` of one record per call, as the engine writes a
+  block, from many turns at once (the engine's load; appends that meet are written in
+  one transaction), against a plain loop of raw ``sqlite3`` inserts of the same rows,
+  one transaction per block (what a hand-written durable log does). The same for one
+  writer alone is reported beside it: there every append pays a worker-thread hop.
+- **per turn**: concurrent two-round tool turns on the engine with a SQLite store,
+  against the same turns with no store (in memory).
+- **memory per evicted thread**: threads run one turn each and are forgotten; the
+  memory still held afterwards, divided by their number.
+- **flat load and eviction**: 10,000 stored threads, each loaded by a turn and
+  evicted; the cost per thread of the last ones against the first ones.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sqlite3
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import anyio
+from bench_harness import Report, Sample, Target
+
+from toolrelay._reasons import ReasonKind, TerminalReason
+from toolrelay.core import TextMessage, ThreadKey, ToolRegistry
+from toolrelay.protocol import RunAgentInput, ToolMessage
+from toolrelay.runtime import Engine
+from toolrelay.store import (
+    MessageSaved,
+    Record,
+    SQLiteStore,
+    Store,
+    TurnEnded,
+    TurnStarted,
+    encode_record,
+    message_to_record,
+)
+from toolrelay.testing import ScriptedAgent, text, tool_call
+
+__all__ = ("run_store",)
+
+CASE = "6. store"
+
+
+def _block(i: int) -> Record:
+    message = TextMessage(f"m{i}", "assistant", "The answer, in a sentence or two. " * 4)
+    return MessageSaved(turn_id="turn", message=message_to_record(message))
+
+
+def _cpu(work: Callable[[], None]) -> float:
+    gc.collect()
+    started = time.process_time()
+    work()
+    return time.process_time() - started
+
+
+def _raw_inserts(path: Path, blocks: list[Record], threads: int) -> None:
+    """The floor: the same rows, one transaction per block, plain sqlite3."""
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=NORMAL")
+    connection.execute(
+        "CREATE TABLE threads (id INTEGER PRIMARY KEY, thread TEXT UNIQUE, last_seq INTEGER)"
+    )
+    connection.execute(
+        "CREATE TABLE records (thread INTEGER, seq INTEGER, body BLOB, "
+        "PRIMARY KEY (thread, seq)) WITHOUT ROWID"
+    )
+    for t in range(threads):
+        connection.execute("INSERT INTO threads VALUES (?, ?, 0)", (t, f"t{t}"))
+    for i, block in enumerate(blocks):
+        thread = i % threads
+        body = encode_record(block)
+        connection.execute("BEGIN IMMEDIATE")
+        (last,) = connection.execute(
+            "SELECT last_seq FROM threads WHERE thread = ?", (f"t{thread}",)
+        ).fetchone()
+        connection.execute("INSERT INTO records VALUES (?, ?, ?)", (thread, last + 1, body))
+        connection.execute("UPDATE threads SET last_seq = ? WHERE id = ?", (last + 1, thread))
+        connection.execute("COMMIT")
+    connection.close()
+
+
+def _store_appends(path: Path, blocks: list[Record], writers: int) -> None:
+    async def main() -> None:
+        store = SQLiteStore(path)
+        await store.open()
+        per_writer = len(blocks) // writers
+
+        async def write(w: int) -> None:
+            key = ThreadKey(f"t{w}")
+            for block in blocks[w * per_writer : (w + 1) * per_writer]:
+                await store.append(key, [block])
+
+        async with anyio.create_task_group() as group:
+            for w in range(writers):
+                group.start_soon(write, w)
+        await store.aclose()
+
+    anyio.run(main)
+
+
+def _per_block(report: Report, folder: Path, quick: bool) -> None:
+    count = 2_000 if quick else 10_000
+    writers = 100
+    blocks = [_block(i) for i in range(count)]
+    rounds = 2 if quick else 4
+    raw: list[float] = []
+    grouped: list[float] = []
+    alone: list[float] = []
+    few = blocks[: count // 5]
+    for r in range(rounds):
+        raw.append(_cpu(partial(_raw_inserts, folder / f"raw{r}.db", blocks, writers)) / count)
+        grouped.append(_cpu(partial(_store_appends, folder / f"g{r}.db", blocks, writers)) / count)
+        alone.append(_cpu(partial(_store_appends, folder / f"a{r}.db", few, 1)) / len(few))
+    us = [v * 1e6 for v in raw]
+    floor = report.add(
+        Sample(CASE, "raw sqlite3, one transaction per block", "µs/block", tuple(us))
+    )
+    ours = report.add(
+        Sample(
+            CASE,
+            f"SQLiteStore.append, {writers} writers",
+            "µs/block",
+            tuple(v * 1e6 for v in grouped),
+        )
+    )
+    one = report.add(
+        Sample(CASE, "SQLiteStore.append, one writer", "µs/block", tuple(v * 1e6 for v in alone))
+    )
+    ratio = report.ratio(
+        "store per block / raw sqlite3 per block",
+        ours,
+        floor,
+        "CPU per block written by the store under the engine's load, against the floor",
+    )
+    report.ratio(
+        "store per block, one writer / raw sqlite3",
+        one,
+        floor,
+        "a lone writer pays one worker-thread hop per block (reported, not a target)",
+    )
+    report.targets.append(
+        Target(
+            "store_block_vs_sqlite",
+            "store write cost per block at most 2x raw sqlite3 inserts of the same rows",
+            ratio,
+            2.0,
+            "x",
+        )
+    )
+
+
+async def lookup(n: int) -> int:
+    """Look a number up."""
+    return n + 1
+
+
+def _respond(key: ThreadKey, run_input: RunAgentInput) -> list[object]:
+    rounds = sum(isinstance(m, ToolMessage) for m in run_input.messages)
+    if rounds < 2:
+        return [tool_call("lookup", {"n": rounds})]
+    return [text("done")]
+
+
+def _turns(turns: int, store: Callable[[], Store | None]) -> float:
+    """CPU seconds per turn for ``turns`` concurrent two-round turns."""
+
+    async def main() -> None:
+        agent = ScriptedAgent(respond=_respond)  # type: ignore[arg-type]
+        async with Engine(agent, tools=ToolRegistry.of(lookup), store=store()) as engine:
+            started = [engine.start_turn(f"t{i}", "go") for i in range(turns)]
+            for turn in started:
+                await turn.wait_finished()
+                assert turn.status == "completed", turn.reason
+
+    return _cpu(lambda: anyio.run(main)) / turns
+
+
+def _per_turn(report: Report, folder: Path, quick: bool) -> None:
+    turns = 200 if quick else 1_000
+    rounds = 2 if quick else 4
+    memory: list[float] = []
+    sqlite: list[float] = []
+    for r in range(rounds):
+        memory.append(_turns(turns, lambda: None) * 1e6)
+        sqlite.append(_turns(turns, partial(SQLiteStore, folder / f"turns{r}.db")) * 1e6)
+    floor = report.add(
+        Sample(CASE, f"{turns} two-round turns, in memory", "µs/turn", tuple(memory))
+    )
+    ours = report.add(
+        Sample(CASE, f"{turns} two-round turns, SQLite store", "µs/turn", tuple(sqlite))
+    )
+    ratio = report.ratio(
+        "turn on SQLite / turn in memory",
+        ours,
+        floor,
+        "CPU per turn with every block written (10 records in 7 writes per turn)",
+    )
+    report.targets.append(
+        Target(
+            "store_turn_vs_memory",
+            "a turn on the SQLite store costs at most 1.5x the same turn in memory",
+            ratio,
+            1.5,
+            "x",
+        )
+    )
+
+
+def _evicted_memory(report: Report, folder: Path, quick: bool) -> None:
+    threads = 500 if quick else 2_000
+
+    async def main() -> float:
+        agent = ScriptedAgent(respond=lambda key, run: [text("hi")])
+        store = SQLiteStore(folder / "evict.db")
+        async with Engine(agent, store=store, max_threads=0) as engine:
+
+            async def turns(first: int) -> int:
+                for i in range(first, first + threads):
+                    await engine.run_turn(f"t{i}", "hello")
+                    agent.records.clear()  # the scripted agent's own record of its inputs
+                gc.collect()
+                return tracemalloc.get_traced_memory()[0]
+
+            await turns(-threads)  # warm every cache, pool and table first
+            tracemalloc.start()
+            # What the second batch of threads adds to the first is what each one
+            # leaves behind (a one-off growth, a table resized, shows in neither).
+            first = await turns(0)
+            second = await turns(threads)
+            tracemalloc.stop()
+            assert engine.statistics().threads == 0
+            return (second - first) / threads
+
+    per_thread = anyio.run(main)
+    report.add(Sample(CASE, f"memory held per evicted thread ({threads})", "B", (per_thread,)))
+    report.targets.append(
+        Target(
+            "store_evicted_thread_memory",
+            "memory per evicted thread is zero (at most 16 B of allocator noise)",
+            per_thread,
+            16.0,
+            "B",
+        )
+    )
+
+
+def _flat_load(report: Report, folder: Path, quick: bool) -> None:
+    threads = 1_000 if quick else 10_000
+    window = threads // 20
+    path = folder / "flat.db"
+
+    async def fill() -> None:
+        store = SQLiteStore(path)
+        reason = TerminalReason(kind=ReasonKind.COMPLETED, message="done")
+        async with anyio.create_task_group() as group:
+            for i in range(threads):
+                key = ThreadKey(f"t{i}")
+                records: list[Record] = [TurnStarted(turn_id="a"), _block(i)]
+                records.append(TurnEnded(turn_id="a", status="completed", reason=reason))
+                group.start_soon(store.append, key, records)
+        await store.aclose()
+
+    anyio.run(fill)
+    costs: list[float] = []
+
+    async def main() -> None:
+        agent = ScriptedAgent(respond=lambda key, run: [text("again")])
+        async with Engine(agent, store=SQLiteStore(path), max_threads=10) as engine:
+            for i in range(threads):
+                started = time.process_time()
+                turn = await engine.run_turn(f"t{i}", "hello")
+                costs.append(time.process_time() - started)
+                assert len(turn.conversation) == 3
+
+    anyio.run(main)
+    first = sum(costs[:window]) / window * 1e6
+    last = sum(costs[-window:]) / window * 1e6
+    report.add(Sample(CASE, f"load + turn + evict, first {window} threads", "µs/thread", (first,)))
+    report.add(Sample(CASE, f"load + turn + evict, last {window} threads", "µs/thread", (last,)))
+    report.targets.append(
+        Target(
+            "store_flat_load",
+            f"{threads:,} threads loaded and evicted with flat cost (last / first)",
+            last / first,
+            1.3,
+            "x",
+        )
+    )
+
+
+def run_store(report: Report, *, quick: bool) -> None:
+    with tempfile.TemporaryDirectory(prefix="toolrelay-bench-") as folder:
+        path = Path(folder)
+        _per_block(report, path, quick)
+        _per_turn(report, path, quick)
+        _evicted_memory(report, path, quick)
+        _flat_load(report, path, quick)
+    report.notes.append(
+        f"{CASE}: CPU time of the process (workers included); the SQLite files in "
+        f"{tempfile.gettempdir()} ({os.statvfs(tempfile.gettempdir()).f_bsize} B blocks)"
+    )

@@ -1,0 +1,294 @@
+"""The engine on a durable store: written as it happens, loaded back, recovered, retried."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import pytest
+from msgspec import UNSET
+
+from toolrelay._reasons import ReasonKind
+from toolrelay.core import TextMessage, ThreadKey, ToolCallMessage, ToolRegistry
+from toolrelay.errors import StreamDroppedError
+from toolrelay.machines import RunStatus
+from toolrelay.protocol import Interrupt, Message, ResumeEntry, SystemMessage, UserMessage
+from toolrelay.runtime import Engine
+from toolrelay.store import (
+    MemoryStore,
+    MessageSaved,
+    SQLiteStore,
+    Store,
+    ToolFinished,
+    ToolsStarted,
+    TurnEnded,
+    TurnStarted,
+    replay,
+)
+from toolrelay.testing import Hang, Raise, ScriptedAgent, run_interrupted, text, tool_call
+
+pytestmark = pytest.mark.anyio
+
+KEY = ThreadKey("t1")
+
+
+def _secret_agent() -> ScriptedAgent:
+    return ScriptedAgent(
+        [
+            tool_call("lookup", {"name": "alice"}, id="c1"),
+            tool_call("lookup", {"name": "bob"}, id="c2"),
+        ],
+        [text("Alice 42, Bob 7.")],
+        [text("second answer")],
+        [text("third answer")],
+    )
+
+
+async def lookup(name: str) -> int:
+    """Look up a person's number."""
+    return {"alice": 42, "bob": 7}[name]
+
+
+TOOLS = ToolRegistry.of(lookup)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    return MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "t.db")
+
+
+def _roles(messages: Sequence[Message]) -> list[str]:
+    return [str(type(m).__struct_config__.tag) for m in messages]
+
+
+def _kinds(records: Sequence[object]) -> list[str]:
+    return [type(r).__name__ for r in records]
+
+
+async def test_every_block_of_a_turn_is_written_in_order(store: Store) -> None:
+    async with Engine(_secret_agent(), tools=TOOLS, store=store) as engine:
+        turn = await engine.run_turn(KEY, "What are the numbers?")
+        assert turn.status is RunStatus.completed
+        entries = await store.read(KEY)
+    assert [e.seq for e in entries] == list(range(1, len(entries) + 1))
+    records = [e.record for e in entries]
+    assert _kinds(records) == [
+        "TurnStarted",
+        "MessageSaved",  # the user's message
+        "ToolsStarted",  # the batch, before it runs
+        "ToolFinished",
+        "ToolFinished",
+        "MessageSaved",  # the committed batch
+        "MessageSaved",  # the answer
+        "TurnEnded",
+    ]
+    started = records[2]
+    assert isinstance(started, ToolsStarted)
+    assert [(c.id, c.arguments, c.status.value) for c in started.calls] == [
+        ("c1", '{"name":"alice"}', "executing"),
+        ("c2", '{"name":"bob"}', "executing"),
+    ]
+    assert sorted(r.result.content for r in records if isinstance(r, ToolFinished)) == ["42", "7"]
+    ended = records[-1]
+    assert isinstance(ended, TurnEnded) and ended.status == "completed"
+    assert all(getattr(r, "turn_id", None) == turn.turn_id for r in records)
+
+
+async def test_a_forgotten_thread_comes_back_from_the_store_intact(store: Store) -> None:
+    async with Engine(_secret_agent(), tools=TOOLS, store=store) as engine:
+        first = await engine.run_turn(KEY, "What are the numbers?")
+        before = [(type(m).__name__, m.id) for m in first.conversation.messages]
+        assert engine.forget(KEY)
+        assert engine.threads == ()
+        second = await engine.run_turn(KEY, "And again?")
+        after = [(type(m).__name__, m.id) for m in second.conversation.messages]
+    assert after[: len(before)] == before
+    assert after[len(before)][0] == "UserMessage" and len(after) == len(before) + 2
+    assert [m.id for m in second.messages] == [m for _, m in after[len(before) :]]
+    batch = second.conversation.messages[1]
+    assert isinstance(batch, ToolCallMessage)
+    assert [c.result.content for c in batch.calls if c.result] == ["42", "7"]
+    assert second.status is RunStatus.completed
+
+
+async def test_a_new_engine_on_the_same_file_continues_the_thread(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    async with Engine(_secret_agent(), tools=TOOLS, store=SQLiteStore(path)) as engine:
+        await engine.run_turn(KEY, "What are the numbers?")
+    agent = ScriptedAgent([text("I remember")])
+    async with Engine(agent, tools=TOOLS, store=SQLiteStore(path)) as engine:
+        turn = await engine.run_turn(KEY, "Do you remember?")
+        assert turn.status is RunStatus.completed
+    sent = agent.inputs[0].messages
+    assert _roles(sent) == ["user", "assistant", "tool", "tool", "assistant", "user"]
+
+
+async def test_the_open_interrupts_of_a_stored_thread_are_known_after_loading(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.db"
+    ask = Interrupt(id="i1", reason="approval")
+    first = ScriptedAgent(
+        respond=lambda key, run: [run_interrupted(key.thread_id, run.run_id, ask)]
+    )
+    async with Engine(first, store=SQLiteStore(path)) as engine:
+        turn = await engine.run_turn(KEY, "delete it")
+        assert turn.status is RunStatus.interrupted
+    second = ScriptedAgent([text("deleted")])
+    async with Engine(second, store=SQLiteStore(path)) as engine:
+        answer = ResumeEntry(interrupt_id="i1", status="resolved")
+        turn = await engine.run_turn(KEY, None, resume=[answer])
+        assert turn.status is RunStatus.completed
+        assert engine.open_interrupts(KEY) == ()
+    assert second.inputs[0].resume == [answer]
+
+
+async def test_history_supplied_for_a_new_thread_is_written_once(store: Store) -> None:
+    history: list[Message] = [
+        SystemMessage(id="s1", content="be brief"),
+        UserMessage(id="u0", content="hi"),
+    ]
+    agent = ScriptedAgent([text("hello")], [text("again")])
+    async with Engine(agent, store=store) as engine:
+        await engine.run_turn(KEY, "first", history=history)
+        engine.forget(KEY)
+        turn = await engine.run_turn(KEY, "second", history=history)  # the store's wins
+        ids = [m.id for m in turn.conversation.messages]
+    assert ids[:2] == ["s1", "u0"] and ids.count("s1") == 1 and len(ids) == 6
+    saved = [e.record for e in await store.read(KEY) if isinstance(e.record, MessageSaved)]
+    assert [r.message.message.id for r in saved[:2]] == ["s1", "u0"]  # type: ignore[union-attr]
+
+
+async def test_threads_evicted_past_max_threads_come_back_from_the_store(store: Store) -> None:
+    agent = ScriptedAgent(respond=lambda key, run: [text(f"answer {len(run.messages)}")])
+    async with Engine(agent, store=store, max_threads=2) as engine:
+        for i in range(5):
+            await engine.run_turn(f"t{i}", "hello")
+        assert len(engine.threads) == 2
+        turn = await engine.run_turn("t0", "again")
+        texts = [m.text for m in turn.conversation.messages if isinstance(m, TextMessage)]
+    assert texts == ["answer 1", "answer 3"]
+    assert engine.statistics().threads <= 2
+
+
+async def test_a_locked_store_fails_the_turn_typed_and_loses_nothing_committed(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.db"
+    locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+    def lock_the_store() -> str:
+        locker.execute("BEGIN EXCLUSIVE")
+        return "locked"
+
+    agent = ScriptedAgent([tool_call("lock_the_store", id="c1")], [text("never")], [text("ok")])
+    store = SQLiteStore(path, timeout=0.05)
+    async with Engine(agent, tools=ToolRegistry.of(lock_the_store), store=store) as engine:
+        turn = await engine.run_turn(KEY, "go")
+        assert turn.status is RunStatus.failed
+        assert turn.reason is not None and turn.reason.kind is ReasonKind.STORE_ERROR
+        locker.execute("ROLLBACK")
+        committed = [e.record for e in await store.read(KEY)]
+        assert _kinds(committed) == ["TurnStarted", "MessageSaved", "ToolsStarted"]
+        # The next turn on the thread writes what waited, first, then its own.
+        retried = await engine.retry(KEY)
+        await retried.wait_finished()
+        assert retried.status is RunStatus.completed
+    locker.close()
+    records = [e.record for e in await SQLiteStore(path).read(KEY)]
+    assert _kinds(records)[:6] == [
+        "TurnStarted",
+        "MessageSaved",
+        "ToolsStarted",
+        "ToolFinished",
+        "MessageSaved",  # the batch, committed after all
+        "TurnEnded",
+    ]
+    ended = records[5]
+    assert isinstance(ended, TurnEnded) and ended.reason.kind is ReasonKind.STORE_ERROR
+    retry = records[6]
+    assert isinstance(retry, TurnStarted) and retry.retry_of == turn.turn_id
+
+
+async def test_retry_sends_the_failed_runs_input_again_without_a_second_user_message(
+    store: Store,
+) -> None:
+    agent = ScriptedAgent(
+        [tool_call("lookup", {"name": "alice"}, id="c1")],
+        [text("half an answ"), Raise(StreamDroppedError("connection reset"))],
+        [text("Alice is 42.")],
+    )
+    async with Engine(agent, tools=TOOLS, store=store) as engine:
+        failed = await engine.run_turn(KEY, "Alice?")
+        assert failed.reason is not None and failed.reason.kind is ReasonKind.TRANSPORT_ERROR
+        turn = await engine.retry(KEY)
+        await turn.wait_finished()
+        assert turn.status is RunStatus.completed
+        with pytest.raises(ValueError, match="did not fail"):
+            await engine.retry(KEY)
+    resent = agent.inputs[2].messages
+    assert _roles(resent).count("user") == 1
+    assert _roles(resent)[:3] == ["user", "assistant", "tool"]  # the result kept
+    history = replay(await store.read(KEY))
+    assert history.last_ended is not None and history.last_ended.status == "completed"
+
+
+async def test_retry_without_a_store_works_on_the_thread_in_memory() -> None:
+    agent = ScriptedAgent([Raise(StreamDroppedError("reset"))], [text("fine")])
+    async with Engine(agent) as engine:
+        await engine.run_turn(KEY, "hello")
+        turn = await engine.retry(KEY)
+        await turn.wait_finished()
+        assert turn.status is RunStatus.completed
+        with pytest.raises(ValueError):
+            await engine.retry("unknown")
+    assert _roles(agent.inputs[1].messages) == ["user"]
+
+
+async def test_a_cancelled_or_closed_turn_is_written_ended_and_not_recovered(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.db"
+    async with Engine(ScriptedAgent([Hang()], [Hang()]), store=SQLiteStore(path)) as engine:
+        cancelled = engine.start_turn("a", "go")
+        closed = engine.start_turn("b", "go")
+        await anyio.sleep(0.05)
+        cancelled.cancel()
+    assert closed.reason is not None and closed.reason.kind is ReasonKind.CLOSED
+    agent = ScriptedAgent()
+    async with Engine(agent, store=SQLiteStore(path)) as engine:
+        assert await engine.recover() == ()
+        assert agent.inputs == []
+    store = SQLiteStore(path)
+    assert await store.threads(live=True) == []
+    for key, kind in ((ThreadKey("a"), "cancelled"), (ThreadKey("b"), "closed")):
+        ended = replay(await store.read(key)).last_ended
+        assert ended is not None and ended.reason_kind == kind
+    await store.aclose()
+
+
+async def test_recover_resumes_a_turn_the_log_shows_live(store: Store) -> None:
+    # What a crash leaves: a turn started, its batch about to run, no end.
+    async with Engine(_secret_agent(), tools=TOOLS, store=store, recover=False) as engine:
+        await engine.run_turn(KEY, "What are the numbers?")
+    records = [e.record for e in await store.read(KEY)]
+    await store.delete_thread(KEY)
+    await store.append(KEY, records[:3])  # up to ToolsStarted
+    agent = ScriptedAgent([text("Alice 42, Bob 7.")])
+    async with Engine(agent, tools=TOOLS, store=store) as engine:  # recovers on enter
+        (turn,) = [engine.turn(k) for k in engine.threads]
+        assert turn is not None
+        await turn.wait_finished()
+        assert turn.status is RunStatus.completed
+        assert await engine.recover() == ()  # nothing live any more
+    roles = _roles(agent.inputs[0].messages)
+    assert roles == ["user", "assistant", "tool", "tool"]
+    assert agent.inputs[0].resume is UNSET  # a continuation: no answers to send again
+    assert agent.inputs[0].parent_run_id is not UNSET
+
+
+def test_engine_refuses_a_store_that_is_not_one() -> None:
+    with pytest.raises(TypeError, match="toolrelay.store.Store"):
+        Engine(ScriptedAgent(), store="toolrelay.db")  # type: ignore[arg-type]

@@ -1,0 +1,146 @@
+"""The SQLite store's own promises: its file, its schema, and its faults, typed."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolrelay.core import ThreadKey
+from toolrelay.errors import (
+    StoreCorruptError,
+    StoreError,
+    StoreUnavailableError,
+    StoreVersionError,
+)
+from toolrelay.store import SCHEMA_VERSION, SQLiteStore, TurnStarted
+from toolrelay.store._sqlite import APPLICATION_ID
+from toolrelay.testing.store_contract import sample_records
+
+pytestmark = pytest.mark.anyio
+
+KEY = ThreadKey("t")
+
+
+async def test_the_file_is_created_on_first_use_in_wal_mode_with_its_schema_version(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "deep" / "toolrelay.db"
+    path.parent.mkdir()
+    store = SQLiteStore(path)
+    await store.append(KEY, [TurnStarted(turn_id="a")])  # opens on first use
+    await store.aclose()
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert connection.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+
+
+async def test_another_applications_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE users (name TEXT)")
+    with pytest.raises(StoreCorruptError, match="not a toolrelay store"):
+        await SQLiteStore(path).open()
+    with sqlite3.connect(path) as connection:
+        names = [r[0] for r in connection.execute("SELECT name FROM sqlite_master")]
+    assert names == ["users"]
+
+
+async def test_a_file_that_is_not_a_database_is_a_typed_error(tmp_path: Path) -> None:
+    path = tmp_path / "toolrelay.db"
+    path.write_bytes(b"this is not sqlite at all, just some text " * 100)
+    with pytest.raises(StoreCorruptError, match="not a usable SQLite database"):
+        await SQLiteStore(path).open()
+
+
+async def test_a_store_from_a_newer_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "toolrelay.db"
+    store = SQLiteStore(path)
+    await store.append(KEY, sample_records())
+    await store.aclose()
+    with sqlite3.connect(path) as connection:
+        connection.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreVersionError, match="newer"):
+        await SQLiteStore(path).open()
+
+
+async def test_two_stores_opening_a_new_file_at_once_create_the_schema_once(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "toolrelay.db"
+    stores = [SQLiteStore(path) for _ in range(4)]
+    async with anyio.create_task_group() as group:
+        for store in stores:
+            group.start_soon(store.open)
+    for i, store in enumerate(stores):
+        await store.append(KEY, [TurnStarted(turn_id=str(i))])
+    assert [e.seq for e in await stores[0].read(KEY)] == [1, 2, 3, 4]
+    for store in stores:
+        await store.aclose()
+
+
+async def test_a_write_that_finds_the_file_locked_fails_typed_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "toolrelay.db"
+    store = SQLiteStore(path, timeout=0.05)
+    await store.append(KEY, [TurnStarted(turn_id="a")])
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreUnavailableError, match="locked"):
+            await store.append(KEY, [TurnStarted(turn_id="b")])
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert await store.append(KEY, [TurnStarted(turn_id="c")]) == 2
+    await store.aclose()
+
+
+async def test_a_full_database_fails_typed_and_keeps_what_was_committed(tmp_path: Path) -> None:
+    path = tmp_path / "toolrelay.db"
+    store = SQLiteStore(path)
+    await store.append(KEY, [TurnStarted(turn_id="a")])
+    await store.aclose()
+    with sqlite3.connect(path) as connection:
+        pages = connection.execute("PRAGMA page_count").fetchone()[0]
+    # The file may not grow past its size now: SQLite's own "database or disk is full".
+    store = SQLiteStore(path)
+    await store.open()
+    assert store._connection is not None
+    store._connection.execute(f"PRAGMA max_page_count={pages}")
+    big = [TurnStarted(turn_id="x" * 4000) for _ in range(50)]
+    with pytest.raises(StoreUnavailableError, match="full"):
+        await store.append(KEY, big)
+    assert [e.record for e in await store.read(KEY)] == [TurnStarted(turn_id="a")]
+    await store.aclose()
+
+
+async def test_a_damaged_record_is_a_typed_error_on_read(tmp_path: Path) -> None:
+    path = tmp_path / "toolrelay.db"
+    store = SQLiteStore(path)
+    await store.append(KEY, [TurnStarted(turn_id="a")])
+    await store.aclose()
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE records SET body = ?", (b'{"kind": "nonsense"}',))
+    store = SQLiteStore(path)
+    with pytest.raises(StoreCorruptError, match="cannot be read"):
+        await store.read(KEY)
+    await store.aclose()
+
+
+async def test_every_store_error_carries_the_store_error_reason(tmp_path: Path) -> None:
+    error: StoreError = StoreUnavailableError("locked")
+    assert error.reason.kind.value == "store_error"
+    assert error.reason.message == "locked"
+
+
+async def test_a_closed_store_reopens_on_next_use(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "toolrelay.db")
+    await store.append(KEY, [TurnStarted(turn_id="a")])
+    await store.aclose()
+    assert len(await store.read(KEY)) == 1
+    await store.aclose()
