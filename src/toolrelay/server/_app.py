@@ -281,6 +281,8 @@ class AguiServer:
             "tools": self.tools,
             "max_depth": self.max_tool_rounds + 1,
             "tool_timeout": self.tool_timeout,
+            # Idle threads leave memory (they are read back from the store when used).
+            "max_threads": 10_000,
             **self._engine_options,
         }
         engine = Engine(model, store=self.store, recover=False, **options)
@@ -664,7 +666,7 @@ class AguiServer:
     # -- POST /threads/{thread}/cancel ------------------------------------------------------
 
     async def _cancel(self, principal: str, thread: str, send: Send) -> None:
-        key = ThreadKey(urllib.parse.unquote(thread))
+        key = ThreadKey(thread)  # the ASGI server decoded the path
         if not await self._check_owner(key, principal):
             raise HTTPError(404, "not_found", f"no thread {key.thread_id!r}")
         cancelled = self.engine.cancel(key, "cancelled by the client")
@@ -681,7 +683,7 @@ class AguiServer:
         receive: Receive,
         send: Send,
     ) -> None:
-        key = ThreadKey(urllib.parse.unquote(thread))
+        key = ThreadKey(thread)  # the ASGI server decoded the path
         if not await self._check_owner(key, principal):
             raise HTTPError(404, "not_found", f"no thread {key.thread_id!r}")
         seq, index = _position(scope, request.headers)
