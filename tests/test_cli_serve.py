@@ -217,3 +217,24 @@ def test_ctrl_c_lets_a_running_turn_finish_before_the_server_stops(tmp_path: Pat
     assert "RUN_FINISHED" in rest and "end_turn" in rest  # the turn finished, streamed
     end = _entries(tmp_path / "drain.db")[-1].record
     assert isinstance(end, TurnEnded) and end.status == "completed"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--provider", "openai"], "needs --model"),
+        (["--provider", "openai", "--model", "m", "--upstream", "http://x/"], "not both"),
+        (["--store", "postgres://db"], "unknown store"),
+        (["--tools", "no_such_module_here:TOOLS"], "cannot import"),
+        (["--max-tool-rounds", "0"], "at least 1"),
+    ],
+)
+def test_serve_refuses_bad_usage_before_it_starts(argv: list[str], says: str) -> None:
+    import io
+
+    from toolrelay.cli import ExitCode, main
+
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["serve", *argv], stdout=out, stderr=err) == ExitCode.USAGE
+    assert says in err.getvalue()
+    assert out.getvalue() == ""
