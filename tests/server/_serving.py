@@ -149,3 +149,49 @@ def run_input(thread_id: str, text: str, **extra: Any) -> dict[str, Any]:
     }
     body.update(extra)
     return body
+
+
+def fold(events: list[Sse]) -> list[tuple[Any, ...]]:
+    """What a client makes of a stream: runs, whole messages, calls, results and ends,
+    in order of first appearance (live text deltas and the record's text fold into the
+    same message; a message started again replaces what came of it; a run that a
+    resumed stream opens again is the same run)."""
+    order: list[tuple[str, str]] = []
+    texts: dict[str, str] = {}
+    items: dict[tuple[str, str], tuple[Any, ...]] = {}
+    open_run: str | None = None
+    for number, event in enumerate(events):
+        data = event.data
+        kind = event.type
+        if kind == "RUN_STARTED":
+            if data["runId"] == open_run:
+                continue
+            open_run = data["runId"]
+            key = ("run", data["runId"])
+            items[key] = ("run", data["runId"])
+        elif kind in ("RUN_FINISHED", "RUN_ERROR"):
+            open_run = None
+            key = ("end", str(number))
+            items[key] = (kind, data.get("result"), data.get("code"))
+        elif kind == "TEXT_MESSAGE_START":
+            # Started again (a resumed stream sends a message cut mid-way whole): the
+            # client replaces what it had of it.
+            key = ("text", data["messageId"])
+            texts[data["messageId"]] = ""
+        elif kind == "TEXT_MESSAGE_CONTENT":
+            key = ("text", data["messageId"])
+            texts[data["messageId"]] = texts.get(data["messageId"], "") + data["delta"]
+        elif kind == "TOOL_CALL_START":
+            key = ("call", data["toolCallId"])
+            items[key] = ("call", data["toolCallId"], data["toolCallName"])
+        elif kind == "TOOL_CALL_RESULT":
+            key = ("result", data["toolCallId"])
+            items[key] = ("result", data["toolCallId"], data["content"])
+        elif kind == "CUSTOM":
+            key = ("custom", str(number))
+            items[key] = ("custom", data["name"])
+        else:
+            continue
+        if key not in order:
+            order.append(key)
+    return [("text", k[1], texts[k[1]]) if k[0] == "text" else items[k] for k in order]

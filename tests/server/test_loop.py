@@ -11,12 +11,12 @@ import pytest
 
 from toolrelay.core import ThreadKey, ToolError, ToolRegistry
 from toolrelay.server import STOP_EVENT, AguiServer
-from toolrelay.store import MemoryStore, ToolFinished, TurnEnded
+from toolrelay.store import MemoryStore, MessageSaved, ToolFinished, TurnEnded
 from toolrelay.testing import ScriptedAgent, text, tool_call
 
 # The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
 sys.path.insert(0, str(Path(__file__).parent))
-from _serving import Sse, read_events, run_input, serving
+from _serving import HTTPX_GC_ON_TRIO, Sse, read_events, run_input, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -179,3 +179,45 @@ async def test_a_new_message_supersedes_the_running_turn_and_streams_its_own_run
     assert [e.data.get("delta") for e in new if e.type == "TEXT_MESSAGE_CONTENT"] == [
         "the new answer"
     ]
+
+
+@HTTPX_GC_ON_TRIO
+async def test_text_streams_live_before_its_message_is_written() -> None:
+    import anyio
+
+    from toolrelay.protocol import (
+        TextMessageContentEvent,
+        TextMessageEndEvent,
+        TextMessageStartEvent,
+    )
+    from toolrelay.testing import Gate
+
+    gate = anyio.Event()
+    agent = ScriptedAgent(
+        [
+            TextMessageStartEvent(message_id="m1", role="assistant"),
+            TextMessageContentEvent(message_id="m1", delta="Hel"),
+            Gate(gate),
+            TextMessageContentEvent(message_id="m1", delta="lo"),
+            TextMessageEndEvent(message_id="m1"),
+        ]
+    )
+    store = MemoryStore()
+    server = AguiServer(agent, store=store)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        early = await read_events(
+            client, "POST", "/", json_body=run_input("live", "hi"), stop_after=3
+        )
+        # The first piece arrived while the message was still being written.
+        assert [e.type for e in early] == [
+            "RUN_STARTED",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+        ]
+        assert early[-1].data["delta"] == "Hel"
+        log = await store.read(ThreadKey("live"))
+        saved = [e.record.message for e in log if isinstance(e.record, MessageSaved)]
+        assert not any(getattr(message, "role", None) == "assistant" for message in saved)
+        gate.set()
+        whole = await read_events(client, "GET", "/threads/live/events")
+    assert [e.data.get("delta") for e in whole if e.type == "TEXT_MESSAGE_CONTENT"] == ["Hello"]

@@ -12,7 +12,9 @@ request, so a client that goes away cancels nothing. The response is the log of
 that turn read as AG-UI events (:class:`~toolrelay.server._feed.LogFeed`) from the
 sequence number the thread had when the request came, following new commits until
 the AG-UI run ends; every event carries the sequence number of the record it comes
-from as its SSE ``id``.
+from as its SSE ``id``. With ``live_text``, the model's text deltas (from the
+engine's notifications) go out between records, before their message is written;
+:class:`_LiveText` keeps each stream's view of them consistent with the records.
 
 Routes (under the mount point):
 
@@ -53,6 +55,8 @@ from typing import Any, Self
 
 import anyio
 import msgspec
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from toolrelay._version import __version__
 from toolrelay.backends import AgentBackend
@@ -70,12 +74,15 @@ from toolrelay.protocol import (
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
     ToolMessage,
     UserMessage,
     decode_run_input,
     encode_event,
 )
-from toolrelay.runtime import Engine, Turn
+from toolrelay.runtime import Engine, EventReceived, Notification, Turn
 from toolrelay.server._auth import Anonymous, Authenticator, BearerTokens, Request
 from toolrelay.server._feed import LogFeed
 from toolrelay.server._metrics import Metrics
@@ -102,6 +109,7 @@ MAX_TOOL_ROUNDS_ENV = "TOOLRELAY_MAX_TOOL_ROUNDS"
 #: The default tool-round limit (reference 004).
 DEFAULT_MAX_TOOL_ROUNDS = 5
 _READ_PAGE = 256  # records read per store read while streaming
+_LIVE_BUFFER = 4096  # live deltas a stream may fall behind by before it stops getting them
 
 
 def max_tool_rounds_from_env(environ: Mapping[str, str] | None = None) -> int:
@@ -193,6 +201,10 @@ class AguiServer:
             engine closes (turns waiting for a client do not hold it).
         max_live_turns: Turns live at once, across all threads and principals; a run
             that would start one more is refused with 429 (``None``: no bound).
+        live_text: Stream the model's text as it comes (``TEXT_MESSAGE_START`` and
+            ``TEXT_MESSAGE_CONTENT`` deltas, before the message is in the log); the
+            message's ``TEXT_MESSAGE_END`` comes with its record. ``False``: every
+            event comes from a committed record (text per message).
         engine_options: More keyword arguments for the :class:`Engine`.
 
     Raises:
@@ -216,6 +228,7 @@ class AguiServer:
         heartbeat: float = 15.0,
         drain_timeout: float = 30.0,
         max_live_turns: int | None = 1000,
+        live_text: bool = True,
         engine_options: Mapping[str, Any] | None = None,
     ) -> None:
         if token is not None and authenticator is not None:
@@ -237,6 +250,10 @@ class AguiServer:
         if max_live_turns is not None and max_live_turns < 1:
             raise ValueError("max_live_turns must be >= 1")
         self.max_live_turns = max_live_turns
+        self.live_text = live_text
+        # Per thread, the live-delta queues of the streams following it.
+        self._followers: dict[ThreadKey, set[MemoryObjectSendStream[Event]]] = {}
+        self._group: TaskGroup | None = None
         if token is not None:
             authenticator = BearerTokens.single(token)
         self.authenticator: Authenticator = (
@@ -286,8 +303,18 @@ class AguiServer:
             **self._engine_options,
         }
         engine = Engine(model, store=self.store, recover=False, **options)
-        await engine.__aenter__()  # opens the store
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._group = group
+        try:
+            await engine.__aenter__()  # opens the store
+        except BaseException as exc:
+            group.cancel_scope.cancel()
+            await group.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
         self._engine = engine
+        if self.live_text:
+            group.start_soon(self._route_deltas, engine.subscribe(events=True))
         try:
             live = await self.store.threads(live=True)
             self.metrics.live_at_start([(info.key, info.live_turn or "") for info in live])
@@ -296,6 +323,8 @@ class AguiServer:
             await engine.recover()
         except BaseException as exc:
             await engine.__aexit__(type(exc), exc, exc.__traceback__)
+            group.cancel_scope.cancel()
+            await group.__aexit__(None, None, None)
             raise
         logger.info("toolrelay server started (%d live turn(s) resumed)", len(live))
         return self
@@ -323,12 +352,56 @@ class AguiServer:
             await engine.aclose()
             await engine.__aexit__(None, None, None)  # closes the store
         self.store.wake_all()
+        group, self._group = self._group, None
+        if group is not None:
+            group.cancel_scope.cancel()
+            await group.__aexit__(None, None, None)
 
     def _running_turns(self, engine: Engine) -> list[Turn]:
         """The live turns that are not only waiting for a client's results."""
         waiting = {key for key, calls in self._client_waits.items() if calls}
         turns = [engine.turn(key) for key in engine.threads if key not in waiting]
         return [turn for turn in turns if turn is not None and not turn.finished]
+
+    async def _route_deltas(self, notifications: MemoryObjectReceiveStream[Notification]) -> None:
+        """Hand each text delta of a live turn to the streams following its thread."""
+        async with notifications:
+            async for notification in notifications:
+                if not isinstance(notification, EventReceived):
+                    continue
+                event = notification.event
+                if not isinstance(event, (TextMessageStartEvent, TextMessageContentEvent)):
+                    continue
+                followers = self._followers.get(notification.key)
+                if not followers:
+                    continue
+                for queue in list(followers):
+                    try:
+                        queue.send_nowait(event)
+                    except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        # Too far behind (or gone): it gets whole messages from the log.
+                        followers.discard(queue)
+                        queue.close()
+                self.store.poke(notification.key)
+
+    def _follow(self, key: ThreadKey) -> _Follower | None:
+        """Start receiving the thread's live text deltas (``None``: ``live_text`` off)."""
+        if not self.live_text:
+            return None
+        send, receive = anyio.create_memory_object_stream[Event](_LIVE_BUFFER)
+        self._followers.setdefault(key, set()).add(send)
+        return _Follower(send, receive)
+
+    def _unfollow(self, key: ThreadKey, follower: _Follower | None) -> None:
+        if follower is None:
+            return
+        follower.send.close()
+        follower.receive.close()
+        followers = self._followers.get(key)
+        if followers is not None:
+            followers.discard(follower.send)
+            if not followers:
+                self._followers.pop(key, None)
 
     # -- what the engine's parts tell the server --------------------------------------------
 
@@ -772,50 +845,159 @@ class AguiServer:
     ) -> None:
         """Send ``head``, then the events of every record after the feed's position,
         following new commits (a POST: until its AG-UI run ends; a catch-up: until no
-        run is open). With ``skip_until``, records are folded but not sent until that
-        turn's start."""
-        if head:
-            await send({"type": "http.response.body", "body": head, "more_body": True})
-        while True:
-            changed = self.store.changed(key)
-            entries = await self._read(key, feed.position)
-            chunk = bytearray()
-            for entry in entries:
-                events = feed.feed(entry)
-                if skip_until is not None:
-                    record = entry.record
-                    if not (isinstance(record, TurnStarted) and record.turn_id == skip_until):
-                        continue
-                    skip_until = None
-                    events = events[events.index(_first_run_start(events)) :]
-                for position, event in enumerate(events):
-                    chunk += _frame(_event_id(entry.seq, position, len(events)), event)
-                    if post and isinstance(event, (RunFinishedEvent, RunErrorEvent)):
-                        await send(
-                            {"type": "http.response.body", "body": bytes(chunk), "more_body": True}
-                        )
+        run is open), with the live text deltas in between. With ``skip_until``,
+        records are folded but not sent until that turn's start."""
+        follower = self._follow(key)
+        live = _LiveText()
+        last_id = str(feed.position)
+        try:
+            if head:
+                await _more(send, head)
+            while True:
+                changed = self.store.changed(key)
+                entries = await self._read(key, feed.position)
+                chunk = bytearray()
+                for entry in entries:
+                    events = feed.feed(entry)
+                    if skip_until is not None:
+                        record = entry.record
+                        if not (isinstance(record, TurnStarted) and record.turn_id == skip_until):
+                            continue
+                        skip_until = None
+                        events = events[events.index(_first_run_start(events)) :]
+                    shown = live.committed(events)
+                    for position, event in enumerate(shown):
+                        if shown is events:
+                            event_id = _event_id(entry.seq, position, len(events))
+                        else:  # reshaped by live text: resume from the record's start
+                            event_id = str(entry.seq) if position == len(shown) - 1 else last_id
+                        chunk += _frame(event_id, event)
+                        if post and isinstance(event, (RunFinishedEvent, RunErrorEvent)):
+                            await send(
+                                {
+                                    "type": "http.response.body",
+                                    "body": bytes(chunk),
+                                    "more_body": True,
+                                }
+                            )
+                            return
+                    last_id = str(entry.seq)
+                    if len(chunk) > 65536:
+                        await _more(send, bytes(chunk))
+                        chunk.clear()
+                if follower is not None:
+                    deltas = _drain(follower.receive)
+                    if deltas and skip_until is None and feed.run_open:
+                        for event in live.admit(deltas):
+                            chunk += _frame(last_id, event)
+                if chunk:
+                    await _more(send, bytes(chunk))
+                if len(entries) == _READ_PAGE:
+                    continue
+                if not post and not feed.run_open:
+                    info = await self._thread_info(key)
+                    if info is None or info.live_turn is None or feed.pending_client_calls():
                         return
-                if len(chunk) > 65536:
-                    await send(
-                        {"type": "http.response.body", "body": bytes(chunk), "more_body": True}
-                    )
-                    chunk.clear()
-            if chunk:
-                await send({"type": "http.response.body", "body": bytes(chunk), "more_body": True})
-            if len(entries) == _READ_PAGE:
-                continue
-            if not post and not feed.run_open:
-                info = await self._thread_info(key)
-                if info is None or info.live_turn is None or feed.pending_client_calls():
+                if self._stopping.is_set():
                     return
-            if self._stopping.is_set():
-                return
-            with anyio.move_on_after(self.heartbeat) as timer:
-                await changed.wait()
-            if timer.cancelled_caught:
-                await send(
-                    {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
-                )
+                with anyio.move_on_after(self.heartbeat) as timer:
+                    await changed.wait()
+                if timer.cancelled_caught:
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": b": keep-alive\n\n",
+                            "more_body": True,
+                        }
+                    )
+        finally:
+            self._unfollow(key, follower)
+
+
+@dataclass(slots=True)
+class _Follower:
+    send: MemoryObjectSendStream[Event]
+    receive: MemoryObjectReceiveStream[Event]
+
+
+async def _more(send: Send, body: bytes) -> None:
+    """Send a piece of the response body; more follows."""
+    await send({"type": "http.response.body", "body": body, "more_body": True})
+
+
+def _drain(queue: MemoryObjectReceiveStream[Event]) -> list[Event]:
+    out: list[Event] = []
+    while True:
+        try:
+            out.append(queue.receive_nowait())
+        except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+            return out
+
+
+@dataclass(slots=True)
+class _LiveText:
+    """What one stream sent of text messages before their record (live deltas).
+
+    A message whose ``TEXT_MESSAGE_START`` went out live gets, when its record comes,
+    only the text not sent yet and its ``TEXT_MESSAGE_END``; a message whose record
+    came first gets no delta afterwards. A stream that joins mid-message sends that
+    message whole, from its record.
+    """
+
+    open: dict[str, str] = field(default_factory=dict)  # message id -> text sent
+    done: set[str] = field(default_factory=set)  # message ids sent from their record
+
+    def admit(self, deltas: Sequence[Event]) -> list[Event]:
+        """The live events to send of ``deltas``."""
+        out: list[Event] = []
+        for event in deltas:
+            if isinstance(event, TextMessageStartEvent):
+                if event.message_id in self.done or event.message_id in self.open:
+                    continue
+                self.open[event.message_id] = ""
+                out.append(TextMessageStartEvent(message_id=event.message_id, role="assistant"))
+            elif isinstance(event, TextMessageContentEvent):
+                sent = self.open.get(event.message_id)
+                if sent is None or not event.delta:
+                    continue
+                self.open[event.message_id] = sent + event.delta
+                out.append(TextMessageContentEvent(message_id=event.message_id, delta=event.delta))
+        return out
+
+    def committed(self, events: list[Event]) -> list[Event]:
+        """``events`` of a record as this stream sends them (the same list when
+        nothing of it went out live)."""
+        if not self.open:
+            for event in events:
+                if isinstance(event, TextMessageStartEvent):
+                    self.done.add(event.message_id)
+            return events
+        out: list[Event] = []
+        for event in events:
+            if isinstance(event, TextMessageStartEvent):
+                self.done.add(event.message_id)
+                if event.message_id not in self.open:
+                    out.append(event)
+            elif isinstance(event, TextMessageContentEvent) and event.message_id in self.open:
+                sent = self.open[event.message_id]
+                if event.delta.startswith(sent) and len(event.delta) > len(sent):
+                    out.append(
+                        TextMessageContentEvent(
+                            message_id=event.message_id, delta=event.delta[len(sent) :]
+                        )
+                    )
+            elif isinstance(event, TextMessageEndEvent):
+                self.open.pop(event.message_id, None)
+                out.append(event)
+            elif isinstance(event, (RunFinishedEvent, RunErrorEvent, RunStartedEvent)):
+                for message_id in self.open:  # never written: close what went out live
+                    out.append(TextMessageEndEvent(message_id=message_id))
+                    self.done.add(message_id)
+                self.open.clear()
+                out.append(event)
+            else:
+                out.append(event)
+        return out
 
 
 # -- helpers -------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ number as its SSE ``id`` (the last event of a record ``N``; the ones before it
 ``N:i``, so a connection cut inside a record's events resumes exactly). A stream
 that starts at the beginning of a turn and a client that comes back with
 ``Last-Event-ID: N`` therefore read the same events, by construction: catch-up is
-the same fold over the same records, started later. (The price: text arrives per
-message, when the message is final, not per token.)
+the same fold over the same records, started later. (Live text deltas, sent before
+their message is written, are the server's addition on top: see
+:class:`~toolrelay.server._app.AguiServer`'s ``live_text``.)
 
 :class:`LogFeed` folds records in order and answers each with the events it means:
 

@@ -79,6 +79,12 @@ class WatchedStore:
             event = self._waiters[key] = anyio.Event()
         return event
 
+    def poke(self, key: ThreadKey) -> None:
+        """Wake the streams waiting on ``key`` without a commit (a live delta came)."""
+        event = self._waiters.pop(key, None)
+        if event is not None:
+            event.set()
+
     def wake_all(self) -> None:
         """Wake every waiting stream (the server is stopping)."""
         waiters, self._waiters = self._waiters, {}
