@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
@@ -15,10 +16,10 @@ from toolrelay.protocol import ToolMessage
 from toolrelay.runtime import Engine
 from toolrelay.server import AguiServer
 from toolrelay.store import MemoryStore, ToolFinished, TurnEnded, TurnStarted
-from toolrelay.testing import ScriptedAgent, text, tool_call
+from toolrelay.testing import Gate, ScriptedAgent, text, tool_call
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _serving import read_events, run_input, serving
+from _serving import HTTPX_GC_ON_TRIO, read_events, run_input, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -137,3 +138,44 @@ async def test_a_result_for_a_call_nobody_waits_for_is_refused() -> None:
         assert response.status_code == 409
         assert response.json()["error"]["code"] == "no_pending_call"
         assert await server.store.thread(ThreadKey("n1")) is None  # nothing written
+
+
+async def test_a_client_that_never_answers_gets_its_calls_failed_after_the_timeout() -> None:
+    model = ScriptedAgent(
+        [tool_call("confirm", {"question": "ok?"}, id="c1")],
+        [text("No answer came.")],
+    )
+    declared = [{"name": "confirm", "description": "Ask.", "parameters": {"type": "object"}}]
+    server = AguiServer(model, client_tool_timeout=0.3)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        first = await read_events(
+            client, "POST", "/", json_body=run_input("to", "go", tools=declared)
+        )
+        assert first[-1].data["result"]["stopReason"] == "client_tools"
+        turn = server.engine.turn("to")
+        assert turn is not None
+        with anyio.fail_after(10):
+            await turn.wait_finished()
+        rest = await read_events(client, "GET", f"/threads/to/events?after={first[-1].id}")
+    assert turn.status.value == "completed"
+    result = next(e for e in rest if e.type == "TOOL_CALL_RESULT")
+    assert "timed out" in result.data["content"]
+    assert rest[-1].data["result"]["stopReason"] == "end_turn"
+    assert model.run_count == 2
+
+
+@HTTPX_GC_ON_TRIO
+async def test_an_idle_stream_gets_heartbeats() -> None:
+    gate = anyio.Event()
+    model = ScriptedAgent([Gate(gate), text("late")])
+    server = AguiServer(model, heartbeat=0.05)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        async with client.stream("POST", "/", json=run_input("hb", "go")) as response:
+            comments = 0
+            async for line in response.aiter_lines():
+                if line.startswith(": keep-alive"):
+                    comments += 1
+                    if comments == 3:
+                        break
+        gate.set()
+    assert comments == 3
