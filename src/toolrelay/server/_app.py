@@ -48,6 +48,7 @@ from __future__ import annotations
 import logging
 import os
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -109,6 +110,7 @@ MAX_TOOL_ROUNDS_ENV = "TOOLRELAY_MAX_TOOL_ROUNDS"
 #: The default tool-round limit (reference 004).
 DEFAULT_MAX_TOOL_ROUNDS = 5
 _READ_PAGE = 256  # records read per store read while streaming
+_CHECKPOINTS = 10_000  # threads whose folded feed is kept in memory
 _LIVE_BUFFER = 4096  # live deltas a stream may fall behind by before it stops getting them
 
 
@@ -253,6 +255,9 @@ class AguiServer:
         self.live_text = live_text
         # Per thread, the live-delta queues of the streams following it.
         self._followers: dict[ThreadKey, set[MemoryObjectSendStream[Event]]] = {}
+        # Per thread, a feed folded up to its last commit, so a request does not read
+        # the thread's log from its start (the threads used least recently go first).
+        self._checkpoints: OrderedDict[ThreadKey, LogFeed] = OrderedDict()
         self._group: TaskGroup | None = None
         if token is not None:
             authenticator = BearerTokens.single(token)
@@ -409,6 +414,7 @@ class AguiServer:
         self.store.stop_reason(key, code, message)
 
     def _committed(self, key: ThreadKey, entry: Entry) -> None:
+        self._checkpoint(key, entry)
         record = entry.record
         if isinstance(record, TurnStarted):
             self._client_tools[record.turn_id] = self._client_tools_next.pop(key, frozenset())
@@ -423,6 +429,19 @@ class AguiServer:
                 ", ".join(call.name for call in record.calls),
             )
         self.metrics.commit(key, entry)
+
+    def _checkpoint(self, key: ThreadKey, entry: Entry) -> None:
+        """Fold a committed record into the thread's checkpoint (commits of a thread
+        come in order; a checkpoint that missed one is dropped)."""
+        feed = self._checkpoints.pop(key, None)
+        if feed is None and entry.seq == 1:
+            feed = LogFeed(key.thread_id, self._is_client_tool)
+        if feed is None or feed.position != entry.seq - 1:
+            return
+        feed.feed(entry)
+        self._checkpoints[key] = feed
+        while len(self._checkpoints) > _CHECKPOINTS:
+            self._checkpoints.popitem(last=False)
 
     def _is_client_tool(self, turn_id: str, name: str) -> bool:
         names = self._client_tools.get(turn_id)
@@ -562,7 +581,11 @@ class AguiServer:
 
     async def _warm(self, key: ThreadKey, upto: int) -> LogFeed:
         """A feed that has folded the thread's records up to ``upto``."""
-        feed = LogFeed(key.thread_id, self._is_client_tool)
+        checkpoint = self._checkpoints.get(key)
+        if checkpoint is not None and checkpoint.position <= upto:
+            feed = checkpoint.copy()
+        else:
+            feed = LogFeed(key.thread_id, self._is_client_tool)
         while feed.position < upto:
             entries = await self._read(
                 key, feed.position, min(_READ_PAGE * 4, upto - feed.position)

@@ -165,6 +165,32 @@ class LogFeed:
         """The turn the last record belonged to."""
         return self._turn.turn_id if self._turn is not None else None
 
+    def copy(self) -> LogFeed:
+        """An independent feed standing where this one stands (O(the current turn))."""
+        twin = LogFeed(self.thread_id, self._is_client_tool)
+        twin.position = self.position
+        twin._run_id = self._run_id
+        turn = self._turn
+        if turn is not None:
+            batch = turn.batch
+            twin._turn = _TurnView(
+                turn.turn_id,
+                runs=turn.runs,
+                rounds=turn.rounds,
+                announced=set(turn.announced),
+                resulted=set(turn.resulted),
+                shown=set(turn.shown),
+                batch=None
+                if batch is None
+                else _Batch(
+                    dict(batch.calls),
+                    set(batch.open_server),
+                    set(batch.open_client),
+                    batch.handed_over,
+                ),
+            )
+        return twin
+
     def pending_client_calls(self) -> list[str]:
         """The client's calls the thread waits for: those of a batch handed over to the
         client (its AG-UI run ended) that have no result yet, in the batch's order."""
