@@ -238,3 +238,42 @@ def test_serve_refuses_bad_usage_before_it_starts(argv: list[str], says: str) ->
     assert main(["serve", *argv], stdout=out, stderr=err) == ExitCode.USAGE
     assert says in err.getvalue()
     assert out.getvalue() == ""
+
+
+def test_toolrelay_run_executes_client_tools_the_server_hands_over(tmp_path: Path) -> None:
+    (tmp_path / "nothing.py").write_text(
+        "from toolrelay.core import ToolRegistry\nTOOLS = ToolRegistry()\n"
+    )
+    with _server(tmp_path, "--store", "client.db", "--tools", "nothing:TOOLS") as (process, url):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "toolrelay",
+                "run",
+                url,
+                "--json",
+                "--tools",
+                "toolrelay.demo:DEMO_TOOLS",
+                "--message",
+                "What are the secret numbers of alice and bob?",
+            ],
+            cwd=tmp_path,
+            env=_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
+    assert done.returncode == 0, done.stderr
+    state = json.loads(done.stdout)
+    assert state["status"] == "completed"
+    assert state["toolCalls"]["completed"] == 2  # run by the client, not the server
+    said = json.dumps(state["messages"])
+    assert "secret number is 42" in said and "secret number is 7" in said
+    entries = _entries(tmp_path / "client.db")
+    results = [e.record for e in entries if isinstance(e.record, ToolFinished)]
+    assert sorted(r.result.content for r in results) == ["42", "7"]
+    assert isinstance(entries[-1].record, TurnEnded) and entries[-1].record.status == "completed"
