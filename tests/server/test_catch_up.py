@@ -210,3 +210,58 @@ async def test_leaving_live_at_every_event_and_coming_back_loses_and_repeats_not
             deltas = [e.data["delta"] for e in reference if e.type == "TEXT_MESSAGE_CONTENT"]
             assert "".join(deltas) == "Looking up a.It is A, B and C."
             assert len(deltas) > 2
+
+
+@HTTPX_GC_ON_TRIO
+async def test_a_store_that_fails_mid_stream_ends_the_stream_and_catch_up_resumes() -> None:
+    from toolrelay.errors import StoreUnavailableError
+    from toolrelay.store import Entry
+
+    class FlakyStore(MemoryStore):
+        broken = False
+
+        async def read(
+            self, key: ThreadKey, *, after: int = 0, limit: int | None = None
+        ) -> list[Entry]:
+            if self.broken:
+                raise StoreUnavailableError("the disk went away")
+            return await super().read(key, after=after, limit=limit)
+
+    gate = anyio.Event()
+    store = FlakyStore()
+    model = ScriptedAgent([tool_call("lookup", {"name": "a"})], [Gate(gate), text("A.")])
+    server = AguiServer(model, tools=tools(), store=store)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        before = await read_events(
+            client, "POST", "/", json_body=run_input("flaky", "go"), stop_after=5
+        )
+        async with anyio.create_task_group() as group:
+            cut: list[Sse] = []
+
+            async def follow() -> None:
+                cut.extend(
+                    await read_events(
+                        client,
+                        "GET",
+                        "/threads/flaky/events",
+                        headers={"Last-Event-ID": before[-1].id},
+                    )
+                )
+
+            group.start_soon(follow)
+            await anyio.sleep(0.1)
+            store.broken = True
+            gate.set()
+        turn = server.engine.turn("flaky")
+        assert turn is not None
+        with anyio.fail_after(10):
+            await turn.wait_finished()
+        assert turn.status.value == "completed"  # the turn did not depend on the stream
+        assert all(e.type != "RUN_FINISHED" for e in cut)
+        store.broken = False
+        rest = await read_events(
+            client, "GET", "/threads/flaky/events", headers={"Last-Event-ID": before[-1].id}
+        )
+        everything = await read_events(client, "GET", "/threads/flaky/events")
+    assert fold(rejoin(before, rest)) == fold(everything)
+    assert rest[-1].type == "RUN_FINISHED"

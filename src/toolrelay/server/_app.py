@@ -427,6 +427,16 @@ class AguiServer:
                 record.depth + 1,
                 key,
                 ", ".join(call.name for call in record.calls),
+                extra={
+                    "toolrelay": {
+                        "record": "ToolsStarted",
+                        "thread": str(key),
+                        "turn": record.turn_id,
+                        "round": record.depth + 1,
+                        "seq": entry.seq,
+                        "next_seq": entry.seq + 1,
+                    }
+                },
             )
         self.metrics.commit(key, entry)
 
@@ -850,10 +860,16 @@ class AguiServer:
 
             group.start_soon(watch_disconnect)
             try:
-                await self._pump(send, key, feed, head, post=post, skip_until=skip_until)
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                try:
+                    await self._pump(send, key, feed, head, post=post, skip_until=skip_until)
+                except HTTPError as exc:
+                    # The store failed mid-stream: the response has started, so it ends
+                    # here; the client catches up from its last id once the store is back.
+                    logger.warning("stream of %s ended: %s", key, exc.message)
             except OSError:
                 pass  # the connection broke under the write
+            else:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
             group.cancel_scope.cancel()
 
     async def _pump(
