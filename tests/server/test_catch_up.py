@@ -192,11 +192,17 @@ async def test_leaving_live_at_every_event_and_coming_back_loses_and_repeats_not
             before = await read_events(
                 client, "POST", "/", json_body=run_input(thread, "go"), stop_after=k
             )
-            after = await read_events(
-                client,
-                "GET",
-                f"/threads/{thread}/events",
-                headers={"Last-Event-ID": before[-1].id},
+            # (With live text a stream's length varies with timing: this one may have
+            # ended within k events, and then there is nothing to come back for.)
+            after = (
+                []
+                if before[-1].type == "RUN_FINISHED"
+                else await read_events(
+                    client,
+                    "GET",
+                    f"/threads/{thread}/events",
+                    headers={"Last-Event-ID": before[-1].id},
+                )
             )
             everything = await read_events(client, "GET", f"/threads/{thread}/events")
             if live_text:
