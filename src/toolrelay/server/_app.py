@@ -71,6 +71,10 @@ from toolrelay.errors import (
 from toolrelay.protocol import (
     AssistantMessage,
     Event,
+    ReasoningEndEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
@@ -78,6 +82,8 @@ from toolrelay.protocol import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
     ToolMessage,
     UserMessage,
     decode_run_input,
@@ -797,7 +803,7 @@ class AguiServer:
             feed = await self._warm(key, seq)
             if feed.position < seq:
                 raise _no_position(key, f"{seq}")
-            head = _frames(seq, feed.resume_events(), prefix=True)
+            head = _frames(seq, feed.resume_events(), str(seq))
         else:
             # Inside record ``seq``'s events: what follows event ``index`` of them.
             feed = await self._warm(key, seq - 1)
@@ -806,7 +812,9 @@ class AguiServer:
                 raise _no_position(key, f"{seq}:{index}")
             open_run = feed.open_run_id
             group = feed.feed(entries[0])
-            if index >= len(group):
+            if index >= len(group) - 1 or not _boundaries(group)[index]:
+                # Not an id this record's events carry (those end a unit, the last
+                # one carries the plain sequence number).
                 raise _no_position(key, f"{seq}:{index}")
             for event in group[: index + 1]:
                 if isinstance(event, RunStartedEvent):
@@ -816,8 +824,10 @@ class AguiServer:
             resumed: list[Event] = []
             if open_run is not None:
                 resumed.append(RunStartedEvent(thread_id=key.thread_id, run_id=open_run))
-            head = _frames(seq, resumed, prefix=True, index=index) + _frames(
-                seq, group, start=index + 1
+            at = f"{seq}:{index}"
+            ids = _event_ids(seq, group, str(seq - 1))
+            head = _frames(seq, resumed, at) + b"".join(
+                _frame(ids[position], group[position]) for position in range(index + 1, len(group))
             )
         info = await self._thread_info(key)
         idle = info is None or info.last_seq <= feed.position
@@ -905,11 +915,11 @@ class AguiServer:
                         skip_until = None
                         events = events[events.index(_first_run_start(events)) :]
                     shown = live.committed(events)
-                    for position, event in enumerate(shown):
-                        if shown is events:
-                            event_id = _event_id(entry.seq, position, len(events))
-                        else:  # reshaped by live text: resume from the record's start
-                            event_id = str(entry.seq) if position == len(shown) - 1 else last_id
+                    if shown is events:
+                        ids = _event_ids(entry.seq, events, last_id)
+                    else:  # reshaped by live text: resume from the record's start
+                        ids = [last_id] * (len(shown) - 1) + [str(entry.seq)]
+                    for event_id, event in zip(ids, shown, strict=True):
                         chunk += _frame(event_id, event)
                         if post and isinstance(event, (RunFinishedEvent, RunErrorEvent)):
                             await send(
@@ -1042,30 +1052,62 @@ class _LiveText:
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _event_id(seq: int, position: int, count: int) -> str:
-    """The SSE ``id`` of event ``position`` of the ``count`` events record ``seq`` made:
-    the last one carries the plain sequence number (the record is fully sent), the
-    ones before it ``<seq>:<position>``, so a client cut inside a record's events
-    resumes at the event after its last one."""
-    return str(seq) if position == count - 1 else f"{seq}:{position}"
+#: Events that open a unit a client reads whole (a message, a call, a reasoning phase)
+#: and those that close it.
+_OPENS = (
+    TextMessageStartEvent,
+    ToolCallStartEvent,
+    ReasoningStartEvent,
+    ReasoningMessageStartEvent,
+)
+_CLOSES = (TextMessageEndEvent, ToolCallEndEvent, ReasoningEndEvent, ReasoningMessageEndEvent)
+
+
+def _boundaries(events: Sequence[Event]) -> list[bool]:
+    """For each event, whether a unit is complete after it (nothing left open)."""
+    depth = 0
+    out = []
+    for event in events:
+        if isinstance(event, _OPENS):
+            depth += 1
+        elif isinstance(event, _CLOSES):
+            depth = max(depth - 1, 0)
+        out.append(depth == 0)
+    return out
+
+
+def _event_ids(seq: int, events: Sequence[Event], before: str) -> list[str]:
+    """The SSE ``id`` of each event record ``seq`` made (``before``: the id a client
+    resumes from when it has none of them).
+
+    The last event carries the plain sequence number (the record is fully sent); an
+    event that completes a unit (a message, a call, a result...) inside the record
+    carries ``<seq>:<position>``; an event inside an open unit carries the id of the
+    last completed one, so a client cut inside a message gets the message again whole,
+    and every resumed stream is a valid AG-UI stream on its own.
+    """
+    ids = []
+    current = before
+    last = len(events) - 1
+    for position, complete in enumerate(_boundaries(events)):
+        if position == last:
+            ids.append(str(seq))
+        elif complete:
+            current = f"{seq}:{position}"
+            ids.append(current)
+        else:
+            ids.append(current)
+    return ids
 
 
 def _frame(event_id: str, event: Event) -> bytes:
     return b"id: %s\ndata: %s\n\n" % (event_id.encode(), encode_event(event))
 
 
-def _frames(
-    seq: int, events: Sequence[Event], *, start: int = 0, prefix: bool = False, index: int = -1
-) -> bytes:
-    """Framed ``events[start:]`` of record ``seq``; ``prefix``: events a resumed stream
-    repeats first, each carrying the position it resumes from."""
-    if prefix:
-        at = str(seq) if index < 0 else f"{seq}:{index}"
-        return b"".join(_frame(at, event) for event in events)
-    return b"".join(
-        _frame(_event_id(seq, position, len(events)), events[position])
-        for position in range(start, len(events))
-    )
+def _frames(seq: int, events: Sequence[Event], at: str) -> bytes:
+    """``events`` a resumed stream repeats first, each carrying the position ``at``
+    it resumes from."""
+    return b"".join(_frame(at, event) for event in events)
 
 
 def _first_run_start(events: Sequence[Event]) -> Event:

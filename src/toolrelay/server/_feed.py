@@ -4,8 +4,8 @@ Theory of operation
 -------------------
 The server never forwards what the model streams: every SSE event it sends is
 derived from a record the store has committed, and carries that record's sequence
-number as its SSE ``id`` (the last event of a record ``N``; the ones before it
-``N:i``, so a connection cut inside a record's events resumes exactly). A stream
+number as its SSE ``id`` (see ``_event_ids`` in ``_app``: the last event of record
+``N`` carries ``N``, one that completes a message or call inside it ``N:i``). A stream
 that starts at the beginning of a turn and a client that comes back with
 ``Last-Event-ID: N`` therefore read the same events, by construction: catch-up is
 the same fold over the same records, started later. (Live text deltas, sent before
@@ -24,7 +24,8 @@ record              events
                     (the client sent them)
 ``ToolsStarted``    ``TOOL_CALL_START/ARGS/END`` for every call of the batch (and
                     ``TOOL_CALL_RESULT`` for those the model resolved itself)
-``ToolFinished``    ``TOOL_CALL_RESULT``
+``ToolFinished``    ``TOOL_CALL_RESULT`` (not for a call handed over to the
+                    client: it has the result it sent)
 ``StateSaved``      ``STATE_SNAPSHOT``
 ``TurnEnded``       completed: ``RUN_FINISHED`` whose ``result`` is
                     ``{"stopReason": ...}``, preceded by the ``toolrelay.stop``
@@ -128,6 +129,7 @@ class _TurnView:
     announced: set[str] = field(default_factory=set)
     resulted: set[str] = field(default_factory=set)
     shown: set[str] = field(default_factory=set)  # message ids shown
+    handed: set[str] = field(default_factory=set)  # calls handed over to the client
     batch: _Batch | None = None
 
 
@@ -180,6 +182,7 @@ class LogFeed:
                 announced=set(turn.announced),
                 resulted=set(turn.resulted),
                 shown=set(turn.shown),
+                handed=set(turn.handed),
                 batch=None
                 if batch is None
                 else _Batch(
@@ -262,7 +265,12 @@ class LogFeed:
             case ToolFinished(turn_id=turn_id, call_id=call_id, result=result):
                 turn = self._turn_for(turn_id)
                 self._open(out)
-                self._result(turn, call_id, result.content, out)
+                if call_id in turn.handed:
+                    # The client's own result: it has it (and the call belongs to the
+                    # AG-UI run that handed it over).
+                    turn.resulted.add(call_id)
+                else:
+                    self._result(turn, call_id, result.content, out)
                 current = turn.batch
                 if current is not None:
                     current.open_server.discard(call_id)
@@ -333,6 +341,7 @@ class LogFeed:
             return
         batch.handed_over = True
         pending = [call_id for call_id in batch.calls if call_id in batch.open_client]
+        turn.handed.update(pending)
         assert self._run_id is not None
         out.append(
             RunFinishedEvent(
