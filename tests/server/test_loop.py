@@ -11,7 +11,14 @@ import pytest
 
 from toolrelay.core import ThreadKey, ToolError, ToolRegistry
 from toolrelay.server import STOP_EVENT, AguiServer
-from toolrelay.store import MemoryStore, MessageSaved, ToolFinished, TurnEnded
+from toolrelay.store import (
+    MemoryStore,
+    MessageSaved,
+    ToolFinished,
+    ToolsStarted,
+    TurnEnded,
+    TurnStarted,
+)
 from toolrelay.testing import ScriptedAgent, text, tool_call
 
 # The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
@@ -89,12 +96,19 @@ async def test_several_rounds_stay_one_run_and_one_turn() -> None:
         [tool_call("get_secret_number", {"name": "bob"})],
         [text("42 and 7")],
     )
-    server = AguiServer(agent, tools=tools())
+    store = MemoryStore()
+    server = AguiServer(agent, tools=tools(), store=store)
     async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
         events = await read_events(client, "POST", "/", json_body=run_input("t2", "both?"))
     assert types(events).count("RUN_STARTED") == 1
     assert types(events).count("TOOL_CALL_RESULT") == 2
     assert finished(events) == {"stopReason": "end_turn", "rounds": 2}
+    # One turn in the log, live through both rounds, marked complete once, at the end.
+    log = [e.record for e in await store.read(ThreadKey("t2"))]
+    assert sum(isinstance(r, TurnStarted) for r in log) == 1
+    ends = [r for r in log if isinstance(r, TurnEnded)]
+    assert len(ends) == 1 and log[-1] is ends[0] and ends[0].status == "completed"
+    assert sum(isinstance(r, ToolsStarted) for r in log) == 2
 
 
 async def test_the_round_limit_completes_the_turn_with_its_stop_reason() -> None:
