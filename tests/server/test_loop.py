@@ -235,3 +235,40 @@ async def test_text_streams_live_before_its_message_is_written() -> None:
         gate.set()
         whole = await read_events(client, "GET", "/threads/live/events")
     assert [e.data.get("delta") for e in whole if e.type == "TEXT_MESSAGE_CONTENT"] == ["Hello"]
+
+
+async def test_an_interrupt_ends_the_run_and_resume_entries_answer_it() -> None:
+    from toolrelay.protocol import Interrupt
+    from toolrelay.testing import run_interrupted
+
+    def respond(key: ThreadKey, run_input: object) -> list[object]:
+        from toolrelay.protocol import RunAgentInput
+
+        assert isinstance(run_input, RunAgentInput)
+        if not run_input.resume:
+            ask = Interrupt(id="i1", reason="approval", message="Send the email?")
+            return [
+                text("I need your approval."),
+                run_interrupted(run_input.thread_id, run_input.run_id, ask),
+            ]
+        return [text(f"Answer: {run_input.resume[0].status}.")]
+
+    agent = ScriptedAgent(respond=respond)  # type: ignore[arg-type]
+    server = AguiServer(agent)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        first = await read_events(client, "POST", "/", json_body=run_input("int", "email bob"))
+        assert first[-1].type == "RUN_FINISHED"
+        outcome = first[-1].data["outcome"]
+        assert outcome["type"] == "interrupt" and outcome["interrupts"][0]["id"] == "i1"
+        body = run_input("int", "email bob")
+        body["resume"] = [{"interruptId": "i1", "status": "resolved", "payload": {"ok": True}}]
+        body["messages"].append(
+            {"id": "a1", "role": "assistant", "content": "I need your approval."}
+        )
+        second = await read_events(client, "POST", "/", json_body=body)
+        wrong = dict(body, resume=[{"interruptId": "nope", "status": "resolved"}])
+        refused = await client.post("/", json=wrong)
+    said = [e.data["delta"] for e in second if e.type == "TEXT_MESSAGE_CONTENT"]
+    assert said == ["Answer: resolved."]
+    assert second[-1].data["result"]["stopReason"] == "end_turn"
+    assert refused.status_code == 422 and refused.json()["error"]["code"] == "invalid_resume"
