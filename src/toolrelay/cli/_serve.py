@@ -192,6 +192,11 @@ def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         model = DemoModel()
         what = "the demo agent"
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    if token is None and args.host not in ("127.0.0.1", "localhost", "::1"):
+        stderr.write(
+            f"toolrelay serve: warning: listening on {args.host} with no token: anyone who "
+            f"can reach it can run turns (set --token or ${TOKEN_ENV})\n"
+        )
     server = AguiServer(
         model,
         tools=tools,
