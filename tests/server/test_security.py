@@ -16,7 +16,7 @@ from toolrelay.store import MemoryStore
 from toolrelay.testing import ScriptedAgent, text
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _serving import read_events, run_input, serving
+from _serving import HTTPX_GC_ON_TRIO, read_events, run_input, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -243,3 +243,38 @@ async def test_a_bad_catch_up_position_is_a_clear_error(position: str, status: i
         )
         assert response.status_code == status
         assert response.json()["error"]["code"] == "bad_position"
+
+
+@HTTPX_GC_ON_TRIO
+async def test_open_streams_are_bounded_and_one_more_is_429() -> None:
+    import anyio
+
+    from toolrelay.testing import Gate
+
+    gate = anyio.Event()
+    store = MemoryStore()
+    agent = ScriptedAgent(respond=lambda key, ri: [Gate(gate), text("done")])
+    server = make_server(store, max_streams=2, agent=agent)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        async with anyio.create_task_group() as group:
+
+            async def start(thread: str) -> None:
+                body = run_input(thread, "hi")
+                await read_events(client, "POST", "/", json_body=body, headers=ALICE)
+
+            group.start_soon(start, "s1")
+            group.start_soon(start, "s2")
+            with anyio.fail_after(10):
+                while len(await store.threads(live=True)) < 2:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            for method, path in [("POST", "/"), ("GET", "/threads/s1/events")]:
+                refused = await client.request(
+                    method, path, json=run_input("s3", "hi"), headers=ALICE
+                )
+                assert refused.status_code == 429, path
+                assert refused.json()["error"]["code"] == "too_many_streams"
+            assert await store.thread(ThreadKey("s3")) is None  # nothing written
+            gate.set()
+        # The streams ended: there is room again.
+        done = await read_events(client, "GET", "/threads/s1/events", headers=ALICE)
+        assert done[-1].type == "RUN_FINISHED"

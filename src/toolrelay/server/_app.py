@@ -209,6 +209,8 @@ class AguiServer:
             engine closes (turns waiting for a client do not hold it).
         max_live_turns: Turns live at once, across all threads and principals; a run
             that would start one more is refused with 429 (``None``: no bound).
+        max_streams: SSE responses open at once; one more is refused with 429
+            (``None``: no bound).
         live_text: Stream the model's text as it comes (``TEXT_MESSAGE_START`` and
             ``TEXT_MESSAGE_CONTENT`` deltas, before the message is in the log); the
             message's ``TEXT_MESSAGE_END`` comes with its record. ``False``: every
@@ -236,6 +238,7 @@ class AguiServer:
         heartbeat: float = 15.0,
         drain_timeout: float = 30.0,
         max_live_turns: int | None = 1000,
+        max_streams: int | None = 10_000,
         live_text: bool = True,
         engine_options: Mapping[str, Any] | None = None,
     ) -> None:
@@ -259,6 +262,10 @@ class AguiServer:
             raise ValueError("max_live_turns must be >= 1")
         self.max_live_turns = max_live_turns
         self.live_text = live_text
+        if max_streams is not None and max_streams < 1:
+            raise ValueError("max_streams must be >= 1")
+        self.max_streams = max_streams
+        self._streams = 0
         # Per thread, the live-delta queues of the streams following it.
         self._followers: dict[ThreadKey, set[MemoryObjectSendStream[Event]]] = {}
         # Per thread, a feed folded up to its last commit, so a request does not read
@@ -619,6 +626,7 @@ class AguiServer:
     ) -> None:
         if self._stopping.is_set() or self._engine is None:
             raise HTTPError(503, "unavailable", "the server is not accepting runs")
+        self._check_streams()
         body = await _read_body(receive, request.headers, self.max_body_bytes)
         try:
             run_input = decode_run_input(body)
@@ -697,6 +705,17 @@ class AguiServer:
             self._client_tools_next.pop(key, None)
             raise HTTPError(422, "invalid_resume", str(exc)) from exc
         return turn.turn_id
+
+    def _check_streams(self) -> None:
+        """429 when ``max_streams`` SSE responses are open (checked before anything
+        is started or written)."""
+        if self.max_streams is not None and self._streams >= self.max_streams:
+            raise HTTPError(
+                429,
+                "too_many_streams",
+                f"the server has {self._streams} streams open, its bound (max_streams)",
+                [(b"retry-after", b"1")],
+            )
 
     def _check_capacity(self, key: ThreadKey) -> None:
         """429 when one more live turn would pass ``max_live_turns`` (a turn that
@@ -798,6 +817,7 @@ class AguiServer:
         key = ThreadKey(thread)  # the ASGI server decoded the path
         if not await self._check_owner(key, principal):
             raise HTTPError(404, "not_found", f"no thread {key.thread_id!r}")
+        self._check_streams()
         seq, index = _position(scope, request.headers)
         if index is None:
             feed = await self._warm(key, seq)
@@ -849,6 +869,23 @@ class AguiServer:
         *,
         post: bool,
         skip_until: str | None = None,
+    ) -> None:
+        self._streams += 1  # bounded where requests come in (_check_streams)
+        try:
+            await self._stream_open(scope, receive, send, key, feed, head, post, skip_until)
+        finally:
+            self._streams -= 1
+
+    async def _stream_open(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        key: ThreadKey,
+        feed: LogFeed,
+        head: bytes,
+        post: bool,
+        skip_until: str | None,
     ) -> None:
         await send(
             {
