@@ -6,6 +6,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
@@ -67,3 +68,19 @@ async def test_a_copied_checkpoint_folds_on_like_the_feed_it_came_from() -> None
         feed = LogFeed("f", lambda turn, name: False)
         before = events_of(feed, log[:n])
         assert before + events_of(feed.copy(), log[n:]) == whole, n
+
+
+async def test_streams_that_ended_leave_nothing_behind() -> None:
+    store = MemoryStore()
+    server = AguiServer(ScriptedAgent(respond=lambda key, ri: text("hi")), store=store)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        for n in range(5):
+            await read_events(client, "POST", "/", json_body=run_input(f"gone-{n}", "hi"))
+            await read_events(client, "GET", f"/threads/gone-{n}/events")
+        watched = server.store
+        # The server finishes a response a moment after the client read its end.
+        with anyio.fail_after(5):
+            while server._streams:  # noqa: ASYNC110 - nothing to wait on from outside
+                await anyio.sleep(0.01)
+        assert watched._waiters == {} and watched._watching == {}
+        assert server._followers == {}

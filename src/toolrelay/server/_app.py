@@ -936,6 +936,7 @@ class AguiServer:
         follower = self._follow(key)
         live = _LiveText()
         last_id = str(feed.position)
+        self.store.attach(key)
         try:
             if head:
                 await _more(send, head)
@@ -997,6 +998,7 @@ class AguiServer:
                         }
                     )
         finally:
+            self.store.detach(key)
             self._unfollow(key, follower)
 
 

@@ -58,6 +58,7 @@ class WatchedStore:
         self._owners: dict[ThreadKey, str] = {}
         self._stops: dict[ThreadKey, tuple[str, str]] = {}
         self._waiters: dict[ThreadKey, anyio.Event] = {}
+        self._watching: dict[ThreadKey, int] = {}  # streams following each thread
 
     def __repr__(self) -> str:
         return f"WatchedStore({self.store!r})"
@@ -78,6 +79,19 @@ class WatchedStore:
         if event is None:
             event = self._waiters[key] = anyio.Event()
         return event
+
+    def attach(self, key: ThreadKey) -> None:
+        """A stream starts following ``key`` (pair with :meth:`detach`)."""
+        self._watching[key] = self._watching.get(key, 0) + 1
+
+    def detach(self, key: ThreadKey) -> None:
+        """A stream stops following ``key``; the last one takes its waiter along."""
+        count = self._watching.get(key, 0) - 1
+        if count > 0:
+            self._watching[key] = count
+        else:
+            self._watching.pop(key, None)
+            self._waiters.pop(key, None)
 
     def poke(self, key: ThreadKey) -> None:
         """Wake the streams waiting on ``key`` without a commit (a live delta came)."""
