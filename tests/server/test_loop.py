@@ -169,7 +169,10 @@ async def test_a_new_message_supersedes_the_running_turn_and_streams_its_own_run
     from toolrelay.testing import Gate
 
     gate = anyio.Event()
-    agent = ScriptedAgent([Gate(gate), text("too late")], [text("the new answer")])
+    second_gate = anyio.Event()
+    agent = ScriptedAgent(
+        [Gate(gate), text("too late")], [Gate(second_gate), text("the new answer")]
+    )
     server = AguiServer(agent, tools=tools())
     async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
         async with anyio.create_task_group() as group:
@@ -184,8 +187,20 @@ async def test_a_new_message_supersedes_the_running_turn_and_streams_its_own_run
                     await anyio.sleep(0.01)
             body = run_input("s1", "b")
             body["messages"][0]["id"] = "u-second"
-            new = await read_events(client, "POST", "/", json_body=body)
+            new: list[Sse] = []
+
+            async def second() -> None:
+                new.extend(await read_events(client, "POST", "/", json_body=body))
+
+            group.start_soon(second)
+            with anyio.fail_after(10):
+                while agent.run_count < 2 or len(old) < 2:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            # The old turn ended after the new one started: one turn is live.
+            during = (await client.get("/metrics")).text
+            second_gate.set()
             gate.set()
+        after = (await client.get("/metrics")).text
     assert [e.type for e in old] == ["RUN_STARTED", "RUN_ERROR"]
     assert old[-1].data["code"] == "superseded"
     assert new[0].type == "RUN_STARTED" and new[0].data["runId"] != old[0].data["runId"]
@@ -193,6 +208,8 @@ async def test_a_new_message_supersedes_the_running_turn_and_streams_its_own_run
     assert [e.data.get("delta") for e in new if e.type == "TEXT_MESSAGE_CONTENT"] == [
         "the new answer"
     ]
+    assert "toolrelay_live_turns 1.0" in during
+    assert "toolrelay_live_turns 0.0" in after
 
 
 @HTTPX_GC_ON_TRIO

@@ -60,7 +60,7 @@ class Metrics:
     """The server's Prometheus metrics and structured records (module docstring)."""
 
     def __init__(self) -> None:
-        self._turns: dict[ThreadKey, _LiveTurn] = {}
+        self._turns: dict[str, _LiveTurn] = {}  # live turns by id
         self.enabled: bool = prometheus_client is not None
         if not self.enabled:  # pragma: no cover - the server extra is missing
             return
@@ -109,67 +109,74 @@ class Metrics:
 
     def live_at_start(self, turns: Sequence[tuple[ThreadKey, str]]) -> None:
         """These turns (thread, turn id) were live in the store when the server started."""
-        for key, turn_id in turns:
-            self._turns[key] = _LiveTurn(turn_id)
+        for _key, turn_id in turns:
+            self._turns[turn_id] = _LiveTurn(turn_id)
         if self.enabled:
             self.live_turns.set(len(self._turns))
 
+    def _live(self, turn_id: str) -> _LiveTurn:
+        """The live turn ``turn_id`` (counted live from its first record seen)."""
+        turn = self._turns.get(turn_id)
+        if turn is None:
+            turn = self._turns[turn_id] = _LiveTurn(turn_id)
+            if self.enabled:
+                self.live_turns.inc()
+        return turn
+
     def commit(self, key: ThreadKey, entry: Entry) -> None:
-        """One record committed (the :class:`WatchedStore` hook)."""
+        """One record committed (the :class:`WatchedStore` hook). Turns are told apart
+        by id: a turn superseded on a thread may end after the next one started."""
         record = entry.record
         now = time.perf_counter()
-        turn = self._turns.get(key)
         fields: dict[str, Any] = {
             "thread": str(key),
-            "turn": getattr(record, "turn_id", None),
+            "turn": record.turn_id,
             "record": type(record).__name__,
             "seq": entry.seq,
             "next_seq": entry.seq + 1,
         }
-        match record:
-            case TurnStarted(turn_id=turn_id):
-                if turn is None and self.enabled:
-                    self.live_turns.inc()
-                self._turns[key] = _LiveTurn(turn_id)
-                if self.enabled:
-                    self.turns_started.inc()
-                fields["round"] = 0
-            case ToolsStarted(calls=calls):
-                if turn is None:
-                    turn = self._turns[key] = _LiveTurn(record.turn_id)
+        if not record.turn_id:  # history supplied with a thread's first turn
+            fields["round"] = 0
+        else:
+            match record:
+                case TurnStarted(turn_id=turn_id):
+                    self._live(turn_id)
                     if self.enabled:
-                        self.live_turns.inc()
-                turn.rounds += 1
-                for call in calls:
-                    if call.result is None:
-                        turn.calls[call.id] = (call.name, now)
-                fields["round"] = turn.rounds
-            case ToolFinished(call_id=call_id, result=result):
-                if turn is not None:
+                        self.turns_started.inc()
+                    fields["round"] = 0
+                case ToolsStarted(turn_id=turn_id, calls=calls):
+                    turn = self._live(turn_id)
+                    turn.rounds += 1
+                    for call in calls:
+                        if call.result is None:
+                            turn.calls[call.id] = (call.name, now)
                     fields["round"] = turn.rounds
-                    started = turn.calls.pop(call_id, None)
+                case ToolFinished(turn_id=turn_id, call_id=call_id, result=result):
+                    known = self._turns.get(turn_id)
+                    fields["round"] = known.rounds if known is not None else 0
+                    started = known.calls.pop(call_id, None) if known is not None else None
                     if started is not None and self.enabled:
                         name, at = started
                         outcome = "ok" if result.error is None else "error"
                         self.tool_seconds.labels(name, outcome).observe(now - at)
-            case TurnEnded(status=status, reason=reason):
-                rounds = turn.rounds if turn is not None else 0
-                fields["round"] = rounds
-                if status == "completed":
-                    label = reason.code if reason.code in SERVER_STOPS else StopReason.END_TURN
-                else:
-                    label = reason.kind.value
-                if self.enabled:
-                    self.turns_completed.labels(status, label).inc()
-                    self.turn_rounds.observe(rounds)
-                    if turn is not None:
-                        self.live_turns.dec()
-                self._turns.pop(key, None)
-                fields["status"] = status
-                fields["reason"] = label
-            case _:
-                if turn is not None:
-                    fields["round"] = turn.rounds
+                case TurnEnded(turn_id=turn_id, status=status, reason=reason):
+                    ended = self._turns.pop(turn_id, None)
+                    rounds = ended.rounds if ended is not None else 0
+                    fields["round"] = rounds
+                    if status == "completed":
+                        label = reason.code if reason.code in SERVER_STOPS else StopReason.END_TURN
+                    else:
+                        label = reason.kind.value
+                    if self.enabled:
+                        self.turns_completed.labels(status, label).inc()
+                        self.turn_rounds.observe(rounds)
+                        if ended is not None:
+                            self.live_turns.dec()
+                    fields["status"] = status
+                    fields["reason"] = label
+                case _:
+                    known = self._turns.get(record.turn_id)
+                    fields["round"] = known.rounds if known is not None else 0
         logger.debug(
             "%s %s seq=%d",
             fields["record"],
