@@ -46,9 +46,8 @@ def test_deltas_and_the_record_make_one_message(
     """A stream that joined after ``joined_at`` deltas, whose record came after
     ``committed_at`` deltas (the rest arriving late, or never), sends one message."""
     text = "".join(pieces)
-    deltas: list[Event] = [TextMessageStartEvent(message_id="m", role="assistant")] + [
-        TextMessageContentEvent(message_id="m", delta=p) for p in pieces
-    ]
+    deltas: list[Event] = [TextMessageStartEvent(message_id="m", role="assistant")]
+    deltas += [TextMessageContentEvent(message_id="m", delta=p) for p in pieces]
     committed_at = min(committed_at, len(deltas))
     joined_at = min(joined_at, committed_at)
     live = _LiveText()
