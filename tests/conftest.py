@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+# The PostgreSQL helper sits with the store tests (importlib mode puts no test dir on
+# sys.path).
+sys.path.insert(0, str(Path(__file__).parent / "store"))
+if TYPE_CHECKING:
+    from _pg_cluster import PostgresServer
 
 settings.register_profile(
     "ci",
@@ -43,3 +52,20 @@ def no_blocking_calls(request: pytest.FixtureRequest) -> Iterator[None]:
 
     with blockbuster_ctx(scanned_modules=["toolrelay"]):
         yield
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real, throwaway PostgreSQL server for this test session (``initdb`` and
+    ``pg_ctl`` on a loopback port); the tests that use it skip, saying why, where
+    PostgreSQL cannot be had (CI installs it, so it never skips there)."""
+    from _pg_cluster import running_postgres
+
+    with running_postgres() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: PostgresServer) -> str:
+    """A fresh, empty database on the session's PostgreSQL server."""
+    return postgres_server.create_database()

@@ -58,6 +58,9 @@ def tools_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
             FUNCTIONS = [list_people]
             NOT_TOOLS = 42
+            GUARDED = [
+                tool(get_secret_number.handler, name="get_secret_number", needs_approval=True)
+            ]
             """
         )
     )
@@ -79,7 +82,6 @@ def test_demo_prints_the_turn_live_and_exits_0() -> None:
         "You: What are Alice's and Bob's secret numbers?",
         "Agent: Let me look up both secret numbers.",
         "Calling: get_secret_number",
-        "Calling: get_secret_number, get_secret_number",
         "Executing: get_secret_number, get_secret_number",
         '  ok   get_secret_number({"name":"alice"}) -> 42',
         '  ok   get_secret_number({"name":"bob"}) -> 7',
@@ -90,6 +92,8 @@ def test_demo_prints_the_turn_live_and_exits_0() -> None:
     ]
     positions = [lines.index(line) for line in expected_in_order]
     assert positions == sorted(positions)
+    # Each call's name is printed once, as it comes (never the whole list again).
+    assert lines.count("Calling: get_secret_number") == 2
     assert lines[-1].startswith("Runs: 2 | tool calls: 2 executed (2 completed, 0 failed)")
     assert "| depth: 1 | time: " in lines[-1]
     assert err == ""
@@ -101,7 +105,7 @@ def test_demo_prints_the_turn_live_and_exits_0() -> None:
         ("multihop", ExitCode.OK, "Final answer: Alice lives in Paris, where the weather"),
         ("zero-arg", ExitCode.OK, "  ok   list_people() -> "),
         ("text", ExitCode.OK, "Final answer: Hello! I am toolrelay's demo agent."),
-        ("loop", ExitCode.FAILED, "circuit breaker (promise 3) stopped the turn after 2"),
+        ("loop", ExitCode.FAILED, "loop detection stopped the turn with a typed reason"),
         ("broken", ExitCode.FAILED, "Failed (transport_error): the connection to the agent"),
         ("error", ExitCode.FAILED, "Failed (agent_error): the demo agent's model is overloaded"),
         ("malformed", ExitCode.FAILED, "Failed (protocol_error): event is not a JSON object"),
@@ -205,6 +209,25 @@ def test_run_accepts_a_spec_or_a_list_of_functions(
     )
     assert code == ExitCode.OK, err
     assert f"Final answer: {says}" in out
+
+
+def test_run_denies_a_tool_that_needs_approval_rather_than_wait(
+    server: DemoServer, tools_module: str
+) -> None:
+    code, out, err = cli(
+        "run",
+        server.url,
+        "--tools",
+        f"{tools_module}:GUARDED",
+        "--message",
+        "What are the secret numbers?",
+        "--json",
+    )
+    assert code == ExitCode.OK, err
+    state = json.loads(out)
+    errors = [m.get("error") for m in state["messages"] if m["role"] == "tool"]
+    assert len(errors) == 2
+    assert all("cannot ask for it: the call was denied" in e for e in errors)
 
 
 def test_run_prints_live_and_counts(server: DemoServer, tools_module: str) -> None:

@@ -584,6 +584,7 @@ def test_trace_spells_the_turn_state_as_its_id(status: RunStatus) -> None:
 PATHS: dict[ToolCallStatus, tuple[ToolCallEvent, ...]] = {
     ToolCallStatus.streaming: (),
     ToolCallStatus.pending: (ToolCallEvent.finish_args,),
+    ToolCallStatus.awaiting_approval: (ToolCallEvent.finish_args, ToolCallEvent.request_approval),
     ToolCallStatus.executing: (ToolCallEvent.finish_args, ToolCallEvent.execute),
     ToolCallStatus.completed: (ToolCallEvent.receive_result,),
     ToolCallStatus.failed: (ToolCallEvent.abandon,),

@@ -33,6 +33,13 @@ class ReasonKind(enum.StrEnum):
     BACKEND_ERROR = "backend_error"
     #: The continuation depth bound was reached (the circuit breaker, promise 3).
     MAX_DEPTH = "max_depth"
+    #: The agent asked for the same tool with the same arguments too many times in
+    #: one turn (no-progress loop detection, checked before the depth bound).
+    NO_PROGRESS = "no_progress"
+    #: A time bound was reached: the run's (``code="run_seconds"``: a server that
+    #: trickles bytes or keep-alives past ``Limits.run_seconds``) or the turn's
+    #: (``code="turn_seconds"``). The turn ends ``failed``.
+    DEADLINE = "deadline"
     #: The embedding code cancelled the turn (promise 4).
     CANCELLED = "cancelled"
     #: The agent reported that it stopped the run because it was told to (AG-UI

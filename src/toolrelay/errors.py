@@ -8,7 +8,9 @@ The hierarchy, split by culprit (as h11 and wsproto do)::
     │   ├── ClosedError                 a closed registry or engine was used
     │   ├── ToolDefinitionError         a tool cannot be declared (bad signature, duplicate)
     │   ├── ConversationError           a turn cannot be built from the given conversation
-    │   └── ResumeError                 resume entries that do not answer the open interrupts
+    │   ├── ResumeError                 resume entries that do not answer the open interrupts
+    │   │                               (also a ``ValueError``)
+    │   └── ApprovalError               a decision for a call that does not await approval
     │                                   (also a ``ValueError``)
     └── RemoteProtocolError             the agent or the wire misbehaved (carries a `reason`)
         ├── MalformedEventError         an event payload that is not JSON
@@ -17,6 +19,7 @@ The hierarchy, split by culprit (as h11 and wsproto do)::
         ├── StreamEndedEarlyError       the stream closed before RUN_FINISHED / RUN_ERROR
         ├── AgentRunError               the agent reported RUN_ERROR (or a provider error)
         ├── RunAllocationError          the backend could not allocate or start a run
+        ├── DeadlineError               a run outlived Limits.run_seconds
         └── TransportError              the connection failed
             ├── ConnectError            the server could not be reached
             ├── ReadTimeoutError        no bytes arrived within the read timeout
@@ -43,10 +46,12 @@ from toolrelay._reasons import ReasonKind, TerminalReason
 
 __all__ = (
     "AgentRunError",
+    "ApprovalError",
     "ClosedError",
     "ConnectError",
     "ContentTypeError",
     "ConversationError",
+    "DeadlineError",
     "HTTPStatusError",
     "IllegalTransition",
     "InvalidEventError",
@@ -110,6 +115,11 @@ class ToolDefinitionError(LocalProtocolError):
 class ConversationError(LocalProtocolError):
     """A request cannot be built from the conversation (for example a provider's
     alternation rule is broken, or the provider cannot serve what is asked)."""
+
+
+class ApprovalError(LocalProtocolError, ValueError):
+    """``Turn.approve`` or ``Turn.deny`` named a call that does not await approval
+    (an unknown id, one decided already, or a turn that ended). Nothing changed."""
 
 
 class ResumeError(LocalProtocolError, ValueError):
@@ -200,15 +210,41 @@ class StreamEndedEarlyError(RemoteProtocolError):
 
 
 class AgentRunError(RemoteProtocolError):
-    """The agent reported that the run failed (AG-UI ``RUN_ERROR``, a provider error)."""
+    """The agent reported that the run failed (AG-UI ``RUN_ERROR``, a provider error).
+
+    Attributes:
+        retry_after: For a provider's HTTP error, its ``Retry-After`` in seconds.
+    """
 
     reason_kind = ReasonKind.AGENT_ERROR
+
+    def __init__(
+        self, message: str, *, code: str | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
 
 
 class RunAllocationError(RemoteProtocolError):
     """The backend could not allocate or start a run."""
 
     reason_kind = ReasonKind.BACKEND_ERROR
+
+
+class DeadlineError(RemoteProtocolError):
+    """A run's stream outlived its wall-clock bound (``Limits.run_seconds``).
+
+    The read timeout bounds silence only; a server that sends a byte a second, or
+    keep-alive comments alone, is stopped by this bound.
+    """
+
+    reason_kind = ReasonKind.DEADLINE
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        super().__init__(
+            f"the run did not end within run_seconds={seconds:g} s", code="run_seconds"
+        )
 
 
 class TransportError(RemoteProtocolError):
@@ -235,11 +271,15 @@ class HTTPStatusError(TransportError):
     Attributes:
         status_code: The HTTP status.
         body_excerpt: The start of the response body, decoded leniently.
+        retry_after: The server's ``Retry-After``, in seconds, when it gave one.
     """
 
-    def __init__(self, status_code: int, body_excerpt: str) -> None:
+    def __init__(
+        self, status_code: int, body_excerpt: str, *, retry_after: float | None = None
+    ) -> None:
         self.status_code = status_code
         self.body_excerpt = body_excerpt
+        self.retry_after = retry_after
         excerpt = f": {body_excerpt}" if body_excerpt else ""
         super().__init__(f"HTTP {status_code}{excerpt}", code=str(status_code))
 

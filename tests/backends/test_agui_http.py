@@ -13,7 +13,7 @@ import pytest
 from httpx_sse import SSEError
 
 from toolrelay._reasons import ReasonKind
-from toolrelay.backends import AguiHttpBackend, ThreadKey, map_transport_errors
+from toolrelay.backends import NO_RETRY, AguiHttpBackend, ThreadKey, map_transport_errors
 from toolrelay.core import Limits, TextMessage, ToolRegistry, tool
 from toolrelay.demo import DEMO_TOOLS, plan_reply
 from toolrelay.errors import (
@@ -328,7 +328,7 @@ async def test_leaving_the_context_early_closes_the_response_stream() -> None:
 
 async def test_a_non_2xx_status_is_an_http_status_error_with_a_body_excerpt() -> None:
     body = b'{"detail": "model   overloaded\n, retry later"}'
-    backend = backend_for(answer(body, status=503, content_type="application/json"))
+    backend = backend_for(answer(body, status=503, content_type="application/json"), retry=NO_RETRY)
     with pytest.raises(HTTPStatusError) as caught:
         await collect(backend)
     error = caught.value

@@ -42,11 +42,16 @@ async def run_scenario(
     *,
     tools: ToolRegistry = DEMO_TOOLS,
     max_depth: int = 10,
+    max_repeated_calls: int | None = 3,
     **backend_options: Any,
 ) -> Turn:
     async with AguiHttpBackend(url, **backend_options) as backend:
         async with Engine(
-            backend, tools=tools, max_depth=max_depth, forwarded_props={"scenario": scenario}
+            backend,
+            tools=tools,
+            max_depth=max_depth,
+            max_repeated_calls=max_repeated_calls,
+            forwarded_props={"scenario": scenario},
         ) as engine:
             thread = f"thread-{scenario}-{uuid.uuid4().hex[:8]}"
             return await engine.run_turn(thread, f"please do {scenario}")
@@ -125,7 +130,7 @@ async def test_text_only_completes_in_one_run(demo_server: DemoServer) -> None:
 
 
 async def test_loop_trips_the_circuit_breaker(demo_server: DemoServer) -> None:
-    turn = await run_scenario(demo_server.url, "loop", max_depth=3)
+    turn = await run_scenario(demo_server.url, "loop", max_depth=3, max_repeated_calls=None)
     assert turn.status is RunStatus.failed
     assert turn.reason is not None and turn.reason.kind is ReasonKind.MAX_DEPTH
     assert turn.statistics().runs == 4

@@ -41,9 +41,12 @@ from toolrelay.protocol import (
     AssistantMessage,
     Event,
     FunctionCall,
+    ReasoningEncryptedValueEvent,
     RunStartedEvent,
     Tool,
     ToolCall,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
     ToolCallStartEvent,
     ToolMessage,
     UserMessage,
@@ -233,9 +236,11 @@ def _timer_overhead() -> float:
 
 
 def run_flat(report: Report, *, repeats: int, quick: bool) -> None:
-    """Case 2: per-event cost at 10 vs 10,000 messages, per delta at 10 vs 100,000 deltas."""
+    """Case 2: per-event cost at 10 vs 10,000 messages, per delta at 10 vs 100,000 deltas,
+    per event at 10 vs 900 calls of one run."""
     _flat_conversation(report, repeats=repeats, quick=quick)
     _flat_arguments(report, repeats=repeats, quick=quick)
+    _flat_calls(report, repeats=repeats, quick=quick)
 
 
 def _flat_conversation(report: Report, *, repeats: int, quick: bool) -> None:
@@ -402,4 +407,68 @@ def _flat_arguments(report: Report, *, repeats: int, quick: bool) -> None:
         Target(
             "flat_arguments", f"per-delta cost at {big_deltas:,} deltas vs at 10", ratio, 1.3, "x"
         )
+    )
+
+
+def _calls_payloads(thread_id: str, run_id: str, calls: int) -> list[bytes]:
+    """A run of ``calls`` calls, each START, ARGS, END, then a signature for an id no
+    record has (once quadratic: each one walked the run's messages)."""
+    payloads = [encode_event(RunStartedEvent(thread_id=thread_id, run_id=run_id))]
+    for i in range(calls):
+        call_id = f"call_{i}"
+        payloads.append(
+            encode_event(ToolCallStartEvent(tool_call_id=call_id, tool_call_name="search"))
+        )
+        payloads.append(encode_event(ToolCallArgsEvent(tool_call_id=call_id, delta="{}")))
+        payloads.append(encode_event(ToolCallEndEvent(tool_call_id=call_id)))
+        payloads.append(
+            encode_event(
+                ReasoningEncryptedValueEvent(
+                    subtype="message", entity_id=f"ghost_{i}", encrypted_value="sig"
+                )
+            )
+        )
+    return payloads
+
+
+def _flat_calls(report: Report, *, repeats: int, quick: bool) -> None:
+    thread_id = "thread-calls"
+    run_id = "run_calls"
+    few, many = 10, 900  # under Limits.max_tool_calls_per_run
+    loops = {few: 200 if quick else 900, many: 2 if quick else 10}
+    runs = {n: _calls_payloads(thread_id, run_id, n) for n in (few, many)}
+
+    def per_event(calls: int) -> float:
+        payloads = runs[calls]
+        total = 0
+        for _ in range(loops[calls]):
+            processor = EventProcessor(Conversation(thread_id, (USER,)), tools=TOOLS)
+            processor.start_run(run_id)
+            receive = processor.receive
+            start = time.perf_counter_ns()
+            for payload in payloads:
+                receive(decode_event(payload))
+            total += time.perf_counter_ns() - start
+            if processor.violations or len(processor.tool_calls) != calls:
+                raise AssertionError("calls run was not clean")
+        return total / (loops[calls] * len(payloads))
+
+    few_values, many_values = interleaved(
+        (functools.partial(per_event, few), functools.partial(per_event, many)), repeats
+    )
+    small = report.add(
+        Sample(
+            CASE_2, f"a run of {few} calls (START, ARGS, END, signature)", "ns/event", few_values
+        )
+    )
+    large = report.add(
+        Sample(
+            CASE_2, f"a run of {many} calls (START, ARGS, END, signature)", "ns/event", many_values
+        )
+    )
+    ratio = report.ratio(
+        f"per event, {many} / {few} calls", large, small, "flat if ~1 (target <= 1.3)", paired=True
+    )
+    report.target(
+        Target("flat_calls", f"per-event cost in a run of {many} calls vs {few}", ratio, 1.3, "x")
     )

@@ -1,4 +1,4 @@
-"""Case 7: ``toolrelay serve`` under load: concurrent turns of two tool rounds each.
+"""Case 8: ``toolrelay serve`` under load: concurrent turns of two tool rounds each.
 
 One ``toolrelay serve`` process (uvicorn, the demo agent's ``multihop`` scenario as the
 model, its two server tools, a SQLite log in a temporary directory) serves N turns
@@ -33,7 +33,7 @@ from bench_harness import Report, Sample, Target, percentile
 
 __all__ = ("run_server",)
 
-CASE = "7. server"
+CASE = "8. server"
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
@@ -106,7 +106,7 @@ def _gapless(db: Path) -> tuple[int, int]:
 
 
 def run_server(report: Report, *, quick: bool) -> None:
-    """Case 7: N concurrent two-round turns against one ``toolrelay serve``."""
+    """Case 8: N concurrent two-round turns against one ``toolrelay serve``."""
     turns = 100 if quick else 1000
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, PYTHONPATH=str(SRC))
@@ -171,7 +171,7 @@ def run_server(report: Report, *, quick: bool) -> None:
     report.add(Sample(CASE, "server CPU per streamed event", "µs/event", (server_per_event,)))
     report.add(Sample(CASE, "client CPU per streamed event", "µs/event", (client_per_event,)))
     report.notes.append(
-        f"case 7: {completed}/{turns} turns completed (end_turn, 2 rounds), "
+        f"case 8: {completed}/{turns} turns completed (end_turn, 2 rounds), "
         f"{gapless}/{threads} thread logs gapless, {events} events streamed"
     )
     report.target(

@@ -410,10 +410,15 @@ DROPPED_ROWS: list[Any] = [
         id="TOOL_CALL_END unknown id",
     ),
     pytest.param(
-        [START_C1, ARGS_C1, END_C1],
+        [
+            START_C1,
+            ARGS_C1,
+            END_C1,
+            ToolCallResultEvent(message_id="r1", tool_call_id="c1", content="done"),
+        ],
         ToolCallArgsEvent(tool_call_id="c1", delta="garbage"),
-        "args_after_end",
-        id="TOOL_CALL_ARGS after END",
+        "args_after_result",
+        id="TOOL_CALL_ARGS after the agent's result",
     ),
     pytest.param(
         [START_C1, ARGS_C1],
@@ -1949,3 +1954,93 @@ def test_check_resume_refuses_what_does_not_answer_the_open_interrupts(
 
 def test_check_resume_without_known_interrupts_lets_any_distinct_entries_through() -> None:
     assert check_resume(None, [YES, NO_CHOICE]) == (YES, NO_CHOICE)
+
+
+# --- tool policies: approval and no-progress loop detection (sans-IO) ---
+
+
+def test_calls_of_approval_tools_await_approval_and_the_others_execute() -> None:
+    processor = running(approval_tools={"danger"})
+    feed(processor, tool_call("danger", "{}", id="c1"), tool_call("safe", "{}", id="c2"))
+    effects = finish(processor)
+    ready = only(effects, ToolsReady)
+    assert [c.id for c in ready.calls] == ["c2"]
+    assert [c.id for c in ready.awaiting] == ["c1"]
+    assert ready.awaiting[0].status is ToolCallStatus.awaiting_approval
+    assert processor.activity == Activity(ActivityKind.AWAITING_APPROVAL, ("danger",))
+    assert processor.awaiting_approval == ready.awaiting
+    processor.record_result(call(processor, "c2"), ToolResult.success("ok"))
+    assert batches(processor) == []  # the batch waits for the decision
+    effects = list(processor.approve(call(processor, "c1")))
+    assert call(processor, "c1").status is ToolCallStatus.executing
+    assert processor.activity == Activity(ActivityKind.EXECUTING_TOOLS, ("danger",))
+    settled = processor.record_result(call(processor, "c1"), ToolResult.success("done"))
+    assert any(isinstance(e, MessagesSettled) for e in settled)
+    [batch] = batches(processor)
+    assert [c.status for c in batch.calls] == [ToolCallStatus.completed] * 2
+
+
+def test_a_denied_call_fails_with_the_denial_and_commits_the_batch() -> None:
+    processor = running(approval_tools={"danger"})
+    feed(processor, tool_call("danger", "{}", id="c1"))
+    finish(processor)
+    denied = call(processor, "c1")
+    effects = processor.deny(denied, "no")
+    assert any(isinstance(e, MessagesSettled) for e in effects)
+    assert denied.status is ToolCallStatus.failed
+    assert denied.result == ToolResult.failure("no")
+    with pytest.raises(IllegalTransition):
+        processor.approve(denied)
+
+
+def test_decisions_on_an_ended_turn_change_nothing() -> None:
+    processor = running(approval_tools={"danger"})
+    feed(processor, tool_call("danger", "{}", id="c1"))
+    finish(processor)
+    waiting = call(processor, "c1")
+    processor.cancel()
+    assert waiting.status is ToolCallStatus.failed  # abandoned
+    assert processor.approve(waiting) == ()
+    assert processor.deny(waiting, "late") == ()
+
+
+def test_loop_detection_compares_arguments_as_json_values() -> None:
+    processor = running(max_repeats=2)
+    feed(processor, tool_call("look", '{"a": 1, "b": [2]}', id="c1"))
+    finish(processor)
+    execute_all(processor)
+    processor.start_run("run-2")
+    processor.receive(run_started(THREAD, "server-run-2"))
+    feed(processor, tool_call("look", '{"b":[2],"a":1}', id="c2"))
+    effects = finish(processor)
+    assert processor.reason is not None and processor.reason.kind is ReasonKind.NO_PROGRESS
+    assert not any(isinstance(e, ToolsReady) for e in effects)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("", "null"), ("not json", "not json "), ("[1,", "[1,")],
+)
+def test_loop_detection_treats_empty_and_broken_arguments_by_their_text(
+    first: str, second: str
+) -> None:
+    processor = running(max_repeats=2)
+    feed(processor, tool_call("look", first or None, id="c1"), tool_call("look", second, id="c2"))
+    finish(processor)
+    assert processor.reason is not None and processor.reason.kind is ReasonKind.NO_PROGRESS
+
+
+def test_a_restored_batch_waits_again_for_its_undecided_approvals() -> None:
+    # After a crash, a call that awaited approval awaits it again (it never ran).
+    processor = new_processor(approval_tools={"danger"})
+    waiting = ToolCallInfo("c1", "danger", arguments="{}", status=ToolCallStatus.awaiting_approval)
+    done = ToolCallInfo("c2", "safe", arguments="{}", status=ToolCallStatus.completed)
+    done.result = ToolResult.success("ok")
+    effects = processor.restore(run_id="run-1", depth=0, runs=1, calls=[waiting, done])
+    ready = only(effects, ToolsReady)
+    assert ready.calls == () and ready.awaiting == (waiting,)
+    assert processor.activity == Activity(ActivityKind.AWAITING_APPROVAL, ("danger",))
+    settled = processor.deny(waiting, "no")
+    assert any(isinstance(e, MessagesSettled) for e in settled)
+    [batch] = batches(processor)
+    assert [c.id for c in batch.calls] == ["c1", "c2"]

@@ -390,7 +390,20 @@ ENDINGS = ["none", "end_stream", "cancel", "supersede", "fail"]
     st.lists(runs(), min_size=1, max_size=3),
     st.data(),
     st.integers(0, 2),
-    st.sampled_from([Limits(), Limits(max_argument_bytes=6, max_events_per_run=12)]),
+    st.sampled_from(
+        [
+            Limits(),
+            Limits(max_argument_bytes=6, max_events_per_run=12),
+            Limits(
+                max_text_bytes=10,
+                max_turn_argument_bytes=12,
+                max_reasoning_bytes=8,
+                max_tool_calls_per_run=3,
+                max_messages_per_turn=3,
+                max_violations=2,
+            ),
+        ]
+    ),
 )
 def test_any_stream_never_raises_and_every_call_follows_its_machine(
     streams: list[list[AnyEvent]], data: st.DataObject, max_depth: int, limits: Limits
@@ -723,6 +736,14 @@ def _deltas_heavy() -> st.SearchStrategy[list[AnyEvent | str]]:
             Limits(),
             Limits(max_argument_bytes=6, max_events_per_run=12),
             Limits(max_argument_bytes=9, max_events_per_run=1000),
+            Limits(
+                max_text_bytes=10,
+                max_turn_argument_bytes=12,
+                max_reasoning_bytes=8,
+                max_tool_calls_per_run=3,
+                max_messages_per_turn=3,
+                max_violations=2,
+            ),
         ]
     ),
 )
@@ -740,6 +761,14 @@ def test_the_hot_path_gives_exactly_what_the_full_path_gives(
             Limits(),
             Limits(max_argument_bytes=6, max_events_per_run=12),
             Limits(max_argument_bytes=40, max_events_per_run=25),
+            Limits(
+                max_text_bytes=10,
+                max_turn_argument_bytes=12,
+                max_reasoning_bytes=8,
+                max_tool_calls_per_run=3,
+                max_messages_per_turn=3,
+                max_violations=2,
+            ),
         ]
     ),
 )
@@ -767,6 +796,21 @@ def test_the_argument_limit_holds_on_the_hot_path_for_every_utf8_width(char: str
     assert _status(processor) is RunStatus.failed
     assert processor.reason is not None and processor.reason.code == "max_argument_bytes"
     assert effects
+
+
+@pytest.mark.parametrize("char", ["a", "é", "€", "😀"])
+def test_the_text_limit_holds_on_the_hot_path_for_every_utf8_width(char: str) -> None:
+    width = len(char.encode())
+    processor = new_processor(limits=Limits(max_text_bytes=8 * width))
+    processor.start_run("run-1")
+    processor.receive(RunStartedEvent(thread_id=THREAD, run_id="srv"))
+    processor.receive(TextMessageStartEvent(message_id="m", role="assistant"))
+    for _ in range(8):
+        processor.receive(TextMessageContentEvent(message_id="m", delta=char))
+    assert processor.status is RunStatus.running
+    processor.receive(TextMessageContentEvent(message_id="m", delta=char))
+    assert _status(processor) is RunStatus.failed
+    assert processor.reason is not None and processor.reason.code == "max_text_bytes"
 
 
 def test_the_event_limit_holds_on_the_hot_path() -> None:

@@ -11,6 +11,8 @@ import dataclasses
 import functools
 import inspect
 import keyword
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Annotated, Any, Literal, TypeVar, cast
 
@@ -20,7 +22,7 @@ import msgspec
 import pytest
 from hypothesis import given, strategies as st
 
-from toolrelay.core._tools import ToolError, ToolRegistry, ToolResult, ToolSpec, tool
+from toolrelay.core._tools import ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, tool
 from toolrelay.errors import ToolDefinitionError
 from toolrelay.protocol import Tool
 from toolrelay.runtime import execute_tool
@@ -29,13 +31,12 @@ T = TypeVar("T")
 
 
 def run_now(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that must finish without suspending (no event loop needed)."""
-    try:
-        coro.send(None)
-    except StopIteration as stop:
-        return cast("T", stop.value)
-    coro.close()
-    raise AssertionError("the coroutine suspended")
+    """Run a coroutine to its end on an asyncio event loop."""
+
+    async def main() -> T:
+        return await coro
+
+    return anyio.run(main)
 
 
 # --- module-level types and tools (string annotations resolve against these) ---
@@ -828,14 +829,17 @@ def test_exception_without_message_is_named_by_its_type() -> None:
     assert run_now(execute_tool(ToolRegistry.of(empty), "empty", "")).error == "RuntimeError"
 
 
-@pytest.mark.parametrize("exc_type", [KeyboardInterrupt, SystemExit, asyncio.CancelledError])
-def test_base_exceptions_propagate_from_a_sync_tool(exc_type: type[BaseException]) -> None:
+@pytest.mark.parametrize(
+    "exc_type", [KeyboardInterrupt, SystemExit, GeneratorExit, asyncio.CancelledError]
+)
+def test_base_exceptions_from_a_sync_tool_fail_that_call(exc_type: type[BaseException]) -> None:
     @tool
     def interrupted() -> None:
-        raise exc_type
+        raise exc_type("why")
 
-    with pytest.raises(exc_type):
-        run_now(execute_tool(ToolRegistry.of(interrupted), "interrupted", ""))
+    result = run_now(execute_tool(ToolRegistry.of(interrupted), "interrupted", ""))
+    assert result.error == f"{exc_type.__name__}: why"
+    assert isinstance(result.exception, exc_type)
 
 
 @pytest.mark.anyio
@@ -983,3 +987,218 @@ def test_valid_arguments_round_trip_to_the_handler_kwargs(
     assert result.ok, result
     expected = {name: arguments.get(name, default) for name, _, default in shape}
     assert msgspec.json.decode(result.content) == expected
+
+
+# --- what the model never sets: the context parameter, partial-bound arguments ---
+
+
+class Account(msgspec.Struct):
+    """The embedding code's per-turn object (module level: annotations resolve here)."""
+
+    user: str
+
+
+def transfer(amount: int, user: str) -> str:
+    """Move money on behalf of a user."""
+    return f"{user} moved {amount}"
+
+
+def whoami(ctx: ToolContext[Account], shout: bool = False) -> str:
+    """Say who the turn is for."""
+    name = ctx.deps.user
+    return f"{name.upper() if shout else name} ({ctx.tool_name})"
+
+
+def test_a_partial_bound_argument_leaves_the_schema() -> None:
+    spec = tool(functools.partial(transfer, user="alice"), name="transfer")
+    assert spec.parameters == {
+        "type": "object",
+        "properties": {"amount": {"type": "integer"}},
+        "required": ["amount"],
+    }
+    assert spec.hidden == frozenset({"user"})
+    assert run_now(execute_tool(ToolRegistry.of(spec), "transfer", '{"amount": 5}')).content == (
+        "alice moved 5"
+    )
+
+
+def test_the_model_cannot_override_a_partial_bound_argument() -> None:
+    spec = tool(functools.partial(transfer, user="alice"), name="transfer")
+    registry = ToolRegistry.of(spec)
+    result = run_now(execute_tool(registry, "transfer", '{"amount": 5, "user": "root"}'))
+    assert not result.ok
+    assert (
+        result.error == "Invalid arguments for tool 'transfer': 'user' cannot be set by the model"
+    )
+
+
+def test_a_context_parameter_is_not_in_the_schema_and_is_injected() -> None:
+    spec = tool(whoami)
+    assert spec.context_parameter == "ctx"
+    assert spec.parameters == {
+        "type": "object",
+        "properties": {"shout": {"type": "boolean", "default": False}},
+    }
+    context = ToolContext(deps=Account("ada"), tool_name="whoami")
+    result = run_now(
+        execute_tool(ToolRegistry.of(spec), "whoami", '{"shout": true}', context=context)
+    )
+    assert result == ToolResult.success("ADA (whoami)")
+
+
+def test_the_model_cannot_set_the_context_parameter() -> None:
+    registry = ToolRegistry.of(whoami)
+    result = run_now(execute_tool(registry, "whoami", '{"ctx": {"deps": {"user": "root"}}}'))
+    assert result.error == "Invalid arguments for tool 'whoami': 'ctx' cannot be set by the model"
+
+
+def test_a_context_parameter_without_a_context_gets_none_as_deps() -> None:
+    def deps_of(ctx: ToolContext[None]) -> str:
+        return repr(ctx.deps)
+
+    assert run_now(execute_tool(ToolRegistry.of(deps_of), "deps_of", "")).content == "None"
+
+
+def test_two_context_parameters_are_refused_naming_the_second() -> None:
+    def twice(a: ToolContext[int], b: ToolContext[int]) -> None:
+        return None
+
+    with pytest.raises(ToolDefinitionError, match="parameter 'b': only one parameter"):
+        tool(twice)
+
+
+# --- pydantic models as parameters, reST and NumPy docstrings ---
+
+
+def test_a_pydantic_model_parameter_is_described_and_validated() -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Address(pydantic.BaseModel):  # type: ignore[misc, name-defined]
+        street: str
+        number: int = 1
+
+    def ship(to: Address, extra: list[Address] | None = None) -> str:
+        """Ship a parcel.
+
+        Args:
+            to: Where it goes.
+        """
+        return f"{to.street} {to.number} +{len(extra or [])}"
+
+    ship.__annotations__ = {"to": Address, "extra": list[Address] | None, "return": str}
+    spec = tool(ship)
+    properties = spec.parameters["properties"]
+    assert properties["to"]["properties"]["street"] == {"title": "Street", "type": "string"}
+    assert properties["to"]["description"] == "Where it goes."
+    assert properties["extra"]["anyOf"][0] == {
+        "items": {"$ref": "#/$defs/Address"},
+        "type": "array",
+    }
+    assert spec.parameters["$defs"]["Address"]["required"] == ["street"]
+    assert spec.parameters["required"] == ["to"]
+    registry = ToolRegistry.of(spec)
+    ok = run_now(
+        execute_tool(registry, "ship", '{"to": {"street": "Main"}, "extra": [{"street": "B"}]}')
+    )
+    assert ok == ToolResult.success("Main 1 +1")
+    bad = run_now(execute_tool(registry, "ship", '{"to": {"number": "x"}}'))
+    assert bad.error is not None
+    assert "Field required - at `$.to.street`" in bad.error
+    assert "at `$.to.number`" in bad.error
+
+
+def test_a_pydantic_model_result_is_sent_as_its_json() -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Answer(pydantic.BaseModel):  # type: ignore[misc, name-defined]
+        value: int
+
+    def answer() -> object:
+        return Answer(value=42)
+
+    assert run_now(execute_tool(ToolRegistry.of(answer), "answer", "")).content == '{"value":42}'
+
+
+def test_an_unsupported_parameter_type_names_the_parameter() -> None:
+    class Opaque:
+        pass
+
+    def use(thing: Opaque) -> None:
+        return None
+
+    use.__annotations__ = {"thing": Opaque, "return": None}
+    with pytest.raises(ToolDefinitionError, match="parameter 'thing': no JSON Schema"):
+        tool(use)
+
+
+def test_rest_docstrings_describe_the_parameters() -> None:
+    def rest(city: str, days: int = 1) -> str:
+        """Forecast the weather.
+
+        :param city: The city,
+            by name.
+        :param int days: How many days.
+        :returns: The forecast.
+        """
+        return city
+
+    spec = tool(rest)
+    assert spec.description == "Forecast the weather."
+    assert spec.parameters["properties"]["city"]["description"] == "The city, by name."
+    assert spec.parameters["properties"]["days"]["description"] == "How many days."
+
+
+def test_numpy_docstrings_describe_the_parameters() -> None:
+    def numpy(city: str, days: int = 1) -> str:
+        """Forecast the weather.
+
+        Parameters
+        ----------
+        city : str
+            The city,
+            by name.
+        days
+            How many days.
+
+        Returns
+        -------
+        str
+            The forecast.
+        """
+        return city
+
+    spec = tool(numpy)
+    assert spec.description == "Forecast the weather."
+    assert spec.parameters["properties"]["city"]["description"] == "The city, by name."
+    assert spec.parameters["properties"]["days"]["description"] == "How many days."
+
+
+def test_pydantic_stays_optional() -> None:
+    # With pydantic impossible to import, toolrelay imports, declares and runs tools.
+    script = (
+        "import sys\n"
+        "sys.modules['pydantic'] = None\n"
+        "import anyio\n"
+        "from toolrelay import ToolRegistry, execute_tool\n"
+        "def add(a: int, b: int) -> int:\n"
+        "    return a + b\n"
+        "result = anyio.run(execute_tool, ToolRegistry.of(add), 'add', '{\"a\": 1, \"b\": 2}')\n"
+        "print(result.content, 'pydantic' in sys.modules and sys.modules['pydantic'] is not None)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3", "False"]
+
+
+def test_the_exception_on_a_failure_is_kept_but_never_encoded_or_compared() -> None:
+    error = ValueError("internal detail")
+    result = ToolResult.failure("ValueError: internal detail", exception=error)
+    assert result.exception is error
+    assert result == ToolResult.failure("ValueError: internal detail")
+    encoded = msgspec.json.encode(result)
+    assert b"internal detail" in encoded and b"exception" not in encoded
+    decoded = msgspec.json.decode(encoded, type=ToolResult)
+    assert decoded == result and decoded.exception is None
+    assert ToolResult.success("ok").exception is None

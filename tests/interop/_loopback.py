@@ -176,12 +176,14 @@ async def server_tool_turn(url: str, server_runs: list[int]) -> tuple[Turn, list
 # --- the wire, directly ----------------------------------------------------------------------
 
 
-def secret_input(*, thread_id: str = "wire-thread", **kwargs: Any) -> RunAgentInput:
-    """A run that asks for the secret numbers, offering the demo tools."""
+def secret_input(
+    *, thread_id: str = "wire-thread", prompt: str = "secret numbers", **kwargs: Any
+) -> RunAgentInput:
+    """A run that asks for the secret numbers (or says ``prompt``), offering the demo tools."""
     return RunAgentInput(
         thread_id=thread_id,
         run_id="wire-run",
-        messages=[UserMessage(id="u1", content="secret numbers")],
+        messages=[UserMessage(id="u1", content=prompt)],
         tools=list(DEMO_TOOLS.definitions()),
         **kwargs,
     )

@@ -59,6 +59,7 @@ from toolrelay.protocol import (
     RunFinishedInterruptOutcome,
     RunStartedEvent,
     StateSnapshotEvent,
+    ToolCallArgsEvent,
     ToolCallStartEvent,
     ToolMessage,
     UserMessage,
@@ -175,6 +176,17 @@ def script(messages: Sequence[BaseMessage], tools: Sequence[dict[str, Any]]) -> 
             )
         else:
             yield _chunk(f"{len(results)} result(s).")
+    elif "interleave" in prompt:
+        if not results:
+            # Two parallel calls whose argument deltas alternate, as models stream them.
+            yield _chunk(name="get_secret_number", args="", id="i-a", index=0)
+            yield _chunk(args='{"name":', index=0)
+            yield _chunk(name="get_secret_number", args="", id="i-b", index=1)
+            yield _chunk(args='{"na', index=1)
+            yield _chunk(args=' "alice"}', index=0)
+            yield _chunk(args='me": "bob"}', index=1)
+        else:
+            yield _chunk("Numbers: " + ", ".join(str(r.content) for r in results))
     elif "glued" in prompt:
         if not results:
             # The name and the whole arguments in one chunk (as some providers do).
@@ -446,24 +458,59 @@ async def test_reasoning_is_recorded_and_its_signature_stays_in_the_checkpoint(
     ]
 
 
-async def test_arguments_in_the_chunk_that_names_the_call_are_dropped_by_the_adapter(
+async def test_arguments_the_adapter_drops_come_back_from_its_snapshot(server: str) -> None:
+    turn, inputs = await run_turn(f"{server}/agent", "glued")
+    assert turn.status is RunStatus.completed, turn.reason
+    # TOOL_CALL_START, then TOOL_CALL_END: the arguments never reach the client on the
+    # wire; the graph's checkpoint (and so its MESSAGES_SNAPSHOT) has them, and the
+    # call, not yet executed, takes them from there.
+    (call,) = turn.conversation.tool_calls()
+    assert (call.id, call.arguments, call.status) == (
+        "g1",
+        '{"name": "bob"}',
+        ToolCallStatus.completed,
+    )
+    assert [v.code for v in turn.violations] == ["arguments_from_snapshot"]
+    assert call.result is not None and call.result.content == "7"
+    assert texts(turn) == ["Got: 7"]
+    assert len(inputs) == 2
+
+
+async def test_interleaved_arguments_the_adapter_misroutes_are_taken_from_its_snapshot(
     server: str,
 ) -> None:
-    turn, inputs = await completed_turn(f"{server}/agent", "glued")
-    # TOOL_CALL_START, then TOOL_CALL_END: the arguments never reach the client.
-    (call,) = turn.conversation.tool_calls()
-    assert (call.id, call.arguments, call.status) == ("g1", "", ToolCallStatus.failed)
-    assert call.result is not None and call.result.error is not None
-    assert "missing required field `name`" in call.result.error
-    # The graph's checkpoint (and so its MESSAGES_SNAPSHOT) has them.
-    snapshot = turn.conversation.last_snapshot
-    assert snapshot is not None
-    (asked,) = [m for m in snapshot if isinstance(m, AssistantMessage) and m.tool_calls]
+    # Two parallel calls whose deltas alternate: the adapter ends the first call when
+    # the second starts and sends every later delta under the second call's id. Its
+    # MESSAGES_SNAPSHOT, at the end of the run, holds each call's true arguments, and
+    # the snapshot is the server's record: it wins for calls not yet executed.
+    events = await wire_run(
+        f"{server}/agent",
+        secret_input(thread_id=new_thread(), prompt="interleave"),
+    )
+    streamed: dict[str, str] = {}
+    for event in events:
+        if isinstance(event, ToolCallArgsEvent):
+            streamed[event.tool_call_id] = streamed.get(event.tool_call_id, "") + event.delta
+    assert streamed != {"i-a": '{"name": "alice"}', "i-b": '{"name": "bob"}'}, (
+        "the adapter now routes interleaved deltas right"
+    )
+
+    turn, inputs = await run_turn(f"{server}/agent", "interleave")
+    assert turn.status is RunStatus.completed, turn.reason
+    calls = list(turn.conversation.tool_calls())
+    assert [(c.id, c.arguments, c.status) for c in calls] == [
+        ("i-a", '{"name": "alice"}', ToolCallStatus.completed),
+        ("i-b", '{"name": "bob"}', ToolCallStatus.completed),
+    ]
+    assert {v.code for v in turn.violations} == {"arguments_from_snapshot"}
+    assert texts(turn) == ["Numbers: 42, 7"]
+    # The continuation sends the arguments the calls ran with.
+    (asked,) = [m for m in inputs[1].messages if isinstance(m, AssistantMessage) and m.tool_calls]
     assert asked.tool_calls is not None
-    assert asked.tool_calls[0].function.arguments == '{"name": "bob"}'
-    # The model sees its own arguments with toolrelay's refusal as the result.
-    assert texts(turn) == [f"Got: {call.result.content}"]
-    assert len(inputs) == 2
+    assert [c.function.arguments for c in asked.tool_calls] == [
+        '{"name": "alice"}',
+        '{"name": "bob"}',
+    ]
 
 
 async def test_of_two_calls_in_one_chunk_only_the_first_reaches_the_client(server: str) -> None:

@@ -50,6 +50,8 @@ from toolrelay.protocol import (
     RunFinishedEvent,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
     ToolMessage,
     encode,
 )
@@ -107,7 +109,19 @@ async def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> Async
     offered = {t.name for t in info.function_tools}
     if "fail" in prompt:
         raise RuntimeError("the model fell over")
-    if "secret" in prompt:
+    if "interleave" in prompt:
+        # Two parallel calls whose argument deltas alternate, as models stream them.
+        if not done:
+            yield {
+                0: DeltaToolCall(name="get_secret_number", json_args='{"name":', tool_call_id="i-a")
+            }
+            yield {1: DeltaToolCall(name="get_secret_number", json_args='{"na', tool_call_id="i-b")}
+            yield {0: DeltaToolCall(json_args=' "ali')}
+            yield {1: DeltaToolCall(json_args='me": "bob"}')}
+            yield {0: DeltaToolCall(json_args='ce"}')}
+        else:
+            yield "Numbers: " + ", ".join(p.model_response_str() for p in _returns(messages))
+    elif "secret" in prompt:
         if "get_secret_number" not in offered:
             yield "I have no get_secret_number tool."
         elif not done:
@@ -353,3 +367,35 @@ async def test_a_recorded_pydantic_ai_stream_replays_cleanly(server: str) -> Non
     assert report.status is RunStatus.executing_tools
     assert [c.name for c in report.ready_calls] == ["get_secret_number"] * 2
     await anyio.lowlevel.checkpoint()
+
+
+# --- interleaved argument streams (issue 15) ------------------------------------------------
+
+
+async def test_interleaved_arguments_after_an_early_end_belong_to_their_call(server: str) -> None:
+    # pydantic-ai ends the first call when the second starts, and then streams the
+    # first call's remaining arguments after its TOOL_CALL_END. Tools run when the run
+    # ends, so those arguments are the call's: kept, logged once per call.
+    events = await wire_run(
+        f"{server}/agent",
+        secret_input(thread_id="wire-interleave", prompt="interleave alice and bob"),
+    )
+    ended: set[str] = set()
+    late: list[str] = []
+    for event in events:
+        if isinstance(event, ToolCallEndEvent):
+            ended.add(event.tool_call_id)
+        elif isinstance(event, ToolCallArgsEvent) and event.tool_call_id in ended:
+            late.append(event.tool_call_id)
+    assert late == ["i-a", "i-a"], "pydantic-ai no longer sends arguments after TOOL_CALL_END"
+
+    turn, _ = await run_turn(f"{server}/agent", "interleave alice and bob")
+    assert turn.status is RunStatus.completed, turn.reason
+    calls = list(turn.conversation.tool_calls())
+    assert [(c.id, c.arguments) for c in calls] == [
+        ("i-a", '{"name": "alice"}'),
+        ("i-b", '{"name": "bob"}'),
+    ]
+    assert [c.result.content for c in calls if c.result is not None] == ["42", "7"]
+    assert {v.code for v in turn.violations} == {"args_after_end"}
+    assert texts(turn)[-1] == "Numbers: 42, 7"

@@ -461,6 +461,7 @@ def test_step_can_and_allowed_read_the_table() -> None:
     assert not TOOL_CALL_MACHINE.can(ToolCallStatus.pending, ToolCallEvent.succeed)
     assert TOOL_CALL_MACHINE.allowed(ToolCallStatus.pending) == {
         ToolCallEvent.execute,
+        ToolCallEvent.request_approval,
         ToolCallEvent.receive_result,
         ToolCallEvent.abandon,
     }

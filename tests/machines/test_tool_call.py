@@ -27,6 +27,10 @@ EXPECTED: dict[tuple[S, E], S] = {
     (S.pending, E.execute): S.executing,
     (S.pending, E.receive_result): S.completed,
     (S.pending, E.abandon): S.failed,
+    (S.pending, E.request_approval): S.awaiting_approval,
+    (S.awaiting_approval, E.approve): S.executing,
+    (S.awaiting_approval, E.deny): S.failed,
+    (S.awaiting_approval, E.abandon): S.failed,
     (S.executing, E.succeed): S.completed,
     (S.executing, E.fail): S.failed,
     (S.executing, E.abandon): S.failed,
@@ -48,6 +52,9 @@ def _ids(pair: tuple[S, E]) -> str:
         ([E.abandon], S.failed),
         ([E.finish_args, E.abandon], S.failed),
         ([E.finish_args, E.execute, E.abandon], S.failed),
+        ([E.finish_args, E.request_approval, E.approve, E.succeed], S.completed),
+        ([E.finish_args, E.request_approval, E.deny], S.failed),
+        ([E.finish_args, E.request_approval, E.abandon], S.failed),
     ],
 )
 def test_happy_paths_end_final_in_machine_and_cursor(events: list[E], final: S) -> None:
@@ -141,7 +148,12 @@ def test_finals_are_final(final: S) -> None:
 
 def test_status_helpers_agree_with_the_machine() -> None:
     assert {s for s in S if s.is_final} == TOOL_CALL_MACHINE.finals
-    assert {s for s in S if s.is_open} == {S.streaming, S.pending, S.executing}
+    assert {s for s in S if s.is_open} == {
+        S.streaming,
+        S.pending,
+        S.awaiting_approval,
+        S.executing,
+    }
     assert all(s.is_open is not s.is_final for s in S)
 
 
@@ -189,8 +201,9 @@ def test_every_label_is_the_id() -> None:
 def test_help_shows_the_live_table_spelled_as_the_ids() -> None:
     doc = ToolCallLifecycle.__doc__ or ""
     assert "{statechart:md}" not in doc
-    assert "| streaming | finish_args    |       | pending   |" in doc
-    assert "| executing | abandon        |       | failed    |" in doc
+    assert "| streaming         | finish_args      |       | pending           |" in doc
+    assert "| awaiting_approval | deny             |       | failed            |" in doc
+    assert "| executing         | abandon          |       | failed            |" in doc
     assert "Finish args" not in doc and "Receive result" not in doc
 
 

@@ -552,3 +552,63 @@ def test_required_any_fields_dropped_by_old_encoders_decode_and_round_trip() -> 
     explicit = decode_event(b'{"type":"CUSTOM","name":"ping","value":null}')
     assert isinstance(explicit, CustomEvent) and explicit.value is None
     assert b'"value":null' in encode_event(explicit)
+
+
+# --- hostile payloads: nesting, bytes that are not UTF-8, lone surrogates -----------------
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"type":"CUSTOM","name":"x","value":' + DEEP + b"}",
+        b'{"type":"STATE_SNAPSHOT","snapshot":' + b'{"a":' * 50_000 + b"1" + b"}" * 50_000 + b"}",
+        b'{"type":"NOT_A_KNOWN_TYPE","x":' + DEEP + b"}",
+        b'{"type":"TOOL_CALL_ARGS","toolCallId":' + DEEP + b"}",
+        b'{"type":"CUSTOM","name":"x","value":' + b"[" * 100_000,
+    ],
+    ids=["custom", "state", "unknown-type", "bad-body", "unclosed"],
+)
+def test_json_nested_too_deeply_is_a_typed_malformed_input_error(payload: bytes) -> None:
+    with pytest.raises(MalformedEventError) as caught:
+        decode_event(payload)
+    assert caught.value.code == "nesting_too_deep"
+
+
+def test_deep_nesting_in_a_run_input_is_typed() -> None:
+    with pytest.raises(MalformedEventError) as caught:
+        protocol.decode_run_input(b'{"threadId":"t","runId":"r","state":' + DEEP + b"}")
+    assert caught.value.code == "nesting_too_deep"
+
+
+def test_bytes_that_are_not_utf8_are_a_typed_error() -> None:
+    with pytest.raises(MalformedEventError) as caught:
+        decode_event(b'{"type":"CUSTOM","name":"x","value":"\xff\xfe"}')
+    assert caught.value.code == "invalid_utf8"
+
+
+@pytest.mark.parametrize(
+    ("escaped", "text"),
+    [
+        ("a\\ud83d", "a\ufffd"),  # a high surrogate cut from its pair, at the end
+        ("a\\ud83d b", "a\ufffd b"),
+        ("\\ude00x", "\ufffdx"),  # a low one alone
+        ("\\ud83d\\ud83d\\ude00", "\ufffd\U0001f600"),  # a lone one before a pair
+        ("\\\\ud83d \\ud83d", "\\ud83d \ufffd"),  # an escaped backslash is text
+    ],
+)
+def test_a_lone_surrogate_escape_spoils_one_character_not_the_event(
+    escaped: str, text: str
+) -> None:
+    payload = '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"' + escaped + '"}'
+    event = decode_event(payload.encode())
+    assert isinstance(event, protocol.TextMessageContentEvent)
+    assert event.delta == text
+
+
+def test_a_payload_broken_otherwise_is_still_malformed_after_the_surrogate_repair() -> None:
+    with pytest.raises(MalformedEventError):
+        decode_event(b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"\\ud83d')
+    assert protocol._codec.repair_surrogates(b'{"a": "\\ud83d\\ude00"}') is None

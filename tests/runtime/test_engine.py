@@ -1031,7 +1031,9 @@ async def test_the_circuit_breaker_stops_a_turn_after_ten_continuations(
 
     agent = ScriptedAgent(respond=always_a_tool)
     with anyio.fail_after(10):
-        async with Engine(agent, tools=ToolRegistry.of(again)) as engine:
+        # The same call every time: loop detection off, to reach the breaker.
+        engine = Engine(agent, tools=ToolRegistry.of(again), max_repeated_calls=None)
+        async with engine:
             events = lifecycle(engine.registry)
             turn = await engine.run_turn("t1", "loop forever")
             got = drain(events)
@@ -1055,7 +1057,9 @@ async def test_the_circuit_breaker_is_configurable(max_depth: int) -> None:
 
     agent = ScriptedAgent(respond=always_a_tool)
     with anyio.fail_after(5):
-        async with Engine(agent, tools=ToolRegistry.of(again), max_depth=max_depth) as engine:
+        async with Engine(
+            agent, tools=ToolRegistry.of(again), max_depth=max_depth, max_repeated_calls=None
+        ) as engine:
             turn = await engine.run_turn("t1", "loop")
     assert turn.status is RunStatus.failed
     assert turn.reason is not None and turn.reason.kind is ReasonKind.MAX_DEPTH

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
+import pytest
+from _pg_cluster import PostgresServer
+
 from toolrelay.store import MemoryStore, SQLiteStore, Store
-from toolrelay.testing.store_contract import DurableStoreContract, StoreContract
+from toolrelay.testing.store_contract import (
+    ClaimingStoreContract,
+    DurableStoreContract,
+    StoreContract,
+)
 
 
 class TestMemoryStore(StoreContract):
@@ -13,6 +21,22 @@ class TestMemoryStore(StoreContract):
         return MemoryStore()
 
 
-class TestSQLiteStore(DurableStoreContract):
+class TestSQLiteStore(DurableStoreContract, ClaimingStoreContract):
     def make_store(self, path: Path) -> Store:
         return SQLiteStore(path / "toolrelay.db")
+
+
+class TestPostgresStore(DurableStoreContract, ClaimingStoreContract):
+    """One schema per test directory, on the session's real PostgreSQL server."""
+
+    dsn = ""
+
+    @pytest.fixture(autouse=True)
+    def _server(self, postgres_server: PostgresServer) -> None:
+        type(self).dsn = postgres_server.dsn()
+
+    def make_store(self, path: Path) -> Store:
+        from toolrelay.store import PostgresStore
+
+        schema = "t_" + hashlib.blake2b(str(path).encode(), digest_size=8).hexdigest()
+        return PostgresStore(self.dsn, schema=schema)

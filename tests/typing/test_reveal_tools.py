@@ -7,7 +7,7 @@ from typing import Any, assert_type
 
 import anyio.to_thread
 
-from toolrelay.core._tools import ToolRegistry, ToolResult, ToolSpec, tool
+from toolrelay.core._tools import ToolContext, ToolRegistry, ToolResult, ToolSpec, tool
 from toolrelay.runtime import execute_tool
 
 
@@ -54,3 +54,27 @@ def test_registry_accepts_specs_and_functions() -> None:
     assert_type(registry.get("_add"), ToolSpec[..., Any] | None)
     assert registry.names == ("_add", "_fetch")
     assert anyio.run(_uses_anyio_run_sync, registry) == ToolResult.success("1")
+
+
+class _Session:
+    user: str = "ada"
+
+
+def _whoami(ctx: ToolContext[_Session], loud: bool = False) -> str:
+    return ctx.deps.user.upper() if loud else ctx.deps.user
+
+
+def test_a_tool_context_is_typed_by_its_deps() -> None:
+    context = ToolContext(deps=_Session(), tool_name="whoami")
+    assert_type(context, ToolContext[_Session])
+    assert_type(context.deps, _Session)
+    spec = tool(_whoami)
+    # The spec keeps the handler's signature, context included: calling it directly
+    # passes the context explicitly.
+    typed: ToolSpec[[ToolContext[_Session], bool], str] = spec
+    assert typed is spec and spec(context, loud=True) == "ADA"
+    assert spec.context_parameter == "ctx"
+
+
+def _context_of_the_wrong_deps_is_a_type_error() -> None:
+    tool(_whoami)(ToolContext(deps=42))  # type: ignore[arg-type]

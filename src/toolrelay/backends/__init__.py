@@ -12,7 +12,16 @@ from toolrelay.backends._agui_http import (
 from toolrelay.backends._base import (
     AgentBackend as AgentBackend,
     EventStream as EventStream,
+    RetryNotice as RetryNotice,
+    RunSettings as RunSettings,
     ThreadKey as ThreadKey,
+    current_run_settings as current_run_settings,
+    effective_limits as effective_limits,
+    using_run_settings as using_run_settings,
+)
+from toolrelay.backends._retry import (
+    NO_RETRY as NO_RETRY,
+    RetryPolicy as RetryPolicy,
 )
 
 __all__ = (
@@ -21,7 +30,14 @@ __all__ = (
     "AuthHook",
     "DEFAULT_TIMEOUT",
     "EventStream",
+    "NO_RETRY",
+    "RetryNotice",
+    "RetryPolicy",
     "RunAllocator",
+    "RunSettings",
     "ThreadKey",
+    "current_run_settings",
+    "effective_limits",
     "map_transport_errors",
+    "using_run_settings",
 )

@@ -3,54 +3,67 @@
 Theory of operation
 -------------------
 One run is one HTTP request. :meth:`AguiHttpBackend.run` POSTs the ``RunAgentInput``
-(camelCase JSON, ``Accept: text/event-stream``) and reads the response with httpx-sse::
+(camelCase JSON, ``Accept: text/event-stream``) and reads the response with our own
+SSE reader over a body we decode ourselves (:mod:`toolrelay.backends._wire`)::
 
-    POST url  --RunAgentInput-->  status 2xx?  Content-Type text/event-stream?
-       -> for each SSE event: size <= Limits.max_event_bytes?  decode_event(data)  -> yield
+    POST url  --RunAgentInput-->  (429/503, reset before the answer: retry, RetryPolicy)
+       status 2xx?  Content-Type text/event-stream?
+       -> inflate gzip/deflate in 64 KiB steps -> drop a BOM, check UTF-8
+       -> bound each event block on decoded bytes -> SseReader
+       -> for each SSE event: size <= max_event_bytes?  decode_event(data)  -> yield
 
 (``decode_event`` with its fast path inlined: a typed msgspec decode, and
-``decode_event`` itself only when that fails.)
+``decode_event`` itself only when that fails.) The bounds are the run's
+:class:`~toolrelay.core.Limits`: the driving engine's (see
+:class:`~toolrelay.backends.RunSettings`), else the backend's own.
 
 Everything that can go wrong on the wire ends as a typed
 :class:`~toolrelay.errors.RemoteProtocolError`, which the engine turns into the turn's
 terminal reason, keeping every message already received (promise 7):
 
-=====================================  ====================  ===================
+=====================================  ====================  ====================
 what happened                          error                 ``reason.code``
-=====================================  ====================  ===================
+=====================================  ====================  ====================
 connection refused, DNS failure,       ConnectError          ``connect_error``
 connect timeout, bad URL scheme
 no byte within the read timeout        ReadTimeoutError      ``read_timeout``
 connection broken mid-stream           StreamDroppedError    ``stream_dropped``
 (incomplete chunked body, reset)
 non-2xx status (with a bounded         HTTPStatusError       the status
-excerpt of the body)
+excerpt of the body; a redirect
+names its target)
 a response that is not an event        ContentTypeError      ``content_type``
 stream
-an SSE event whose data is larger      LimitExceededError    ``max_event_bytes``
-than ``max_event_bytes``
+an SSE event whose decoded data is     LimitExceededError    ``max_event_bytes``
+larger than ``max_event_bytes``
+the run outlived ``run_seconds``       DeadlineError         ``run_seconds``
 a ``data:`` that is not JSON           MalformedEventError
+JSON nested too deeply                 MalformedEventError   ``nesting_too_deep``
+bytes that are not UTF-8               MalformedEventError   ``invalid_utf8``
+an encoding other than gzip/deflate,   MalformedEventError   ``content_encoding``
+or a corrupt one
 a ``data:`` that is not a valid event  InvalidEventError
-malformed SSE (httpx-sse               MalformedEventError   ``malformed_sse``
-``SSEError``), undecodable body
 any other transport failure            TransportError        ``transport_error``
-=====================================  ====================  ===================
+=====================================  ====================  ====================
 
 The errors live in :mod:`toolrelay.errors`. httpx exceptions are translated in one
 place, :func:`map_transport_errors`, and chained (``raise ... from exc``), as httpx's own
 ``map_httpcore_exceptions`` does.
 
-Tolerated, as the SSE specification asks: comments (``: keep-alive``), ``event:`` names
-(the data is decoded whatever the name), ``id:`` and ``retry:`` fields (ignored: a run
-is not resumed by reconnecting), multi-line data (joined with newlines, which JSON reads
-as whitespace) and events with empty data (skipped). An unknown event ``type`` passes
-through as :class:`~toolrelay.protocol.UnknownEvent`.
+Tolerated, as the SSE specification asks: a leading byte order mark, comments
+(``: keep-alive``), ``event:`` names (the data is decoded whatever the name), ``id:``
+and ``retry:`` fields (ignored: a run is not resumed by reconnecting), multi-line data
+(joined with newlines, which JSON reads as whitespace) and events with empty data
+(skipped). An unknown event ``type`` passes through as
+:class:`~toolrelay.protocol.UnknownEvent`; a lone surrogate escape in a string costs
+one character (U+FFFD), not the event.
 
-Limits: the size of each event's data is checked before it is decoded. httpx-sse holds
-an event's lines until the blank line that ends it, so a memory bound also applies while
-the bytes stream: an event block larger than ``2 * max_event_bytes + 64 KiB`` on the wire
-(data, field names and comments together) is refused before it is complete. Events per
-run and argument bytes are bounded by the processor.
+Limits: the size of each event's data is checked before it is decoded, and a memory
+bound also applies while the bytes stream: an event block larger than
+``2 * max_event_bytes + 64 KiB`` of decoded bytes (data, field names and comments
+together) is refused before it is complete, whatever the compression ratio. Events per
+run and argument bytes are bounded by the processor; time by ``Limits.run_seconds``
+(here) and ``turn_seconds`` (the engine). docs/limits.md lists them all.
 
 Cancellation: leaving :meth:`AguiHttpBackend.run`'s context (the engine does, on
 RUN_FINISHED, on cancel and on error) closes the response at once, and with it the
@@ -68,17 +81,27 @@ from typing import Final, Self, TypeAlias
 import anyio
 import httpx
 import msgspec
-from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
+from httpx_sse import SSEError
 
-from toolrelay.backends._base import EventStream, ThreadKey
+from toolrelay.backends._base import EventStream, ThreadKey, effective_limits
+from toolrelay.backends._retry import RetryPolicy, parse_retry_after, start_with_retries
+from toolrelay.backends._wire import (
+    ACCEPT_ENCODING,
+    SseReader,
+    body_excerpt,
+    bound_body,
+    run_deadline,
+)
 from toolrelay.core import Limits
 from toolrelay.errors import (
     ConnectError,
     ContentTypeError,
+    DeadlineError,
     HTTPStatusError,
     LimitExceededError,
     MalformedEventError,
     ReadTimeoutError,
+    RemoteProtocolError,
     StreamDroppedError,
     TransportError,
 )
@@ -114,10 +137,6 @@ AuthHook: TypeAlias = httpx.Auth | Callable[[httpx.Request], httpx.Request]
 RunAllocator: TypeAlias = Callable[[ThreadKey], Awaitable[str | None]]
 
 _SSE_MEDIA_TYPE = "text/event-stream"
-_BODY_EXCERPT_BYTES = 1024  # of an error response's body, kept
-_BODY_DISCARD_BYTES = 64 * 1024  # of an error response's body, read at most
-_EXCERPT_CHARS = 300  # of that body, quoted in the error
-_BLOCK_SLACK_BYTES = 64 * 1024
 _DRAIN_SECONDS = 0.25  # to read the rest of a finished run's body
 
 logger = logging.getLogger("toolrelay.backends")
@@ -201,7 +220,14 @@ class AguiHttpBackend:
             all of them). Default: :data:`DEFAULT_TIMEOUT` for a client created here,
             the client's own for an injected one. The read timeout bounds the silence
             between two bytes, so SSE keep-alive comments keep a slow run alive.
-        limits: Size bounds; ``max_event_bytes`` is checked here, per SSE event.
+        limits: The bounds used when no engine drives the run: an
+            :class:`~toolrelay.Engine` hands the backend its own for each run (see
+            :class:`~toolrelay.backends.RunSettings`); an engine given none adopts
+            these. ``max_event_bytes`` is checked here on decoded bytes, per SSE event,
+            and ``run_seconds`` bounds each run's stream.
+        retry: How a run that could not start (HTTP 429 or 503, the connection reset
+            before the answer) is retried; :data:`~toolrelay.backends.NO_RETRY` turns
+            it off. A run whose response was accepted is never retried.
         allocate_run: For servers that allocate run ids before a run: called by
             :meth:`allocate_run`. Without it the client chooses the run id.
     """
@@ -217,9 +243,11 @@ class AguiHttpBackend:
         timeout: httpx.Timeout | float | None = None,
         limits: Limits | None = None,
         allocate_run: RunAllocator | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.url = httpx.URL(url) if isinstance(url, str) else url
         self.limits = limits if limits is not None else Limits()
+        self.retry = retry if retry is not None else RetryPolicy()
         self._headers = dict(headers or {})
         self._auth = auth
         self._allocator = allocate_run
@@ -297,21 +325,41 @@ class AguiHttpBackend:
         :class:`~toolrelay.errors.InvalidEventError`. It ends quietly when the server
         closes the stream; deciding whether that was early is the processor's job.
         """
+        limits = effective_limits(self.limits)
         body = encode(run_input)
-        headers = {**self._headers, "Content-Type": "application/json"}
-        extra: dict[str, object] = {}
-        if self._auth is not None:
-            extra["auth"] = self._auth
-        if self._timeout is not None:
-            extra["timeout"] = self._timeout
-        with map_transport_errors():
-            async with aconnect_sse(
-                self._client, "POST", str(self.url), content=body, headers=headers, **extra
-            ) as source:
-                await _check_response(source.response)
-                _bound_event_blocks(source.response, self.limits.max_event_bytes)
-                sse_events = source.aiter_sse()
-                run = _RunStream(sse_events, self.limits.max_event_bytes)
+        headers = {
+            "Accept-Encoding": ACCEPT_ENCODING,
+            **self._headers,
+            "Accept": _SSE_MEDIA_TYPE,
+            "Cache-Control": "no-store",
+            "Content-Type": "application/json",
+        }
+        auth = self._auth if self._auth is not None else httpx.USE_CLIENT_DEFAULT
+        timeout = self._timeout if self._timeout is not None else httpx.USE_CLIENT_DEFAULT
+
+        async def start(stack: contextlib.AsyncExitStack) -> httpx.Response:
+            async with contextlib.AsyncExitStack() as attempt:
+                with map_transport_errors():
+                    request = self._client.stream(
+                        "POST",
+                        str(self.url),
+                        content=body,
+                        headers=headers,
+                        auth=auth,
+                        timeout=timeout,
+                    )
+                    response = await attempt.enter_async_context(request)
+                    await _check_response(response, limits.max_event_bytes)
+                stack.push_async_exit(attempt.pop_all())
+                return response
+
+        deadline = run_deadline(limits.run_seconds)
+        async with contextlib.AsyncExitStack() as stack:
+            with anyio.CancelScope(deadline=deadline) as timer:
+                response = await start_with_retries(self.retry, lambda: start(stack))
+                assert isinstance(response.stream, httpx.AsyncByteStream)
+                sse_events = SseReader(response.stream)
+                run = _RunStream(sse_events, limits.max_event_bytes)
                 events = run.events()
                 try:
                     yield events
@@ -319,167 +367,87 @@ class AguiHttpBackend:
                         await _drain(sse_events)
                 finally:
                     await events.aclose()
-                    await sse_events.aclose()
+            if timer.cancelled_caught:
+                assert limits.run_seconds is not None
+                raise DeadlineError(limits.run_seconds)
 
 
 class _RunStream:
     """Decodes one run's SSE events and remembers whether the run said it ended."""
 
-    def __init__(self, sse_events: AsyncIterator[ServerSentEvent], max_event_bytes: int) -> None:
+    def __init__(self, sse_events: SseReader, max_event_bytes: int) -> None:
         self._sse_events = sse_events
         self._max_event_bytes = max_event_bytes
         #: RUN_FINISHED or RUN_ERROR was yielded.
         self.ended = False
 
     async def events(self) -> AsyncGenerator[Event | UnknownEvent, None]:
-        # Once per event, so written out: the size check encodes only when the data may
-        # be too large, and decode_event's fast path is called inline.
+        # Once per event, so written out: decode_event's fast path is called inline.
         max_bytes = self._max_event_bytes
-        unchecked = max_bytes // 4  # characters that cannot pass max_bytes in UTF-8
         with map_transport_errors():
             async for sse in self._sse_events:
                 data = sse.data
                 if not data:
                     continue  # an event with no data: a named ping, an id, a retry
-                if len(data) > unchecked:
-                    _check_size(data, max_bytes)
+                if len(data) > max_bytes:
+                    raise LimitExceededError(
+                        "max_event_bytes", max_bytes, f"an SSE event of {len(data)} bytes"
+                    )
                 try:
                     event: Event | UnknownEvent = decode_known_event(data)
-                except msgspec.MsgspecError:
-                    event = decode_event(data)  # unknown type, snake_case, or the error
+                except (msgspec.MsgspecError, ValueError, RecursionError):
+                    # Unknown type, snake_case, a lone surrogate, or the typed error
+                    # (deep nesting and bad UTF-8 included).
+                    event = decode_event(data)
                 if type(event) in _RUN_ENDS:
                     self.ended = True
                 yield event
 
 
-async def _drain(sse_events: AsyncIterator[ServerSentEvent]) -> None:
+async def _drain(sse_events: SseReader) -> None:
     """Read the rest of a finished run's stream, boundedly, and discard it.
 
-    Exhausting the stream lets httpx return the connection to its pool, and leaves no
-    async generator of httpx's suspended (trio warns about those when they are
-    garbage collected: encode/httpx#3686). Anything that goes wrong here is ignored:
-    the run is over.
+    Exhausting the stream lets httpx return the connection to its pool. Anything
+    that goes wrong here is ignored: the run is over.
     """
     late = 0
     with anyio.move_on_after(_DRAIN_SECONDS):
         try:
             async for sse in sse_events:
                 late += bool(sse.data)
-        except (httpx.HTTPError, LimitExceededError):
+        except (httpx.HTTPError, RemoteProtocolError):
             pass
     if late:
         logger.debug("ignored %d event(s) after the end of the run", late)
 
 
-def _check_size(data: str, max_bytes: int) -> None:
-    """Raise if the UTF-8 size of ``data`` passes ``max_bytes``, encoding only if needed."""
-    if len(data) * 4 <= max_bytes:
-        return  # even four bytes per character fits
-    size = len(data) if len(data) > max_bytes else len(data.encode())
-    if size > max_bytes:
-        raise LimitExceededError(
-            "max_event_bytes", max_bytes, f"an SSE event of at least {size} bytes"
+async def _check_response(response: httpx.Response, max_event_bytes: int) -> None:
+    """Refuse a response that is not a 2xx event stream (before any event is read);
+    bound the body of the one that is (see :func:`~toolrelay.backends._wire.bound_body`)."""
+    if response.is_redirect:
+        location = response.headers.get("location", "")
+        await body_excerpt(response)  # read (boundedly), so the connection is reused
+        raise HTTPStatusError(
+            response.status_code,
+            f"the server redirects to {location!r}; redirects are not followed, "
+            "give the final URL of the agent's endpoint",
         )
-
-
-async def _check_response(response: httpx.Response) -> None:
-    """Refuse a response that is not a 2xx event stream (before any event is read)."""
     if not response.is_success:
-        raise HTTPStatusError(response.status_code, await _body_excerpt(response))
+        retry_after = parse_retry_after(response.headers.get("retry-after"))
+        _, excerpt = await body_excerpt(response)
+        raise HTTPStatusError(response.status_code, excerpt, retry_after=retry_after)
     content_type = response.headers.get("content-type", "")
     media_type, sep, parameters = content_type.partition(";")
     if media_type.strip().lower() == _SSE_MEDIA_TYPE:
         # httpx-sse compares case-sensitively; our check is the liberal one.
         response.headers["content-type"] = _SSE_MEDIA_TYPE + sep + parameters
+        bound_body(response, record="sse", max_record_bytes=max_event_bytes)
     else:
-        excerpt = await _body_excerpt(response)
+        _, excerpt = await body_excerpt(response)
         shown = repr(content_type) if content_type else "none"
-        suffix = f": {excerpt}" if excerpt else ""
+        suffix = f"; its body begins: {excerpt}" if excerpt else ""
         raise ContentTypeError(
-            f"expected Content-Type {_SSE_MEDIA_TYPE}, got {shown}{suffix}", code="content_type"
+            f"the server answered with Content-Type {shown}, not an event stream "
+            f"({_SSE_MEDIA_TYPE}): is the URL the agent's AG-UI endpoint?{suffix}",
+            code="content_type",
         )
-
-
-async def _body_excerpt(response: httpx.Response) -> str:
-    """The start of the body as one line: :data:`_BODY_EXCERPT_BYTES` of it are kept.
-
-    The rest is read and dropped up to :data:`_BODY_DISCARD_BYTES` (so that a typical
-    error body is read to its end and the connection can be reused), never more.
-    """
-    kept = bytearray()
-    size = 0
-    try:
-        async for chunk in response.aiter_bytes():
-            if len(kept) < _BODY_EXCERPT_BYTES:
-                kept += chunk[: _BODY_EXCERPT_BYTES - len(kept)]
-            size += len(chunk)
-            if size >= _BODY_DISCARD_BYTES:
-                break
-    except httpx.HTTPError:
-        pass  # the status says enough; a body that fails to arrive is not the news
-    text = " ".join(bytes(kept).decode(response.encoding or "utf-8", errors="replace").split())
-    if len(text) > _EXCERPT_CHARS:
-        text = text[:_EXCERPT_CHARS] + "..."
-    return text
-
-
-class _BoundedEventBlocks(httpx.AsyncByteStream):
-    """Counts the bytes since the last blank line and refuses an oversized event block.
-
-    Wraps the response's raw stream; see "Limits" in the module docstring. A blank line
-    is found with ``rfind`` over each chunk (plus the last three bytes of the previous
-    one), so the cost is linear in the bytes, never in the number of events. An
-    iterator class rather than an async generator, so that leaving it early leaves
-    nothing suspended to be garbage collected.
-    """
-
-    _BOUNDARIES = (b"\n\n", b"\r\r", b"\n\r\n", b"\r\n\r")
-
-    def __init__(self, stream: httpx.AsyncByteStream, max_event_bytes: int) -> None:
-        self._stream = stream
-        self._chunks: AsyncIterator[bytes] | None = None
-        self._max_event_bytes = max_event_bytes
-        self._bound = 2 * max_event_bytes + _BLOCK_SLACK_BYTES
-        self._since_boundary = 0
-        self._tail = b""
-
-    def __aiter__(self) -> Self:
-        self._chunks = self._stream.__aiter__()
-        return self
-
-    async def __anext__(self) -> bytes:
-        assert self._chunks is not None, "iterate with async for"
-        chunk = await self._chunks.__anext__()
-        window = self._tail + chunk
-        # "\n\n" ends nearly every event on the wire; the other three line-ending
-        # combinations are only possible where a "\r" is.
-        end = _end_of(window, b"\n\n")
-        if b"\r" in window:
-            for boundary in self._BOUNDARIES[1:]:
-                end = max(end, _end_of(window, boundary))
-        if end >= 0:
-            self._since_boundary = len(window) - end
-        else:
-            self._since_boundary += len(chunk)
-        if self._since_boundary > self._bound:
-            raise LimitExceededError(
-                "max_event_bytes",
-                self._max_event_bytes,
-                f"an SSE event block passed {self._bound} bytes before it ended",
-            )
-        self._tail = window[-3:]
-        return chunk
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-
-def _end_of(window: bytes, boundary: bytes) -> int:
-    index = window.rfind(boundary)
-    return index + len(boundary) if index >= 0 else -1
-
-
-def _bound_event_blocks(response: httpx.Response, max_event_bytes: int) -> None:
-    stream = response.stream
-    if isinstance(stream, httpx.AsyncByteStream):
-        response.stream = _BoundedEventBlocks(stream, max_event_bytes)

@@ -10,18 +10,39 @@ not allocate runs return ``None`` and the client chooses the run id.
 Backends raise :class:`~toolrelay.errors.RemoteProtocolError` subclasses for
 everything the agent or the wire does wrong; the engine turns them into the
 terminal reason of the turn.
+
+One configuration: the engine that drives a run tells the backend its
+:class:`RunSettings` (its :class:`~toolrelay.core.Limits`, where to report a retry)
+for the duration of the run. The protocol stays two methods: the settings travel in a
+context variable that the engine sets in each turn's task, and a backend reads them
+with :func:`current_run_settings` inside :meth:`AgentBackend.run` (and
+:func:`effective_limits` for the common case). A context variable rather than an
+attribute set on the backend, because one backend (one connection pool) may serve
+several engines with different limits, each run getting its own engine's.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from toolrelay.core import ThreadKey
+from toolrelay.core import Limits, ThreadKey
 from toolrelay.protocol import Event, RunAgentInput, UnknownEvent
 
-__all__ = ("AgentBackend", "EventStream", "ThreadKey")
+__all__ = (
+    "AgentBackend",
+    "EventStream",
+    "RetryNotice",
+    "RunSettings",
+    "ThreadKey",
+    "current_run_settings",
+    "effective_limits",
+    "using_run_settings",
+)
 
 
 EventStream = AsyncIterator[Event | UnknownEvent]
@@ -49,3 +70,65 @@ class AgentBackend(Protocol):
     ) -> AbstractAsyncContextManager[EventStream]:
         """Start the run and give its event stream; leaving the context closes it."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class RetryNotice:
+    """A backend failed to start a run for a transient reason and will try again.
+
+    Attributes:
+        attempt: The attempt that failed (1 for the first).
+        delay: Seconds the backend waits before the next attempt (``Retry-After``
+            when the server gave one, within the policy's bounds).
+        reason: What happened, for a person (``"HTTP 503: ..."``, ``"connection
+            reset"``).
+        code: The HTTP status or the transport error's code.
+    """
+
+    attempt: int
+    delay: float
+    reason: str
+    code: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """What the engine driving a run asks of its backend (see the module docstring).
+
+    Attributes:
+        limits: The engine's bounds: a backend checks its wire bounds
+            (``max_event_bytes``, ``run_seconds``, the argument pieces it buffers)
+            against these rather than its own defaults.
+        on_retry: Called (synchronously, from the run's task) before each retry, so
+            that the engine can tell its observers.
+    """
+
+    limits: Limits
+    on_retry: Callable[[RetryNotice], None] | None = None
+
+
+_RUN_SETTINGS: ContextVar[RunSettings | None] = ContextVar("toolrelay_run_settings", default=None)
+
+
+def current_run_settings() -> RunSettings | None:
+    """The settings of the engine driving the current task's run; ``None`` when the
+    backend is used without an engine (a test, a script)."""
+    return _RUN_SETTINGS.get()
+
+
+def effective_limits(own: Limits) -> Limits:
+    """The limits a backend applies to the current run: the driving engine's, else
+    ``own`` (the backend's constructor argument)."""
+    settings = _RUN_SETTINGS.get()
+    return settings.limits if settings is not None else own
+
+
+@contextlib.contextmanager
+def using_run_settings(settings: RunSettings) -> Iterator[None]:
+    """Make ``settings`` the current run settings within the block (the engine does,
+    in each turn's task; backends tested alone can do it too)."""
+    token = _RUN_SETTINGS.set(settings)
+    try:
+        yield
+    finally:
+        _RUN_SETTINGS.reset(token)

@@ -18,6 +18,7 @@ from typing import TextIO
 
 from toolrelay._version import __version__
 from toolrelay.cli import _demo, _diagrams, _replay, _run, _serve, _verify
+from toolrelay.cli._terminal import neutralise
 
 __all__ = ("ExitCode", "main")
 
@@ -104,5 +105,5 @@ def main(
     except Exception as exc:
         if args.debug:
             raise
-        err.write(f"toolrelay: error: {type(exc).__name__}: {exc}\n")
+        err.write(neutralise(f"toolrelay: error: {type(exc).__name__}: {exc}\n"))
         return ExitCode.FAILED

@@ -26,6 +26,7 @@ from typing import Any, Final, TextIO
 
 import anyio
 
+from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AguiHttpBackend
 from toolrelay.cli._run import TurnOutcome, exit_code, run_turn, state_json, write_summary
 from toolrelay.demo import DEMO_TOOLS, SCENARIOS, DemoAgent, serve_demo
@@ -46,6 +47,13 @@ _MESSAGES: Final[dict[str, str]] = {
     "malformed": "Send me something odd.",
     "slow": "Tell me a long story.",
 }
+
+#: The loop scenario's note when loop detection, not the breaker, stopped it.
+_NO_PROGRESS_NOTE: Final[str] = (
+    "The agent asked for the same tool with the same arguments after every result. "
+    "toolrelay's loop detection stopped the turn with a typed reason (no_progress) "
+    "before the circuit breaker (promise 3, max depth {max_depth}) had to."
+)
 
 #: What a failing scenario shows, said after its summary.
 _NOTES: Final[dict[str, str]] = {
@@ -176,6 +184,9 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     else:
         write_summary(outcome, stdout)
         note = _NOTES.get(scenario)
+        reason = outcome.turn.reason
+        if scenario == "loop" and reason is not None and reason.kind is ReasonKind.NO_PROGRESS:
+            note = _NO_PROGRESS_NOTE
         if note is not None and outcome.turn.status is RunStatus.failed:
             stdout.write(note.format(max_depth=args.max_depth) + "\n")
     return exit_code(outcome.turn)

@@ -29,16 +29,18 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import httpx
 import msgspec
 from httpx_sse import EventSource
 
 from toolrelay._reasons import TerminalReason
+from toolrelay.cli._terminal import neutralise, summarise_counts
 from toolrelay.core import (
     Conversation,
     Effect,
@@ -63,6 +65,11 @@ from toolrelay.protocol import Event, RunStartedEvent, UnknownEvent, decode_even
 __all__ = ("Finding", "ReplayReport", "register", "replay_capture", "run")
 
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+_READ_BYTES = 64 * 1024
+_LINE_SLACK = 64 * 1024
+_BOM = b"\xef\xbb\xbf"
+#: Findings a replay keeps one by one; past it they are counted by code.
+MAX_FINDINGS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +115,8 @@ class ReplayReport:
     #: The calls the run handed to the client (its ``ToolsReady``): what a live run
     #: would execute.
     ready_calls: tuple[ToolCallInfo, ...] = ()
+    #: Findings past :data:`MAX_FINDINGS`, counted by code rather than kept.
+    omitted: dict[str, int] = field(default_factory=dict)
 
     @property
     def status(self) -> RunStatus:
@@ -131,19 +140,84 @@ class ReplayReport:
 class _Lines(httpx.SyncByteStream):
     """The capture one line per chunk, with line endings made ``\\n`` (SSE reads CR,
     LF and CRLF alike), so that the line an SSE event starts on is known when
-    httpx-sse yields it: the parser pulls the next chunk only after that."""
+    httpx-sse yields it: the parser pulls the next chunk only after that.
 
-    def __init__(self, data: bytes) -> None:
-        self._data = data
+    The capture is read in 64 KiB pieces and never held whole; a line longer than
+    ``max_line`` is cut there (the rest of it is skipped, and reported), so memory
+    stays bounded whatever the file. A leading BOM is dropped; a line that is not
+    UTF-8 is reported (httpx-sse then reads it with replacement characters).
+    """
+
+    def __init__(
+        self, source: bytes | BinaryIO, max_line: int, report: Callable[[Finding], None]
+    ) -> None:
+        self._source = source
+        self._max_line = max_line
+        self._report = report
         self.line = 0  # the line number of the chunk last yielded
         self.block_start: int | None = None  # first line of the event being read
         self.block_has_data = False
 
+    def _pieces(self) -> Iterator[bytes]:
+        if isinstance(self._source, bytes):
+            yield self._source
+            return
+        while piece := self._source.read(_READ_BYTES):
+            yield piece
+
+    def _raw_lines(self) -> Iterator[bytes]:
+        carry = b""
+        skipping = False
+        first = True
+        for piece in self._pieces():
+            if first:
+                piece, first = piece.removeprefix(_BOM), False
+            data = carry + piece
+            carry = b""
+            for match in _LINE.finditer(data):
+                line = match.group()
+                if match.end() == len(data) and not line.endswith(b"\n"):
+                    carry = line  # more may come: the rest of the line, or the LF of a CR
+                    break
+                if skipping:
+                    skipping = False
+                    continue
+                yield line
+            if len(carry) > self._max_line:
+                if not skipping:
+                    self._report(
+                        Finding(
+                            None,
+                            self.line + 1,  # the line the cut piece is yielded as
+                            "line_too_long",
+                            "?",
+                            f"a line longer than {self._max_line} bytes; the rest of it is skipped",
+                        )
+                    )
+                    yield carry[: self._max_line] + b"\n"
+                carry, skipping = b"", True
+        if carry and not skipping:
+            yield carry
+
     def __iter__(self) -> Iterator[bytes]:
-        for match in _LINE.finditer(self._data):
-            chunk = match.group()
+        for chunk in self._raw_lines():
             text = chunk.rstrip(b"\r\n")
+            if chunk.endswith(b"\r") and not chunk.endswith(b"\r\n"):
+                text = chunk[:-1]
             self.line += 1
+            if not text.isascii():
+                try:
+                    text.decode()
+                except UnicodeDecodeError as exc:
+                    self._report(
+                        Finding(
+                            None,
+                            self.line,
+                            "invalid_utf8",
+                            "?",
+                            f"the line is not UTF-8 ({exc.reason}); read with U+FFFD",
+                        )
+                    )
             if text and not text.startswith(b":") and self.block_start is None:
                 self.block_start = self.line
             if text.startswith(b"data"):
@@ -154,11 +228,17 @@ class _Lines(httpx.SyncByteStream):
                 self.block_has_data = False
 
 
-def replay_capture(data: bytes, *, limits: Limits | None = None) -> ReplayReport:
+def replay_capture(data: bytes | BinaryIO, *, limits: Limits | None = None) -> ReplayReport:
     """Feed a recorded SSE body through the parser, the decoder and a processor.
 
+    Every problem is reported, not only the first: undecodable events (deep nesting
+    and bytes that are not UTF-8 included), oversized ones, violations. The capture is
+    streamed: a file object is read in pieces and each event is processed as it is
+    read, so memory stays bounded by the limits, not by the capture's size (past
+    :data:`MAX_FINDINGS` findings, the rest are only counted).
+
     Args:
-        data: The raw bytes of one AG-UI response body.
+        data: The raw bytes of one AG-UI response body, or a binary file of them.
         limits: Bounds to check (``max_event_bytes``; the processor's too).
 
     Returns:
@@ -166,43 +246,20 @@ def replay_capture(data: bytes, *, limits: Limits | None = None) -> ReplayReport
         RUN_FINISHED or RUN_ERROR.
     """
     limits = limits if limits is not None else Limits()
-    lines = _Lines(data)
-    response = httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=lines)
     findings: list[Finding] = []
-    decoded: list[tuple[int, int | None, Event | UnknownEvent]] = []
-    sse_count = 0
-    for sse in EventSource(response).iter_sse():
-        if not sse.data:
-            continue
-        sse_count += 1
-        line = lines.block_start
-        size = len(sse.data.encode())
-        if size > limits.max_event_bytes:
-            error = LimitExceededError("max_event_bytes", limits.max_event_bytes, f"{size} bytes")
-            findings.append(Finding(sse_count, line, "event_too_large", "?", str(error)))
-            continue
-        try:
-            decoded.append((sse_count, line, decode_event(sse.data)))
-        except MalformedEventError as exc:
-            findings.append(Finding(sse_count, line, "malformed_event", "?", str(exc)))
-        except InvalidEventError as exc:
-            findings.append(Finding(sse_count, line, "invalid_event", exc.event_type, str(exc)))
-    if lines.block_start is not None and lines.block_has_data:
-        findings.append(
-            Finding(
-                None,
-                lines.block_start,
-                "incomplete_sse_event",
-                "?",
-                "the capture ends inside an event (no blank line after it); SSE discards it",
-            )
-        )
+    omitted: Counter[str] = Counter()
 
-    started = next((e for _, _, e in decoded if isinstance(e, RunStartedEvent)), None)
-    thread_id = started.thread_id if started is not None else "replay"
-    run_id = started.run_id if started is not None else "replay"
-    processor = EventProcessor(Conversation(thread_id), limits=limits)
-    processor.start_run(run_id)
+    def report(finding: Finding) -> None:
+        if len(findings) < MAX_FINDINGS:
+            findings.append(finding)
+        else:
+            omitted[finding.code] += 1
+
+    lines = _Lines(data, 2 * limits.max_event_bytes + _LINE_SLACK, report)
+    response = httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=lines)
+    sse_count = 0
+    events = 0
+    processor: EventProcessor | None = None
     ready: tuple[ToolCallInfo, ...] = ()
     ended = False
 
@@ -211,7 +268,7 @@ def replay_capture(data: bytes, *, limits: Limits | None = None) -> ReplayReport
         for effect in effects:
             match effect:
                 case ViolationRaised(violation=v):
-                    findings.append(Finding(index, line, v.code, v.event_type, v.message))
+                    report(Finding(index, line, v.code, v.event_type, v.message))
                 case ToolsReady(calls=calls):
                     ready, ended = calls, True
                 case TurnCompleted() | TurnInterrupted() | TurnEnded():
@@ -219,12 +276,52 @@ def replay_capture(data: bytes, *, limits: Limits | None = None) -> ReplayReport
                 case _:
                     pass
 
-    for index, line, event in decoded:
-        perform(processor.receive(event), index, line)
+    def processor_for(first: Event | UnknownEvent | None) -> EventProcessor:
+        started = first if isinstance(first, RunStartedEvent) else None
+        thread_id = started.thread_id if started is not None else "replay"
+        made = EventProcessor(Conversation(thread_id), limits=limits)
+        made.start_run(started.run_id if started is not None else "replay")
+        return made
+
+    for sse in EventSource(response).iter_sse():
+        if not sse.data:
+            continue
+        sse_count += 1
+        line = lines.block_start
+        size = len(sse.data.encode())
+        if size > limits.max_event_bytes:
+            error = LimitExceededError("max_event_bytes", limits.max_event_bytes, f"{size} bytes")
+            report(Finding(sse_count, line, "event_too_large", "?", str(error)))
+            continue
+        try:
+            event = decode_event(sse.data)
+        except MalformedEventError as exc:
+            code = "nesting_too_deep" if exc.code == "nesting_too_deep" else "malformed_event"
+            report(Finding(sse_count, line, code, "?", str(exc)))
+            continue
+        except InvalidEventError as exc:
+            report(Finding(sse_count, line, "invalid_event", exc.event_type, str(exc)))
+            continue
+        events += 1
+        if processor is None:
+            processor = processor_for(event)
+        perform(processor.receive(event), sse_count, line)
+    if lines.block_start is not None and lines.block_has_data:
+        report(
+            Finding(
+                None,
+                lines.block_start,
+                "incomplete_sse_event",
+                "?",
+                "the capture ends inside an event (no blank line after it); SSE discards it",
+            )
+        )
+    if processor is None:
+        processor = processor_for(None)
     if not ended:
         perform(processor.end_stream(), None, None)
     findings.sort(key=lambda f: (f.line or 0, f.index or 0))
-    return ReplayReport(sse_count, len(decoded), processor, findings, ready)
+    return ReplayReport(sse_count, events, processor, findings, ready, dict(omitted))
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -256,11 +353,11 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     path: Path = args.file
     try:
-        data = path.read_bytes()
+        with path.open("rb") as capture:  # streamed: a large capture is never held whole
+            report = replay_capture(capture)
     except OSError as exc:
         stderr.write(f"toolrelay replay: cannot read {path}: {exc.strerror or exc}\n")
         return ExitCode.USAGE
-    report = replay_capture(data)
     if args.diagram is not None:
         processor = report.processor
         diagram = trace_diagram(
@@ -278,7 +375,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if args.json:
         stdout.write(_json(report, path))
     else:
-        _print(report, path, stdout)
+        _print(report, path, _SafeOut(stdout))
     if report.ok:
         return ExitCode.OK
     if report.status is RunStatus.cancelled:
@@ -286,11 +383,22 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return ExitCode.FAILED
 
 
+class _SafeOut:
+    """A text stream's ``write``, neutralised: a capture's text reaches no terminal as
+    control characters."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def write(self, text: str) -> int:
+        return self._out.write(neutralise(text))
+
+
 def _call_text(call: ToolCallInfo) -> str:
     return f"{call.name}({call.arguments or ''})"
 
 
-def _print(report: ReplayReport, path: Path, out: TextIO) -> None:
+def _print(report: ReplayReport, path: Path, out: _SafeOut) -> None:
     processor = report.processor
     skipped = report.sse_events - report.events
     out.write(
@@ -310,11 +418,14 @@ def _print(report: ReplayReport, path: Path, out: TextIO) -> None:
     if not processor.conversation.messages and not processor.tool_calls:
         out.write("  (nothing)\n")
     if report.findings:
-        out.write(f"\nProtocol violations ({len(report.findings)}):\n")
+        total = len(report.findings) + sum(report.omitted.values())
+        out.write(f"\nProtocol violations ({total}):\n")
         for finding in report.findings:
             out.write(
                 f"  {finding.where()}: [{finding.code}] {finding.event_type}: {finding.message}\n"
             )
+        if report.omitted:
+            out.write(f"  ... and more, counted: {summarise_counts(report.omitted)}\n")
     else:
         out.write("\nProtocol violations: none.\n")
     reason = report.reason
@@ -373,6 +484,7 @@ def _json(report: ReplayReport, path: Path) -> str:
             {"id": c.id, "name": c.name, "arguments": c.arguments} for c in processor.abandoned
         ],
         "interrupts": list(processor.interrupts),
+        "omittedViolations": report.omitted,
         "violations": [
             {
                 "index": f.index,

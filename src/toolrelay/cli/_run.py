@@ -31,6 +31,7 @@ import os
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -40,18 +41,20 @@ import httpx
 import msgspec
 
 from toolrelay._reasons import ReasonKind
-from toolrelay.backends import AgentBackend, AguiHttpBackend, ThreadKey
-from toolrelay.backends.providers import PROVIDERS, provider_backend
+from toolrelay.backends import AgentBackend, AguiHttpBackend, RetryPolicy, ThreadKey
+from toolrelay.backends.providers import PROVIDERS, ProviderBackend, provider_backend
+from toolrelay.cli._terminal import neutralise, summarise_counts
 from toolrelay.core import (
     Activity,
     ActivityKind,
+    Limits,
     TextMessage,
     ToolRegistry,
     ToolResult,
     ToolSpec,
     to_agui_messages,
 )
-from toolrelay.errors import ToolDefinitionError
+from toolrelay.errors import RunAllocationError, ToolDefinitionError
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     TextMessageChunkEvent,
@@ -62,7 +65,7 @@ from toolrelay.protocol import (
     ToolCallStartEvent,
     encode,
 )
-from toolrelay.runtime import EventReceived, StateChanged, ToolCallFinished, Turn
+from toolrelay.runtime import EventReceived, RunRetrying, StateChanged, ToolCallFinished, Turn
 
 __all__ = (
     "LivePrinter",
@@ -79,6 +82,8 @@ __all__ = (
 )
 
 _RESULT_CHARS = 120  # of a tool's result, printed live
+_NAMES_SHOWN = 8  # tool names listed on one line, the rest counted
+_VIOLATIONS_SHOWN = 5  # violations printed one by one in a summary, the rest counted
 
 
 class ToolsUsageError(Exception):
@@ -103,6 +108,16 @@ def _seconds(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be positive, not {value}")
     return value
+
+
+def _seconds_or_none(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"must be at least 0, not {text}")
+    return value or None
 
 
 def _header(text: str) -> tuple[str, str]:
@@ -142,7 +157,15 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "--base-url",
         default=None,
         metavar="URL",
-        help="the provider's API base URL (OpenAI-compatible servers, a local Ollama...)",
+        help="the provider's API base URL (OpenAI-compatible servers, a local Ollama...); "
+        "the provider's own key variable is never sent to another host: use --api-key-env",
+    )
+    parser.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="NAME",
+        help="the environment variable holding the provider's API key (needed to send a "
+        "key to a --base-url that is not the provider's own host)",
     )
     parser.add_argument(
         "--tools",
@@ -178,6 +201,29 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="read timeout: the longest silence tolerated from the server (default: 60)",
     )
     parser.add_argument(
+        "--run-seconds",
+        type=_seconds_or_none,
+        default=Limits().run_seconds,
+        metavar="SECONDS",
+        help="wall-clock bound on each run's stream, however lively (0: none; default: "
+        "%(default)s)",
+    )
+    parser.add_argument(
+        "--turn-seconds",
+        type=_seconds_or_none,
+        default=Limits().turn_seconds,
+        metavar="SECONDS",
+        help="wall-clock bound on the whole turn, tools included (0: none; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=_positive_int,
+        default=RetryPolicy().attempts,
+        metavar="N",
+        help="retries of a run that could not start (HTTP 429/503, a reset before the "
+        "answer), honouring Retry-After (0: none; default: %(default)s)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print only the final state, as JSON, on stdout"
     )
     parser.add_argument(
@@ -207,6 +253,40 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     headers = dict(args.header)
     timeout = httpx_timeout(args.timeout)
     target = args.url or f"{args.provider} ({args.base_url or 'default endpoint'})"
+    limits = Limits(run_seconds=args.run_seconds, turn_seconds=args.turn_seconds)
+    retry = RetryPolicy(attempts=args.retries)
+    api_key: str | None = None
+    if args.api_key_env is not None:
+        if args.provider is None:
+            stderr.write("toolrelay run: --api-key-env goes with --provider\n")
+            return ExitCode.USAGE
+        api_key = os.environ.get(args.api_key_env) or None
+        if api_key is None:
+            stderr.write(f"toolrelay run: the variable {args.api_key_env} is not set\n")
+            return ExitCode.USAGE
+    provider: ProviderBackend | None = None
+    if args.provider is not None:
+        provider = provider_backend(
+            args.provider,
+            args.model,
+            api_key=api_key,
+            base_url=args.base_url,
+            headers=headers,
+            timeout=timeout,
+            limits=limits,
+            retry=retry,
+        )
+        if provider.withheld_key_env is not None:
+            stderr.write(
+                f"toolrelay run: {provider.withheld_key_env} is not sent to {args.base_url}, "
+                f"which is not {args.provider}'s own host; to send a key there, name its "
+                "variable with --api-key-env NAME\n"
+            )
+        try:
+            provider.check_api_key()
+        except RunAllocationError as exc:
+            stderr.write(f"toolrelay run: {exc.message}\n")
+            return ExitCode.USAGE
 
     async def turn_on(backend: AgentBackend) -> TurnOutcome:
         return await run_turn(
@@ -216,22 +296,18 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             thread_id=args.thread or uuid.uuid4().hex,
             max_depth=args.max_depth,
             out=None if args.json else stdout,
+            limits=limits,
         )
 
     async def main() -> TurnOutcome:
-        if args.provider is not None:
-            provider = provider_backend(
-                args.provider,
-                args.model,
-                base_url=args.base_url,
-                headers=headers,
-                timeout=timeout,
-            )
+        if provider is not None:
             try:
                 return await turn_on(provider)
             finally:
                 await provider.aclose()
-        async with AguiHttpBackend(args.url, headers=headers, timeout=timeout) as backend:
+        async with AguiHttpBackend(
+            args.url, headers=headers, timeout=timeout, limits=limits, retry=retry
+        ) as backend:
             return await turn_on(backend)
 
     outcome = anyio.run(main, backend=args.backend)
@@ -243,7 +319,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if code == ExitCode.UNREACHABLE:
         reason = outcome.turn.reason
         detail = reason.message if reason is not None else "connection failed"
-        stderr.write(f"toolrelay run: cannot reach {target}: {detail}\n")
+        stderr.write(neutralise(f"toolrelay run: cannot reach {target}: {detail}\n"))
     return code
 
 
@@ -340,6 +416,7 @@ class LivePrinter:
         self._activity = Activity(ActivityKind.IDLE)
         self._runs = 0
         self._arguments: dict[str, list[str]] = {}
+        self._calls_shown = 0  # names of the current "Calling:" activity printed
 
     def handle(self, notification: object) -> None:
         match notification:
@@ -351,15 +428,27 @@ class LivePrinter:
                     if snapshot.depth > 0:
                         self._line(f"Continuing: run {snapshot.run_count} (depth {snapshot.depth})")
                 if snapshot.activity != self._activity:
-                    self._activity = snapshot.activity
-                    if snapshot.activity.kind in (
-                        ActivityKind.CALLING_TOOLS,
-                        ActivityKind.EXECUTING_TOOLS,
-                    ):
-                        self._line(str(snapshot.activity))
+                    self._activity_changed(snapshot.activity)
             case ToolCallFinished(name=name, result=result, call_id=call_id):
-                arguments = "".join(self._arguments.pop(call_id, ()))
+                arguments = _one_line("".join(self._arguments.pop(call_id, ())))
                 self._line(f"  {_outcome(result)} {name}({arguments}) -> {_shorten(result)}")
+            case RunRetrying(attempt=attempt, delay=delay, reason=reason):
+                self._line(f"Retrying in {delay:.1f} s (attempt {attempt} failed: {reason})")
+
+    def _activity_changed(self, activity: Activity) -> None:
+        """Print what changed, once: each call name as it comes (a run of a thousand
+        calls prints a thousand names, not a million), each batch once."""
+        previous, self._activity = self._activity, activity
+        names = activity.tool_names
+        if activity.kind is ActivityKind.CALLING_TOOLS:
+            if previous.kind is not ActivityKind.CALLING_TOOLS:
+                self._calls_shown = 0
+            new = names[self._calls_shown :]
+            self._calls_shown = len(names)
+            if new:
+                self._line("Calling: " + ", ".join(new))
+        elif activity.kind is ActivityKind.EXECUTING_TOOLS:
+            self._line("Executing: " + _names(names))
 
     def _event(self, event: object) -> None:
         match event:
@@ -390,6 +479,9 @@ class LivePrinter:
 
     def _write(self, text: str) -> None:
         if text:
+            text = neutralise(text)  # text from the wire reaches no terminal as controls
+            if not text:
+                return
             self._out.write(text)
             self._out.flush()
             self._at_line_start = text.endswith("\n")
@@ -407,14 +499,33 @@ class LivePrinter:
         self._end_line()
 
 
+def _names(names: tuple[str, ...]) -> str:
+    """Tool names for one line: all of a few, the first few and a count of many."""
+    if len(names) <= _NAMES_SHOWN:
+        return ", ".join(names)
+    shown = ", ".join(names[:_NAMES_SHOWN])
+    return f"{len(names)} calls ({shown}, and {len(names) - _NAMES_SHOWN} more)"
+
+
 def _outcome(result: ToolResult) -> str:
     return "ok  " if result.ok else "FAIL"
 
 
 def _shorten(result: ToolResult) -> str:
-    text = result.content if result.ok else f"error: {result.error}"
-    text = " ".join(text.split())
+    return _one_line(result.content if result.ok else f"error: {result.error}")
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line, at most :data:`_RESULT_CHARS` characters."""
+    text = " ".join(text[: _RESULT_CHARS * 4].split())
     return text if len(text) <= _RESULT_CHARS else text[: _RESULT_CHARS - 3] + "..."
+
+
+#: What the model is told when the CLI denies a call that needs approval.
+_CLI_DENIAL = (
+    "This tool needs a person's approval, and the toolrelay command line cannot ask "
+    "for it: the call was denied."
+)
 
 
 async def run_turn(
@@ -426,6 +537,7 @@ async def run_turn(
     max_depth: int,
     out: TextIO | None,
     forwarded_props: Mapping[str, Any] | None = None,
+    limits: Limits | None = None,
 ) -> TurnOutcome:
     """Run one turn with an :class:`~toolrelay.runtime.Engine`; print it live to ``out``."""
     from toolrelay.runtime import Engine
@@ -434,7 +546,11 @@ async def run_turn(
     printer = LivePrinter(out) if out is not None else None
     started = time.perf_counter()
     async with Engine(
-        backend, tools=tools, max_depth=max_depth, forwarded_props=dict(forwarded_props or {})
+        backend,
+        tools=tools,
+        max_depth=max_depth,
+        forwarded_props=dict(forwarded_props or {}),
+        limits=limits,
     ) as engine:
         notifications = engine.subscribe(key=key, events=printer is not None)
         turn = engine.start_turn(key, message)
@@ -444,6 +560,10 @@ async def run_turn(
                     printer.handle(notification)
                 if isinstance(notification, StateChanged) and notification.snapshot.status.is_final:
                     break
+                for asked in turn.approvals:
+                    # No one to ask in a command-line run: a tool that needs approval is
+                    # denied (the model is told why), never left waiting.
+                    turn.deny(asked.id, _CLI_DENIAL)
         await turn.wait_finished()
     if printer is not None:
         printer.finish()
@@ -458,40 +578,65 @@ def _final_answer(turn: Turn) -> str | None:
 
 
 def write_summary(outcome: TurnOutcome, out: TextIO) -> None:
-    """The end of a turn, for people: how it ended, the answer, and counts."""
+    """The end of a turn, for people: how it ended, the answer, and counts.
+
+    Text from the wire is neutralised (:func:`~toolrelay.cli._terminal.neutralise`);
+    past a few, violations are counted by code rather than printed one by one.
+    """
+    safe = _SafeOut(out)
     turn = outcome.turn
     reason = turn.reason
     stats = turn.statistics()
     if turn.status is RunStatus.completed:
         answer = _final_answer(turn)
-        out.write("\nCompleted: the agent answered.\n")
+        safe.write("\nCompleted: the agent answered.\n")
         if answer is not None:
-            out.write(f"Final answer: {answer}\n")
+            safe.write(f"Final answer: {answer}\n")
     elif reason is not None:
         code = f" [{reason.code}]" if reason.code else ""
-        out.write(
+        safe.write(
             f"\n{turn.status.value.capitalize()} ({reason.kind.value}): {reason.message}{code}\n"
         )
         kept = len(turn.conversation.messages)
-        out.write(f"Kept: the {kept} message(s) of the conversation so far, nothing lost.\n")
+        safe.write(f"Kept: the {kept} message(s) of the conversation so far, nothing lost.\n")
         for interrupt in turn.interrupts:
             asks = interrupt.message or "(no message)"
             call = f" (tool call {interrupt.tool_call_id})" if interrupt.tool_call_id else ""
-            out.write(f"The agent asks [{interrupt.id}, {interrupt.reason}]{call}: {asks}\n")
+            safe.write(f"The agent asks [{interrupt.id}, {interrupt.reason}]{call}: {asks}\n")
         if turn.abandoned_calls:
-            names = ", ".join(f"{call.name} [{call.id}]" for call in turn.abandoned_calls)
-            out.write(f"Abandoned, never executed: {names}\n")
-    for v in turn.violations:
-        out.write(f"Protocol violation ({v.code}) in {v.event_type}: {v.message}\n")
+            abandoned_calls = turn.abandoned_calls
+            names = ", ".join(f"{call.name} [{call.id}]" for call in abandoned_calls[:_NAMES_SHOWN])
+            if len(abandoned_calls) > _NAMES_SHOWN:
+                names += f", and {len(abandoned_calls) - _NAMES_SHOWN} more"
+            safe.write(f"Abandoned, never executed: {names}\n")
+    violations = turn.violations
+    for v in violations[:_VIOLATIONS_SHOWN]:
+        safe.write(f"Protocol violation ({v.code}) in {v.event_type}: {v.message}\n")
+    if len(violations) > _VIOLATIONS_SHOWN:
+        rest = Counter(v.code for v in violations[_VIOLATIONS_SHOWN:])
+        safe.write(
+            f"... and {len(violations) - _VIOLATIONS_SHOWN} more protocol violation(s) "
+            f"({summarise_counts(rest)})\n"
+        )
     executed = list(turn.conversation.tool_calls())
     failed = sum(1 for call in executed if call.status is ToolCallStatus.failed)
     abandoned = len(turn.abandoned_calls)
-    out.write(
+    safe.write(
         f"Runs: {stats.runs} | tool calls: {len(executed)} executed "
         f"({len(executed) - failed} completed, {failed} failed)"
         + (f", {abandoned} abandoned" if abandoned else "")
         + f" | depth: {stats.depth} | time: {outcome.seconds:.2f} s\n"
     )
+
+
+class _SafeOut:
+    """A text stream's ``write`` with every string neutralised."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def write(self, text: str) -> int:
+        return self._out.write(neutralise(text))
 
 
 def state_json(outcome: TurnOutcome) -> str:

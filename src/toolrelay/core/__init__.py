@@ -37,6 +37,7 @@ from toolrelay.core._processor import EventProcessor as EventProcessor, Limits a
 from toolrelay.core._resume import check_resume as check_resume
 from toolrelay.core._thread_key import ThreadKey as ThreadKey
 from toolrelay.core._tools import (
+    ToolContext as ToolContext,
     ToolError as ToolError,
     ToolRegistry as ToolRegistry,
     ToolResult as ToolResult,
@@ -63,6 +64,7 @@ __all__ = (
     "ThreadKey",
     "ToolCallInfo",
     "ToolCallMessage",
+    "ToolContext",
     "ToolError",
     "ToolRegistry",
     "ToolResult",

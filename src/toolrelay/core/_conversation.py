@@ -17,7 +17,7 @@ not changed again.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set as AbstractSet
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -103,6 +103,10 @@ class ToolCallInfo:
         """UTF-8 size of the arguments received so far."""
         return self._args.byte_count
 
+    def replace_arguments(self, arguments: str) -> None:
+        """Put ``arguments`` in place of what streamed (the server's own record won)."""
+        self._args = TextAccumulator(arguments)
+
     def append_arguments(self, delta: str) -> int:
         """Append an argument delta (no transition); returns the new byte count."""
         return self._args.append(delta)
@@ -155,6 +159,11 @@ class TextMessage:
 
     def append(self, delta: str) -> int:
         return self._text.append(delta)
+
+    @property
+    def byte_count(self) -> int:
+        """UTF-8 size of the text received so far."""
+        return self._text.byte_count
 
     @property
     def sink(self) -> list[str]:
@@ -234,8 +243,10 @@ class Conversation:
     """
 
     __slots__ = (
+        "_batches",
         "_call_ids",
         "_indexed",
+        "_known",
         "_mappers",
         "last_snapshot",
         "messages",
@@ -255,6 +266,8 @@ class Conversation:
         self.state: object = {} if state is None else state
         self.last_snapshot: tuple[Message, ...] | None = None
         self._call_ids: set[str] = set()
+        self._known: set[str] = set()
+        self._batches: dict[str, int] = {}
         self._indexed = 0
         # What the mapper keeps between runs (see core._mapper.ConversationMapper), by
         # include_reasoning.
@@ -275,37 +288,55 @@ class Conversation:
             if isinstance(message, ToolCallMessage):
                 yield from message.calls
 
-    def holds_tool_call(self, call_id: str) -> bool:
-        """Whether the thread already holds the tool call ``call_id``: committed by
-        toolrelay, or in an AG-UI ``assistant`` / ``tool`` message the embedding code
-        supplied.
+    def _catch_up(self) -> None:
+        """Index the messages appended since the last call, each message once.
 
-        Amortised O(1) (promise 8): the ids are indexed as messages are appended, each
-        message once, so asking does not walk the whole history.
+        The index (call ids, message ids, which batch holds a call) makes the
+        questions below amortised O(1) (promise 8): asking never walks the history.
         """
         messages = self.messages
         if len(messages) < self._indexed:  # the list was cut: index it again
-            self._call_ids.clear()
-            self._indexed = 0
+            self._forget_index()
         ids = self._call_ids
+        known = self._known
         for i in range(self._indexed, len(messages)):
             message = messages[i]
+            known.add(message.id)
             if isinstance(message, ToolCallMessage):
-                ids.update(call.id for call in message.calls)
+                self._index_batch(i, message)
             elif isinstance(message, AssistantMessage):
                 ids.update(call.id for call in message.tool_calls or ())
             elif isinstance(message, ToolMessage):
                 ids.add(message.tool_call_id)
         self._indexed = len(messages)
-        return call_id in ids
+
+    def _forget_index(self) -> None:
+        self._call_ids.clear()
+        self._known.clear()
+        self._batches.clear()
+        self._indexed = 0
+
+    def _index_batch(self, position: int, batch: ToolCallMessage) -> None:
+        self._known.update(batch.result_message_ids)
+        for call in batch.calls:
+            self._call_ids.add(call.id)
+            self._batches[call.id] = position
+            if call.parent_message_id:
+                self._known.add(call.parent_message_id)
+
+    def holds_tool_call(self, call_id: str) -> bool:
+        """Whether the thread already holds the tool call ``call_id``: committed by
+        toolrelay, or in an AG-UI ``assistant`` / ``tool`` message the embedding code
+        supplied. Amortised O(1)."""
+        self._catch_up()
+        return call_id in self._call_ids
 
     def replace_head(self, count: int, messages: Sequence[ChatMessage]) -> None:
         """Replace the first ``count`` messages by ``messages`` (a thread's history read
         from a store, in place of what the embedding code supplied); what the
         conversation indexed and mapped is computed afresh."""
         self.messages[0:count] = messages
-        self._call_ids.clear()
-        self._indexed = 0
+        self._forget_index()
         self._mappers.clear()
 
     def remap(self) -> None:
@@ -313,21 +344,16 @@ class Conversation:
         (say, a signature arrived for closed reasoning), so map the thread afresh."""
         self._mappers.clear()
 
-    def known_ids(self) -> set[str]:
+    def known_ids(self) -> AbstractSet[str]:
         """Every message id the conversation would send or has seen: its messages',
-        its batches' and their tool results'."""
-        ids: set[str] = set()
-        for message in self.messages:
-            ids.add(message.id)
-            if isinstance(message, ToolCallMessage):
-                ids.update(message.result_message_ids)
-                ids.update(
-                    call.parent_message_id for call in message.calls if call.parent_message_id
-                )
-        return ids
+        its batches' and their tool results' (a live view; amortised O(1))."""
+        self._catch_up()
+        return self._known
 
     def adopt_result_ids(self, stored: Mapping[str, str]) -> list[ToolCallMessage]:
         """Send each committed tool result under the id the server stored it under.
+
+        O(``len(stored)``): the batches are found through the index, not by a walk.
 
         Args:
             stored: ``toolCallId -> message id`` of the ``tool`` messages of the agent's
@@ -337,11 +363,15 @@ class Conversation:
             The renamed batches: each replaced in :attr:`messages` by a copy (batches
             are immutable).
         """
+        self._catch_up()
+        positions = sorted({self._batches[c] for c in stored if c in self._batches})
         renamed: list[ToolCallMessage] = []
         messages = self.messages
-        for i, message in enumerate(messages):
-            if not isinstance(message, ToolCallMessage):
-                continue
+        for i in positions:
+            message = messages[i]
+            if not isinstance(message, ToolCallMessage):  # the list was edited in place
+                self._forget_index()
+                return renamed + self.adopt_result_ids(stored)
             ids = tuple(
                 stored.get(call.id, current)
                 for call, current in zip(message.calls, message.result_message_ids, strict=True)
@@ -349,6 +379,7 @@ class Conversation:
             if ids != message.result_message_ids:
                 batch = msgspec.structs.replace(message, result_message_ids=ids)
                 messages[i] = batch
+                self._index_batch(i, batch)
                 renamed.append(batch)
         return renamed
 

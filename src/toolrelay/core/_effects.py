@@ -17,6 +17,7 @@ from toolrelay.core._conversation import ChatMessage, ToolCallInfo
 from toolrelay.protocol import Interrupt
 
 __all__ = (
+    "MAX_ACTIVITY_NAMES",
     "NO_EFFECTS",
     "Activity",
     "ActivityChanged",
@@ -47,8 +48,14 @@ class ActivityKind(enum.StrEnum):
     CALLING_TOOLS = "calling_tools"
     #: The client is running tools between two runs ("Executing: a, b").
     EXECUTING_TOOLS = "executing_tools"
+    #: Tools wait for the embedding code's approval ("Awaiting approval: a, b").
+    AWAITING_APPROVAL = "awaiting_approval"
     #: The turn is over.
     DONE = "done"
+
+
+MAX_ACTIVITY_NAMES = 8
+"""How many tool names an :class:`Activity` lists; the rest are counted."""
 
 
 class Activity(msgspec.Struct, frozen=True):
@@ -56,18 +63,25 @@ class Activity(msgspec.Struct, frozen=True):
 
     Attributes:
         kind: The kind of activity.
-        tool_names: The tools being called or executed, in order.
+        tool_names: The tools being called or executed, in order: the first
+            :data:`MAX_ACTIVITY_NAMES` of them, so that an activity costs the same to
+            build and to print however many calls a run makes.
+        more: How many calls there are beyond ``tool_names``.
     """
 
     kind: ActivityKind
     tool_names: tuple[str, ...] = ()
+    more: int = 0
 
     def __str__(self) -> str:
+        more = f" (+{self.more} more)" if self.more else ""
         match self.kind:
             case ActivityKind.CALLING_TOOLS:
-                return "Calling: " + ", ".join(self.tool_names)
+                return "Calling: " + ", ".join(self.tool_names) + more
             case ActivityKind.EXECUTING_TOOLS:
-                return "Executing: " + ", ".join(self.tool_names)
+                return "Executing: " + ", ".join(self.tool_names) + more
+            case ActivityKind.AWAITING_APPROVAL:
+                return "Awaiting approval: " + ", ".join(self.tool_names) + more
             case ActivityKind.AWAITING:
                 return "Thinking..."
             case ActivityKind.STREAMING_TEXT:
@@ -107,10 +121,13 @@ class ViolationRaised(msgspec.Struct, frozen=True):
 class ToolsReady(msgspec.Struct, frozen=True):
     """The run's stream ended with tool calls pending: execute them, then continue.
 
-    The calls are already ``executing`` and the run lifecycle is ``executing_tools``.
+    The ``calls`` are already ``executing`` and the run lifecycle is
+    ``executing_tools``. The ``awaiting`` calls are ``awaiting_approval`` (their tool
+    needs approval): each runs once approved, or ends ``failed`` once denied.
     """
 
     calls: tuple[ToolCallInfo, ...]
+    awaiting: tuple[ToolCallInfo, ...] = ()
 
 
 class MessagesSettled(msgspec.Struct, frozen=True):

@@ -59,7 +59,12 @@ event                                   what toolrelay does
 =====================================  ==============================================
 TOOL_CALL_ARGS / END, unknown id        dropped (``args_for_unknown_call``,
                                         ``end_for_unknown_call``)
-TOOL_CALL_ARGS after END                dropped (``args_after_end``)
+TOOL_CALL_ARGS after END, before the    kept: the call runs when the run ends, not at
+end of the run                          its END (``args_after_end``, once a call)
+TOOL_CALL_ARGS after the agent's        dropped (``args_after_result``)
+TOOL_CALL_RESULT
+TOOL_CALL_ARGS after a snapshot gave    dropped (``args_after_snapshot``): the server's
+the call its arguments                  record stands
 TOOL_CALL_START, id already seen        dropped (``duplicate_tool_call_start``)
 TOOL_CALL_END twice                     dropped (``duplicate_tool_call_end``)
 TOOL_CALL_RESULT, unknown id            dropped (``result_for_unknown_call``), unless the
@@ -88,6 +93,9 @@ first *_CHUNK without its id (or,       dropped (``chunk_without_message_id``,
 for a tool call, without its name)      ``chunk_without_call_id``); a later chunk
                                         without id continues the open message or call
 STATE_DELTA that does not apply         dropped, state unchanged (``state_delta_failed``)
+MESSAGES_SNAPSHOT whose arguments for   the snapshot's arguments are used: it is the
+a pending call differ from the          server's record (``arguments_from_snapshot``)
+streamed ones
 an event type toolrelay does not know   ignored (the protocol grows); logged at debug
 =====================================  ==============================================
 
@@ -100,6 +108,22 @@ twice). And when a run streamed no text and no call, the assistant messages the
 snapshot holds after the last message the conversation knows are its answer (a model
 that does not stream): their text is kept (``snapshot_only_message``), their calls are
 not executed (``snapshot_only_tool_calls``: they have no lifecycle).
+
+Bounds (promise 11): everything a turn holds that the agent controls is bounded by
+:class:`Limits`, per run (events, calls) and per turn (text, reasoning, arguments,
+calls, messages, the state's size and the nesting of any JSON walked); passing one is
+a :class:`~toolrelay.errors.LimitExceededError` that ends the turn ``failed``
+(``protocol_error``, the limit's name as its code). Violations past
+``max_violations`` are counted in :attr:`EventProcessor.violations_dropped`, not
+kept. A RecursionError while processing is the agent's nesting, not a bug here: it
+ends the turn the same way (``max_json_depth``).
+
+Cost (promise 8): no event walks the run's calls or the conversation's messages. The
+activity names at most ``MAX_ACTIVITY_NAMES`` calls and counts the rest (the shown
+ones are kept incrementally); signatures find their reasoning record by id; a batch
+counts the results still due; snapshots ask the conversation's index; STATE_DELTA
+patches the state in place under an undo log (:mod:`toolrelay.core._patch`), copying
+it once per run at most (the run's input holds the previous one).
 
 Errors: a limit passed, or RUN_ERROR, ends the turn failed and returns
 :class:`TurnEnded`. Any other exception while processing first moves the turn to
@@ -114,7 +138,8 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -131,6 +156,7 @@ from toolrelay.core._conversation import (
     ToolCallMessage,
 )
 from toolrelay.core._effects import (
+    MAX_ACTIVITY_NAMES,
     NO_EFFECTS,
     Activity,
     ActivityChanged,
@@ -145,7 +171,7 @@ from toolrelay.core._effects import (
     ViolationRaised,
 )
 from toolrelay.core._mapper import conversation_to_agui
-from toolrelay.core._patch import JsonPatchError, apply_patch
+from toolrelay.core._patch import BoundedState, JsonPatchError, StateBoundError, StateBounds
 from toolrelay.core._tools import ToolResult
 from toolrelay.errors import IllegalTransition, LimitExceededError, RemoteProtocolError
 from toolrelay.machines import (
@@ -205,7 +231,16 @@ _COMPLETED = TerminalReason(kind=ReasonKind.COMPLETED, message="the agent answer
 _AGENT_CANCELLED = TerminalReason(
     kind=ReasonKind.AGENT_CANCELLED, message="the agent reported its run cancelled"
 )
-_OPEN_CALL = frozenset((ToolCallStatus.streaming, ToolCallStatus.pending, ToolCallStatus.executing))
+_OPEN_CALL = frozenset(
+    (
+        ToolCallStatus.streaming,
+        ToolCallStatus.pending,
+        ToolCallStatus.awaiting_approval,
+        ToolCallStatus.executing,
+    )
+)
+_AWAITING_APPROVAL = ToolCallStatus.awaiting_approval
+_EXECUTING = ToolCallStatus.executing
 _CALLING = frozenset((ToolCallStatus.streaming, ToolCallStatus.pending))
 
 # Members read at every run boundary, bound once: on Python 3.11 reading an enum
@@ -230,15 +265,55 @@ _NO_SINK: list[str] = []
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """Bounds on what one agent may send; passing one is a typed error, not memory growth.
 
+    The defaults are far above what a real agent sends; with them, no sequence of
+    events, each legal on its own, makes a turn hold memory without bound. Passing a
+    bound ends the turn ``failed`` with reason ``protocol_error`` and the limit's name
+    as its code (:class:`~toolrelay.errors.LimitExceededError`); what was received
+    before is kept. ``max_violations`` alone is not an error: past it, violations
+    are counted, not kept.
+
     Attributes:
-        max_event_bytes: Size of one encoded event (checked by the transports).
-        max_argument_bytes: UTF-8 size of one tool call's arguments.
+        max_event_bytes: Size of one encoded event (checked by the transports, on
+            decoded bytes: an SSE event, an NDJSON line).
+        max_argument_bytes: UTF-8 size of one tool call's arguments (the processor;
+            the provider backends for the pieces they buffer).
         max_events_per_run: Events in one run's stream.
+        max_turn_argument_bytes: UTF-8 size of the arguments of every call of a turn.
+        max_text_bytes: UTF-8 size of the text a turn streams (messages, and tool
+            results the agent reports itself).
+        max_reasoning_bytes: UTF-8 size of a turn's reasoning (and its signatures).
+        max_messages_per_turn: Text and reasoning messages a turn opens.
+        max_tool_calls_per_run: Tool calls one run starts.
+        max_tool_calls_per_turn: Tool calls a turn starts, over all its runs.
+        max_state_bytes: Estimated encoded size of the agent's state.
+        max_json_depth: Nesting of the JSON the processor holds or walks (the state,
+            a tool result the agent reports, a snapshot's arguments).
+        max_violations: Protocol violations kept (and reported) per turn.
+        run_seconds: Wall-clock bound on one run's stream, however lively (a server
+            trickling a byte a second passes every read timeout): the HTTP backends
+            end the run with reason ``deadline`` (``code="run_seconds"``). ``None``:
+            no bound.
+        turn_seconds: Wall-clock bound on a whole turn, tools and continuations
+            included: the engine ends it ``failed``, reason ``deadline``
+            (``code="turn_seconds"``). ``None``: no bound.
+
+    docs/limits.md lists every bound, its default and what hitting it looks like.
     """
 
     max_event_bytes: int = 8 * 1024 * 1024
     max_argument_bytes: int = 4 * 1024 * 1024
     max_events_per_run: int = 1_000_000
+    max_turn_argument_bytes: int = 64 * 1024 * 1024
+    max_text_bytes: int = 64 * 1024 * 1024
+    max_reasoning_bytes: int = 64 * 1024 * 1024
+    max_messages_per_turn: int = 100_000
+    max_tool_calls_per_run: int = 1_000
+    max_tool_calls_per_turn: int = 10_000
+    max_state_bytes: int = 64 * 1024 * 1024
+    max_json_depth: int = 128
+    max_violations: int = 1_000
+    run_seconds: float | None = 30 * 60.0
+    turn_seconds: float | None = 2 * 60 * 60.0
 
 
 _ID_PREFIX = uuid.uuid4().hex[:16]
@@ -262,6 +337,15 @@ class EventProcessor:
         max_depth: The continuation bound (promise 3): a run that ends with tool calls
             pending after ``max_depth`` continuations ends the turn ``failed``
             (``max_depth``) instead of running them.
+        max_repeats: No-progress loop detection: when a run ends with a call to a tool
+            whose name and arguments (compared as JSON values: key order and spacing
+            do not matter) the turn has now requested ``max_repeats`` times, the turn
+            ends ``failed`` (``no_progress``) instead of running the batch, before the
+            depth bound is checked. ``None``: off.
+        approval_tools: The names of the tools whose calls need the embedding code's
+            approval before they run (a tool policy): when the run ends, their calls
+            go ``awaiting_approval`` (in :attr:`ToolsReady.awaiting`) instead of
+            ``executing``; :meth:`approve` and :meth:`deny` decide each one.
         limits: Size and count bounds.
         context: ``RunAgentInput.context`` for every run.
         forwarded_props: ``RunAgentInput.forwardedProps`` for every run.
@@ -278,7 +362,29 @@ class EventProcessor:
         "_activity",
         "_arg_char_safe",
         "_arg_chars",
+        "_arg_exact",
         "_arg_sinks",
+        "_calling_count",
+        "_calling_shown",
+        "_calling_waiting",
+        "_executing_left",
+        "_late_args",
+        "_message_count",
+        "_reasoning_bytes",
+        "_run_call_count",
+        "_run_reasoning",
+        "_run_texts",
+        "_from_snapshot",
+        "_snapshot_checked",
+        "_state",
+        "_text_exact",
+        "_text_full_bytes",
+        "_text_hot_budget",
+        "_text_hot_chars",
+        "_text_results",
+        "_turn_calls",
+        "_turn_texts",
+        "violations_dropped",
         "_exact_arg_bytes",
         "_hot_call_id",
         "_hot_call_sink",
@@ -311,6 +417,9 @@ class EventProcessor:
         "conversation",
         "interrupts",
         "max_depth",
+        "max_repeats",
+        "_approval_tools",
+        "_requested",
         "reason",
         "run_count",
         "run_id",
@@ -330,11 +439,19 @@ class EventProcessor:
         id_factory: Callable[[], str] = _new_id,
         include_reasoning: bool = False,
         resume: Sequence[ResumeEntry] = (),
+        max_repeats: int | None = None,
+        approval_tools: Collection[str] = (),
     ) -> None:
         if max_depth < 0:
             raise ValueError("max_depth must be >= 0")
+        if max_repeats is not None and max_repeats < 1:
+            raise ValueError("max_repeats must be >= 1 (None turns loop detection off)")
         self.conversation = conversation
         self.max_depth = max_depth
+        self.max_repeats = max_repeats
+        self._approval_tools = frozenset(approval_tools)
+        # Per (tool name, canonical arguments), how many times this turn asked for it.
+        self._requested: dict[tuple[str, str], int] = {}
         self._tools = list(tools)
         self._limits = limits if limits is not None else Limits()
         self._context = list(context)
@@ -382,11 +499,46 @@ class EventProcessor:
         # the streaming calls, by id, and the bound it may go without a check.
         self._text_sinks: dict[str, list[str]] = {}
         self._arg_sinks: dict[str, list[str]] = {}
+        # Argument characters of the whole turn. No call's UTF-8 arguments, nor the
+        # turn's, can pass their byte limit while these (4 bytes at most each) stay
+        # under a quarter of the smaller one; past that, bytes are counted exactly.
         self._arg_chars = 0
         self._exact_arg_bytes: dict[str, int] = {}
-        # No call's UTF-8 arguments can pass the byte limit while the run's argument
-        # characters (4 bytes at most each) stay under a quarter of it.
-        self._arg_char_safe = self._limits.max_argument_bytes // 4
+        self._arg_exact: int | None = None
+        limits = self._limits
+        self._arg_char_safe = min(limits.max_argument_bytes, limits.max_turn_argument_bytes) // 4
+        self._turn_calls: list[ToolCallInfo] = []
+        self._run_call_count = 0
+        # The turn's text, counted the same way: the hot path counts characters
+        # within a budget that keeps 4 bytes each plus the full path's exact bytes
+        # under the bound; past it, the whole turn's text is counted exactly, once,
+        # and then delta by delta (the hot path is closed: budget -1).
+        self._turn_texts: list[TextMessage] = []
+        self._text_hot_chars = 0
+        self._text_full_bytes = 0
+        self._text_hot_budget = limits.max_text_bytes // 4
+        self._text_exact: int | None = None
+        self._text_results = 0
+        self._reasoning_bytes = 0
+        self._message_count = 0
+        # Calls still calling (streaming or pending), for the activity: the first
+        # MAX_ACTIVITY_NAMES shown, the rest waiting in order (amortised O(1) each).
+        self._calling_count = 0
+        self._calling_shown: list[ToolCallInfo] = []
+        self._calling_waiting: deque[ToolCallInfo] = deque()
+        # Calls of the batch still executing (record_result commits at 0).
+        self._executing_left = 0
+        # Reasoning records of the run by id (open or closed), for signatures.
+        self._run_reasoning: dict[str, ReasoningRecord] = {}
+        self._run_texts = False
+        self._late_args: set[str] = set()
+        self._snapshot_checked: set[str] = set()
+        self._from_snapshot: set[str] = set()
+        # The agent's state, patched in place within its bounds; built at the first
+        # delta of a run (a copy: the RunAgentInput sent holds the previous one).
+        self._state: BoundedState | None = None
+        #: Violations past ``Limits.max_violations``: counted, not kept.
+        self.violations_dropped = 0
         # The hot path's message and call and their chunk lists; an id is None when
         # there is none (no delta's id compares equal); see _hot_text.
         self._hot_text_id: str | None = None
@@ -514,9 +666,11 @@ class EventProcessor:
             # while the hot path is closed.
             if content.message_id == self._hot_text_id or self._hot_text(content.message_id):
                 left = self._left
-                if left > 0:
+                delta = content.delta
+                chars = self._text_hot_chars + len(delta)
+                if left > 0 and chars <= self._text_hot_budget:
                     self._left = left - 1
-                    delta = content.delta
+                    self._text_hot_chars = chars
                     if delta:
                         self._hot_text_sink.append(delta)
                     return ()  # NO_EFFECTS, as a constant
@@ -572,6 +726,16 @@ class EventProcessor:
             return self._with_settled(handler(self, event))
         except RemoteProtocolError as exc:
             return self.fail(exc.reason)
+        except RecursionError:
+            # Nesting that some walk (ours or a library's) could not take: the agent
+            # sent it, so it is malformed input, not a bug here (promise 11).
+            return self.fail(
+                LimitExceededError(
+                    "max_json_depth",
+                    self._limits.max_json_depth,
+                    f"{_type_of(event)} nested too deep to process",
+                ).reason
+            )
         except Exception as exc:
             self.fail(
                 TerminalReason(
@@ -616,11 +780,65 @@ class EventProcessor:
             return NO_EFFECTS
         self._send_call(call, ToolCallEvent.succeed if result.error is None else ToolCallEvent.fail)
         call.result = result
-        for other in self._calls.values():
-            if other.status in _OPEN_CALL:
-                return NO_EFFECTS
+        self._executing_left -= 1
+        if self._executing_left > 0:
+            return NO_EFFECTS
         self._commit_batch()
         return self._with_settled(NO_EFFECTS)
+
+    @property
+    def awaiting_approval(self) -> tuple[ToolCallInfo, ...]:
+        """The calls of the batch waiting for :meth:`approve` or :meth:`deny`."""
+        return tuple(c for c in self._calls.values() if c.status is _AWAITING_APPROVAL)
+
+    def approve(self, call: ToolCallInfo) -> Sequence[Effect]:
+        """The embedding code approved ``call`` (``awaiting_approval -> executing``):
+        the runtime runs it and hands its result to :meth:`record_result`.
+
+        Returns:
+            The activity change; nothing on a turn that already ended.
+
+        Raises:
+            IllegalTransition: ``call`` does not await approval; nothing changed.
+        """
+        if self._run.state.is_final:
+            return NO_EFFECTS
+        self._send_call(call, ToolCallEvent.approve)
+        return self._tools_activity()
+
+    def deny(self, call: ToolCallInfo, message: str) -> Sequence[Effect]:
+        """The embedding code denied ``call`` (``awaiting_approval -> failed``): the
+        model receives ``message`` as its error. Like :meth:`record_result`, the last
+        outcome of the batch commits it.
+
+        Returns:
+            The activity change, and ``MessagesSettled`` with the batch when this was
+            its last open call; nothing on a turn that already ended.
+
+        Raises:
+            IllegalTransition: ``call`` does not await approval; nothing changed.
+        """
+        if self._run.state.is_final:
+            return NO_EFFECTS
+        self._send_call(call, ToolCallEvent.deny)
+        call.result = ToolResult.failure(message)
+        effects = self._tools_activity()
+        self._executing_left -= 1
+        if self._executing_left > 0:
+            return effects
+        self._commit_batch()
+        return self._with_settled(effects)
+
+    def _tools_activity(self) -> Sequence[Effect]:
+        """The activity while a batch runs: awaiting approval while a call does, else
+        executing what still runs."""
+        awaiting = [c.name for c in self._calls.values() if c.status is _AWAITING_APPROVAL]
+        if awaiting:
+            return self._set_activity(_named(ActivityKind.AWAITING_APPROVAL, awaiting))
+        running = [c.name for c in self._calls.values() if c.status is _EXECUTING]
+        if not running:
+            return NO_EFFECTS
+        return self._set_activity(_named(ActivityKind.EXECUTING_TOOLS, running))
 
     def restore(
         self,
@@ -651,16 +869,15 @@ class EventProcessor:
         self.run_id = run_id
         self.run_count = runs
         self._calls = {call.id: call for call in calls}
+        self._turn_calls.extend(calls)
         executing = tuple(c for c in calls if c.status is ToolCallStatus.executing)
-        if not executing:
+        # Calls still waiting for a decision wait again (Turn.approve / Turn.deny).
+        awaiting = tuple(c for c in calls if c.status is _AWAITING_APPROVAL)
+        if not executing and not awaiting:
             self._commit_batch()
             return self._with_settled(NO_EFFECTS)
-        return (
-            *self._set_activity(
-                Activity(ActivityKind.EXECUTING_TOOLS, tuple(c.name for c in executing))
-            ),
-            ToolsReady(executing),
-        )
+        self._executing_left = len(executing) + len(awaiting)
+        return (*self._tools_activity(), ToolsReady(executing, awaiting))
 
     def _with_settled(self, effects: Sequence[Effect]) -> Sequence[Effect]:
         """``effects``, with the messages settled since the last answer reported once."""
@@ -734,9 +951,19 @@ class EventProcessor:
         self._run_started_seen = False
         self._text_sinks = {}
         self._arg_sinks = {}
-        self._arg_chars = 0
         self._exact_arg_bytes = {}
         self._hot_text_id = self._hot_call_id = None
+        self._run_call_count = 0
+        self._calling_count = 0
+        self._calling_shown = []
+        self._calling_waiting = deque()
+        self._executing_left = 0
+        self._run_reasoning = {}
+        self._run_texts = False
+        self._late_args = set()
+        self._snapshot_checked = set()
+        self._from_snapshot = set()
+        self._state = None
 
     def _hot_text(self, message_id: str) -> bool:
         """Make ``message_id`` the hot path's message, if it may be: the message is open,
@@ -783,6 +1010,16 @@ class EventProcessor:
         return (ActivityChanged(activity),)
 
     def _violation(self, code: str, event_type: str, message: str) -> Sequence[Effect]:
+        if len(self.violations) >= self._limits.max_violations:
+            # Kept and reported up to the bound; past it, counted (and said once).
+            if not self.violations_dropped:
+                logger.warning(
+                    "more than %d AG-UI protocol violations in one turn: "
+                    "the next ones are counted, not kept",
+                    self._limits.max_violations,
+                )
+            self.violations_dropped += 1
+            return NO_EFFECTS
         violation = ProtocolViolation(code=code, event_type=event_type, message=message)
         self.violations.append(violation)
         logger.warning("AG-UI protocol violation (%s) in %s: %s", code, event_type, message)
@@ -860,10 +1097,42 @@ class EventProcessor:
                 self._settle(text)
 
     def _calling_activity(self) -> Sequence[Effect]:
-        names = tuple(call.name for call in self._calls.values() if call.status in _CALLING)
-        if not names:
+        # O(MAX_ACTIVITY_NAMES), whatever the number of calls (promise 8).
+        count = self._calling_count
+        if not count:
             return self._set_activity(_AWAITING)
-        return self._set_activity(Activity(ActivityKind.CALLING_TOOLS, names))
+        shown = self._calling_shown
+        current = self._activity
+        if (
+            current.kind is ActivityKind.CALLING_TOOLS
+            and len(current.tool_names) == len(shown)
+            and current.more == count - len(shown)
+            and all(a == b.name for a, b in zip(current.tool_names, shown, strict=True))
+        ):
+            return NO_EFFECTS
+        names = tuple(call.name for call in shown)
+        return self._set_activity(
+            Activity(ActivityKind.CALLING_TOOLS, names, more=count - len(names))
+        )
+
+    def _calling_started(self, call: ToolCallInfo) -> None:
+        self._calling_count += 1
+        if len(self._calling_shown) < MAX_ACTIVITY_NAMES and not self._calling_waiting:
+            self._calling_shown.append(call)
+        else:
+            self._calling_waiting.append(call)
+
+    def _calling_stopped(self, call: ToolCallInfo) -> None:
+        """``call`` left streaming / pending within the run (the agent gave its result)."""
+        self._calling_count -= 1
+        shown = self._calling_shown
+        if call in shown:
+            shown.remove(call)
+            waiting = self._calling_waiting
+            while waiting and len(shown) < MAX_ACTIVITY_NAMES:
+                candidate = waiting.popleft()
+                if candidate.status in _CALLING:
+                    shown.append(candidate)
 
     # -- run events -----------------------------------------------------------
 
@@ -930,6 +1199,10 @@ class EventProcessor:
                 effects.extend(self._terminate(RunEvent.cancel, _AGENT_CANCELLED))
             return tuple(effects)
         if pending:
+            repeated = self._repeated(pending)
+            if repeated is not None:
+                effects.extend(self.fail(repeated))
+                return tuple(effects)
             if self._run.depth >= self.max_depth:
                 effects.extend(
                     self.fail(
@@ -944,14 +1217,20 @@ class EventProcessor:
                 )
                 return tuple(effects)
             self._run.send(RunEvent.execute_tools)
+            ready: list[ToolCallInfo] = []
+            awaiting: list[ToolCallInfo] = []
             for call in pending:
-                self._send_call(call, ToolCallEvent.execute)
-            effects.extend(
-                self._set_activity(
-                    Activity(ActivityKind.EXECUTING_TOOLS, tuple(c.name for c in pending))
-                )
-            )
-            effects.append(ToolsReady(tuple(pending)))
+                if call.name in self._approval_tools:
+                    self._send_call(call, ToolCallEvent.request_approval)
+                    awaiting.append(call)
+                else:
+                    self._send_call(call, ToolCallEvent.execute)
+                    ready.append(call)
+            # Outcomes still due: a result for each call that runs, a decision (then a
+            # result, or the denial) for each that awaits approval.
+            self._executing_left = len(pending)
+            effects.extend(self._tools_activity())
+            effects.append(ToolsReady(tuple(ready), tuple(awaiting)))
             return tuple(effects)
         self._commit_batch()
         self._run.send(RunEvent.complete)
@@ -959,6 +1238,30 @@ class EventProcessor:
         effects.extend(self._set_activity(_DONE))
         effects.append(TurnCompleted(_COMPLETED))
         return tuple(effects)
+
+    def _repeated(self, pending: Sequence[ToolCallInfo]) -> TerminalReason | None:
+        """Count the batch's requests; the ``no_progress`` reason once one reaches
+        :attr:`max_repeats` (``None`` while none does, or when detection is off)."""
+        limit = self.max_repeats
+        if limit is None:
+            return None
+        tripped: tuple[str, int] | None = None
+        for call in pending:
+            key = (call.name, _canonical_arguments(call.arguments))
+            count = self._requested.get(key, 0) + 1
+            self._requested[key] = count
+            if count >= limit and tripped is None:
+                tripped = (call.name, count)
+        if tripped is None:
+            return None
+        name, count = tripped
+        return TerminalReason(
+            kind=ReasonKind.NO_PROGRESS,
+            message=(
+                f"no progress: the agent asked for tool {name!r} with the same arguments "
+                f"{count} times in this turn (max_repeats={limit})"
+            ),
+        )
 
     def _interrupt(self, interrupts: Sequence[Interrupt]) -> list[Effect]:
         """End the turn ``interrupted`` on the agent's ``interrupts`` (ids made unique)."""
@@ -1001,11 +1304,54 @@ class EventProcessor:
     # -- text -------------------------------------------------------------------
 
     def _start_text(self, message_id: str, role: str | None) -> TextMessage:
+        self._count_message()
         text = TextMessage(message_id, role or "assistant", complete=False)
         self._open_texts[message_id] = text
         self._text_sinks[message_id] = text.sink
+        self._turn_texts.append(text)
+        self._run_texts = True
         self.conversation.append(text)
         return text
+
+    def _count_message(self) -> None:
+        self._message_count += 1
+        if self._message_count > self._limits.max_messages_per_turn:
+            raise LimitExceededError(
+                "max_messages_per_turn", self._limits.max_messages_per_turn, "messages opened"
+            )
+
+    def _count_text(self, delta: str, *, result: bool = False) -> None:
+        """Count a text delta of the full path (already appended) against the turn;
+        ``result``: a tool result the agent reported, which no text message holds."""
+        if not delta:
+            return
+        if result:
+            self._text_results += utf8_len(delta)
+        limit = self._limits.max_text_bytes
+        exact = self._text_exact
+        if exact is None:
+            full = self._text_full_bytes + utf8_len(delta)
+            self._text_full_bytes = full
+            if full + 4 * self._text_hot_chars <= limit:
+                self._text_hot_budget = (limit - full) // 4
+                return
+            # Near the bound: count the turn's text exactly, once in full, then delta
+            # by delta; the hot path stays closed from now on.
+            exact = sum(text.byte_count for text in self._turn_texts) + self._text_results
+            self._text_hot_budget = -1
+        else:
+            exact += utf8_len(delta)
+        self._text_exact = exact
+        if exact > limit:
+            raise LimitExceededError("max_text_bytes", limit, "text of the turn")
+
+    def _count_reasoning(self, delta: str) -> None:
+        if delta:
+            self._reasoning_bytes += utf8_len(delta)
+            if self._reasoning_bytes > self._limits.max_reasoning_bytes:
+                raise LimitExceededError(
+                    "max_reasoning_bytes", self._limits.max_reasoning_bytes, "reasoning of the turn"
+                )
 
     def _on_text_start(self, event: TextMessageStartEvent) -> Sequence[Effect]:
         if event.message_id in self._open_texts:
@@ -1026,8 +1372,10 @@ class EventProcessor:
                 f"text message {event.message_id!r} was not started; started implicitly",
             )
             self._start_text(event.message_id, None).append(event.delta)
+            self._count_text(event.delta)
             return (*effects, *self._set_activity(_STREAMING_TEXT))
         text.append(event.delta)
+        self._count_text(event.delta)
         return NO_EFFECTS
 
     def _on_text_end(self, event: TextMessageEndEvent) -> Sequence[Effect]:
@@ -1060,6 +1408,7 @@ class EventProcessor:
             effects = self._set_activity(_STREAMING_TEXT)
         if event.delta:
             current.append(event.delta)
+            self._count_text(event.delta)
         return effects
 
     # -- tool calls -------------------------------------------------------------------
@@ -1067,9 +1416,21 @@ class EventProcessor:
     def _start_call(
         self, call_id: str, name: str, parent_message_id: str | None
     ) -> Sequence[Effect]:
+        limits = self._limits
+        if self._run_call_count >= limits.max_tool_calls_per_run:
+            raise LimitExceededError(
+                "max_tool_calls_per_run", limits.max_tool_calls_per_run, "calls of the run"
+            )
+        if len(self._turn_calls) >= limits.max_tool_calls_per_turn:
+            raise LimitExceededError(
+                "max_tool_calls_per_turn", limits.max_tool_calls_per_turn, "calls of the turn"
+            )
+        self._run_call_count += 1
         call = ToolCallInfo(call_id, name, parent_message_id=parent_message_id, run_id=self.run_id)
         self._calls[call_id] = call
+        self._turn_calls.append(call)
         self._arg_sinks[call_id] = call.argument_sink
+        self._calling_started(call)
         return self._calling_activity()
 
     def _on_tool_start(self, event: ToolCallStartEvent) -> Sequence[Effect]:
@@ -1088,16 +1449,29 @@ class EventProcessor:
         self._arg_chars += len(delta)
         if self._arg_chars <= self._arg_char_safe:
             return
-        # Near the bound: count this call's bytes exactly from now on (once in full,
-        # then delta by delta), so the check stays O(1) per event.
+        # Near a bound: count this call's bytes, and the turn's, exactly from now on
+        # (once in full, then delta by delta), so the check stays O(1) per event.
+        size = utf8_len(delta)
         exact = self._exact_arg_bytes.get(call.id)
-        exact = call.argument_bytes if exact is None else exact + utf8_len(delta)
+        exact = call.argument_bytes if exact is None else exact + size
         self._exact_arg_bytes[call.id] = exact
         if exact > self._limits.max_argument_bytes:
             raise LimitExceededError(
                 "max_argument_bytes",
                 self._limits.max_argument_bytes,
                 f"arguments of tool call {call.id!r} ({call.name})",
+            )
+        total = self._arg_exact
+        if total is None:
+            total = sum(c.argument_bytes for c in self._turn_calls)
+        else:
+            total += size
+        self._arg_exact = total
+        if total > self._limits.max_turn_argument_bytes:
+            raise LimitExceededError(
+                "max_turn_argument_bytes",
+                self._limits.max_turn_argument_bytes,
+                "arguments of the turn's tool calls",
             )
 
     def _on_tool_args(self, event: ToolCallArgsEvent) -> Sequence[Effect]:
@@ -1109,10 +1483,31 @@ class EventProcessor:
                 f"no tool call {event.tool_call_id!r} in this run; dropped",
             )
         if call.status is not _STREAMING:
+            if call.status is not _PENDING or call.id in self._from_snapshot:
+                if call.status is _PENDING:
+                    return self._violation(
+                        "args_after_snapshot",
+                        "TOOL_CALL_ARGS",
+                        f"tool call {event.tool_call_id!r} has the arguments the server's "
+                        "snapshot records; dropped",
+                    )
+                return self._violation(
+                    "args_after_result",
+                    "TOOL_CALL_ARGS",
+                    f"tool call {event.tool_call_id!r} already has its result; dropped",
+                )
+            # Tools run when the run ends, not at TOOL_CALL_END: arguments that come
+            # after END and before the end of the run still belong to the call
+            # (pydantic-ai's adapter ends the first of two interleaved calls early).
+            self._append_args(call, event.delta)
+            if call.id in self._late_args:
+                return NO_EFFECTS
+            self._late_args.add(call.id)
             return self._violation(
                 "args_after_end",
                 "TOOL_CALL_ARGS",
-                f"tool call {event.tool_call_id!r} already ended; dropped",
+                f"tool call {event.tool_call_id!r} already ended; arguments kept, "
+                "the call runs when the run ends",
             )
         self._append_args(call, event.delta)
         return NO_EFFECTS
@@ -1176,8 +1571,14 @@ class EventProcessor:
                 f"tool call {event.tool_call_id!r} already has a result; dropped",
             )
         content = event.content
-        text = content if isinstance(content, str) else msgspec.json.encode(content).decode()
+        if isinstance(content, str):
+            text = content
+        else:
+            self._check_depth(content, "TOOL_CALL_RESULT content")
+            text = msgspec.json.encode(content).decode()
+        self._count_text(text, result=True)
         self._send_call(call, ToolCallEvent.receive_result)
+        self._calling_stopped(call)
         call.result = ToolResult.success(text)
         self._result_ids[call.id] = event.message_id
         if self._chunk_call is call:
@@ -1189,8 +1590,10 @@ class EventProcessor:
     def _reasoning(self, message_id: str) -> ReasoningRecord:
         record = self._open_reasoning.get(message_id)
         if record is None:
+            self._count_message()
             record = ReasoningRecord(message_id, complete=False)
             self._open_reasoning[message_id] = record
+            self._run_reasoning[message_id] = record
             self.conversation.append(record)
         return record
 
@@ -1209,6 +1612,7 @@ class EventProcessor:
     def _on_reasoning_content(self, event: ReasoningMessageContentEvent) -> Sequence[Effect]:
         if event.delta:
             self._reasoning(event.message_id).append(event.delta)
+            self._count_reasoning(event.delta)
         return NO_EFFECTS
 
     def _on_reasoning_chunk(self, event: ReasoningMessageChunkEvent) -> Sequence[Effect]:
@@ -1230,6 +1634,7 @@ class EventProcessor:
             effects = self._set_activity(_REASONING)
         if event.delta:
             current.append(event.delta)
+            self._count_reasoning(event.delta)
         return effects
 
     def _on_reasoning_encrypted_value(
@@ -1237,21 +1642,19 @@ class EventProcessor:
     ) -> Sequence[Effect]:
         # Kept on the record (subtype "message") or the call ("tool-call") it belongs to,
         # and sent back with it; an artefact for anything else is not ours to keep.
+        # O(1) whatever the id: the run's records are found by id, never by a walk.
         value = event.encrypted_value
         if event.subtype == "tool-call":
             call = self._calls.get(event.entity_id)
             if call is not None:
+                self._count_reasoning(value)
                 call.encrypted_value = value
             return NO_EFFECTS
-        record = self._open_reasoning.get(event.entity_id)
-        if record is None:
-            for message in reversed(self.conversation.messages[self._run_first_message :]):
-                if isinstance(message, ReasoningRecord) and message.id == event.entity_id:
-                    record = message
-                    # A closed record may be mapped already.
-                    self.conversation.remap()
-                    break
+        record = self._run_reasoning.get(event.entity_id)
         if record is not None:
+            self._count_reasoning(value)
+            if event.entity_id not in self._open_reasoning:
+                self.conversation.remap()  # a closed record may be mapped already
             record.encrypted_value = value
             if record.complete:
                 self._settle(record)  # settled before its signature came: again
@@ -1266,6 +1669,7 @@ class EventProcessor:
 
     def _on_thinking_text_start(self, event: ThinkingTextMessageStartEvent) -> Sequence[Effect]:
         if self._thinking is None:
+            self._count_message()
             self._thinking = ReasoningRecord(self._id_factory(), complete=False)
             self.conversation.append(self._thinking)
         return self._set_activity(_REASONING)
@@ -1275,6 +1679,7 @@ class EventProcessor:
             self._on_thinking_text_start(ThinkingTextMessageStartEvent())
         assert self._thinking is not None
         self._thinking.append(event.delta)
+        self._count_reasoning(event.delta)
         return NO_EFFECTS
 
     def _on_thinking_text_end(self, event: ThinkingTextMessageEndEvent) -> Sequence[Effect]:
@@ -1286,21 +1691,65 @@ class EventProcessor:
 
     # -- state ----------------------------------------------------------------------
 
+    def _state_bounds(self) -> StateBounds:
+        return StateBounds(
+            max_bytes=self._limits.max_state_bytes, max_depth=self._limits.max_json_depth
+        )
+
     def _on_state_snapshot(self, event: StateSnapshotEvent) -> Sequence[Effect]:
         snapshot = event.snapshot
         # An old encoder left a null snapshot out (it decodes as UNSET): the state is null.
-        self.conversation.state = None if snapshot is msgspec.UNSET else snapshot
+        try:
+            # Our own copy (iterative, bounded): deltas patch it in place later.
+            state = BoundedState(
+                None if snapshot is msgspec.UNSET else snapshot, self._state_bounds()
+            )
+        except StateBoundError as exc:
+            raise LimitExceededError(exc.limit, exc.bound, f"STATE_SNAPSHOT: {exc}") from exc
+        self._state = state
+        self.conversation.state = state.document
         return NO_EFFECTS
 
     def _on_state_delta(self, event: StateDeltaEvent) -> Sequence[Effect]:
+        """Patch the state in place (linear in the patch and what it touches); the
+        first delta of a run copies the state once, as the run's input holds it."""
         operations = msgspec.to_builtins(event.delta)
+        if not isinstance(operations, list) or not all(isinstance(o, dict) for o in operations):
+            return self._violation(
+                "state_delta_failed", "STATE_DELTA", "the delta is not a list of operations"
+            )
         try:
-            self.conversation.state = apply_patch(self.conversation.state, operations)
+            state = self._state
+            if state is None or state.document is not self.conversation.state:
+                state = BoundedState(self.conversation.state, self._state_bounds())
+                self._state = state
+            state.apply(operations, copy_values=False)
         except JsonPatchError as exc:
             return self._violation(
                 "state_delta_failed", "STATE_DELTA", f"patch not applied, state unchanged: {exc}"
             )
+        except StateBoundError as exc:
+            raise LimitExceededError(exc.limit, exc.bound, f"STATE_DELTA: {exc}") from exc
+        finally:
+            if self._state is not None:
+                self.conversation.state = self._state.document
         return NO_EFFECTS
+
+    def _check_depth(self, value: object, what: str) -> None:
+        """Refuse ``value`` nested deeper than ``Limits.max_json_depth`` (iterative)."""
+        limit = self._limits.max_json_depth
+        stack: list[tuple[object, int]] = [(value, 0)]
+        while stack:
+            item, level = stack.pop()
+            if isinstance(item, dict):
+                children: Iterable[object] = item.values()
+            elif isinstance(item, (list, tuple)):
+                children = item
+            else:
+                continue
+            if level >= limit:
+                raise LimitExceededError("max_json_depth", limit, f"{what} nested too deep")
+            stack.extend((child, level + 1) for child in children)
 
     def _on_messages_snapshot(self, event: MessagesSnapshotEvent) -> Sequence[Effect]:
         snapshot = tuple(event.messages)
@@ -1309,13 +1758,58 @@ class EventProcessor:
         # message id, so a tool result must go back under the id the server stored it
         # under: LangGraph's adapter names a result it sends by the call id but stores
         # it under a fresh one, and would add it a second time.
+        # Everything here is O(the snapshot): the conversation is asked through its
+        # index, never walked (promise 8).
         stored = {m.tool_call_id: m.id for m in snapshot if isinstance(m, ToolMessage)}
         if stored:
-            for call_id in self._result_ids:
-                self._result_ids[call_id] = stored.get(call_id, self._result_ids[call_id])
+            result_ids = self._result_ids
+            for call_id, message_id in stored.items():
+                if call_id in result_ids:
+                    result_ids[call_id] = message_id
             for batch in self.conversation.adopt_result_ids(stored):
                 self._settle(batch)
-        return self._adopt_unstreamed(snapshot)
+        effects = self._adopt_snapshot_arguments(snapshot)
+        return (*effects, *self._adopt_unstreamed(snapshot))
+
+    def _adopt_snapshot_arguments(self, snapshot: tuple[Message, ...]) -> Sequence[Effect]:
+        """Give a pending call the arguments the snapshot records for it, when the
+        streamed ones differ: the snapshot is the server's own record.
+
+        LangGraph's adapter routes the argument deltas of two interleaved calls to
+        the wrong call id; its MESSAGES_SNAPSHOT has each call's true arguments. Only
+        calls not yet executed (``pending``) are touched, each at most once a run;
+        arguments that mean the same JSON (spacing, key order aside) are not a
+        difference. Logged as ``arguments_from_snapshot``.
+        """
+        effects: list[Effect] = []
+        for message in snapshot:
+            if not isinstance(message, AssistantMessage) or not message.tool_calls:
+                continue
+            for snap in message.tool_calls:
+                call = self._calls.get(snap.id)
+                if call is None or call.status is not _PENDING or call.id in self._snapshot_checked:
+                    continue
+                self._snapshot_checked.add(call.id)
+                recorded = snap.function.arguments
+                streamed = call.arguments
+                if recorded == streamed or _same_json(recorded, streamed):
+                    continue
+                if _json_or_none(recorded, self._limits.max_json_depth) is None:
+                    continue  # the record is no better than what streamed
+                if utf8_len(recorded) > self._limits.max_argument_bytes:
+                    continue
+                call.replace_arguments(recorded)
+                self._from_snapshot.add(call.id)
+                effects.extend(
+                    self._violation(
+                        "arguments_from_snapshot",
+                        "MESSAGES_SNAPSHOT",
+                        f"tool call {call.id!r} ({call.name}) streamed arguments "
+                        f"{_excerpt(streamed)} but the snapshot records {_excerpt(recorded)}; "
+                        "the snapshot's are used",
+                    )
+                )
+        return effects
 
     def _adopt_unstreamed(self, snapshot: tuple[Message, ...]) -> Sequence[Effect]:
         """Keep the answer of a run that streamed nothing but a MESSAGES_SNAPSHOT.
@@ -1327,11 +1821,7 @@ class EventProcessor:
         (``snapshot_only_message``). Calls found there are not executed (they never
         streamed, so they have no lifecycle): ``snapshot_only_tool_calls``.
         """
-        messages = self.conversation.messages
-        if self._calls or any(
-            isinstance(m, (TextMessage, ToolCallMessage))
-            for m in messages[self._run_first_message :]
-        ):
+        if self._calls or self._run_texts:
             return NO_EFFECTS
         known = self.conversation.known_ids()
         last_known = -1
@@ -1353,7 +1843,11 @@ class EventProcessor:
                     )
                 )
             if isinstance(message.content, str) and message.content:
+                self._count_message()
                 adopted = TextMessage(message.id, "assistant", message.content)
+                self._turn_texts.append(adopted)
+                self._run_texts = True
+                self._count_text(message.content)
                 self.conversation.append(adopted)
                 self._settle(adopted)
                 effects.extend(
@@ -1365,6 +1859,57 @@ class EventProcessor:
                     )
                 )
         return tuple(effects)
+
+
+def _canonical_arguments(arguments: str) -> str:
+    """The arguments as canonical JSON (sorted keys, no spacing), so that the same
+    value spelled differently compares equal; the stripped text when it is not JSON."""
+    stripped = arguments.strip()
+    if not stripped or stripped == "null":
+        return "{}"
+    try:
+        return msgspec.json.encode(msgspec.json.decode(stripped), order="sorted").decode()
+    except (msgspec.DecodeError, RecursionError, TypeError, ValueError):
+        return stripped
+
+
+def _json_or_none(text: str, max_depth: int) -> object | None:
+    """``text`` decoded as JSON, or None when it is not JSON (or nests too deep)."""
+    if not text.strip():
+        return None
+    depth = 0
+    deepest = 0
+    for char in text:  # a cheap bound on the nesting before msgspec recurses into it
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    if deepest > max_depth:
+        return None
+    try:
+        value: object = msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return value
+
+
+def _same_json(a: str, b: str) -> bool:
+    """Whether two argument strings hold the same JSON (spacing and key order aside;
+    no arguments at all are the empty object, as they are sent)."""
+    x = _json_or_none(a, 10_000) if a.strip() else {}
+    y = _json_or_none(b, 10_000) if b.strip() else {}
+    return x is not None and x == y
+
+
+def _excerpt(text: str, size: int = 80) -> str:
+    return repr(text if len(text) <= size else text[:size] + "...")
+
+
+def _named(kind: ActivityKind, names: Sequence[str]) -> Activity:
+    """An activity naming the first :data:`MAX_ACTIVITY_NAMES` of ``names``."""
+    shown = tuple(names[:MAX_ACTIVITY_NAMES])
+    return Activity(kind, shown, more=len(names) - len(shown))
 
 
 def _waiting_for(interrupts: Sequence[Interrupt]) -> str:

@@ -19,7 +19,15 @@ runtime calls it (awaiting an async tool, a blocking one in a worker thread, und
 its timeout) and :meth:`ToolSpec.outcome` / :meth:`ToolSpec.failure_of` turn what came
 back into the :class:`ToolResult` the model sees. Nothing on the tool's side raises
 out of that: an unknown name, bad arguments, an exception, a result that cannot be
-encoded all become failures (promise 2: the model sees every outcome).
+encoded all become failures (promise 2: the model sees every outcome). Whatever
+the model sends and whatever the tool gives back is bounded: arguments nested past
+the decoder's depth, a result that is cyclic, too deep or larger than
+``max_result_bytes``, an exception whose ``__str__`` raises, each become a failure
+of that call alone (promise 11).
+
+What the model never sets: a parameter annotated :class:`ToolContext` (the engine
+injects it) and an argument bound with :func:`functools.partial` are left out of the
+schema, and a call whose arguments name one of them is refused.
 
 This module is sans-IO: it never imports an event loop library, awaits or reads the
 clock.
@@ -45,6 +53,8 @@ from toolrelay.errors import ToolDefinitionError
 from toolrelay.protocol import Tool
 
 __all__ = (
+    "DEFAULT_MAX_RESULT_BYTES",
+    "ToolContext",
     "ToolError",
     "ToolRegistry",
     "ToolResult",
@@ -55,6 +65,13 @@ __all__ = (
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+D = TypeVar("D", covariant=True)
+
+#: The default bound on a result's size (UTF-8 bytes of the text the model sees).
+DEFAULT_MAX_RESULT_BYTES = 1_000_000
+
+#: The most characters of an exception's text sent to the model.
+_MAX_ERROR_CHARS = 2_000
 
 #: Tool names the major providers all accept (OpenAI, Anthropic, Google).
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -67,7 +84,7 @@ _EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 # Results
 
 
-class ToolResult(msgspec.Struct, frozen=True):
+class ToolResult(msgspec.Struct, frozen=True, dict=True):
     """The outcome of one tool call, as the model will see it.
 
     A failure's :attr:`content` is the JSON object ``{"error": "<message>"}`` (the
@@ -77,10 +94,20 @@ class ToolResult(msgspec.Struct, frozen=True):
     Attributes:
         content: The text sent to the model in the ``tool`` message.
         error: The error message for a failure, ``None`` for a success.
+    The exception a tool raised stays on its failure (:attr:`exception`), for the
+    embedding code; it is not a field: never encoded, stored or compared.
     """
 
     content: str
     error: str | None = None
+
+    @property
+    def exception(self) -> BaseException | None:
+        """The exception the tool raised, for the embedding code (logs, error
+        reports); ``None`` when there is none or the result was decoded. Never sent
+        to the model, never encoded."""
+        exc: BaseException | None = self.__dict__.get("_exception")
+        return exc
 
     @property
     def ok(self) -> bool:
@@ -93,9 +120,13 @@ class ToolResult(msgspec.Struct, frozen=True):
         return cls(content)
 
     @classmethod
-    def failure(cls, message: str) -> ToolResult:
-        """A failed result: the model receives ``{"error": message}`` as JSON text."""
-        return cls(msgspec.json.encode({"error": message}).decode(), error=message)
+    def failure(cls, message: str, *, exception: BaseException | None = None) -> ToolResult:
+        """A failed result: the model receives ``{"error": message}`` as JSON text;
+        ``exception`` (the tool's own, if any) stays on the result."""
+        result = cls(msgspec.json.encode({"error": message}).decode(), error=message)
+        if exception is not None:
+            msgspec.structs.force_setattr(result, "_exception", exception)
+        return result
 
 
 class ToolError(Exception):
@@ -104,6 +135,31 @@ class ToolError(Exception):
     The model receives the message alone; for any other exception it receives
     ``"<ExceptionType>: <message>"``.
     """
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolContext(Generic[D]):
+    """What the engine tells a tool about the call it runs; the model never sets it.
+
+    Annotate one parameter of a tool with ``ToolContext[YourDeps]`` and the engine
+    passes it in: it is left out of the JSON Schema the model sees, and a call whose
+    arguments name it is refused. ``deps`` is what the embedding code gave
+    (``Engine(tool_context=...)``, or ``start_turn(..., tool_context=...)`` for one
+    turn): the user, a database session, permissions, without globals.
+
+    Attributes:
+        deps: The embedding code's object (``None`` when it gave none).
+        thread_id: The thread of the turn.
+        run_id: The run whose call this is.
+        tool_call_id: The call's ``toolCallId``.
+        tool_name: The tool called.
+    """
+
+    deps: D
+    thread_id: str = ""
+    run_id: str | None = None
+    tool_call_id: str = ""
+    tool_name: str = ""
 
 
 # ---------------------------------------------------------------------------
@@ -127,9 +183,17 @@ class ToolSpec(Generic[P, R]):
         is_async: Whether ``handler`` returns an awaitable that must be awaited.
         blocking: Whether the runtime should run the (sync) handler in a worker thread.
         timeout: Seconds this tool may run, or ``None`` for the engine's default.
-        args_type: The Struct type the arguments are decoded into (its fields are the
-            handler's keyword arguments), or ``None`` when the handler takes the
-            decoded JSON object as its only argument (:meth:`from_schema`).
+        args_type: The Struct type of the arguments the model sends (its fields are
+            the handler's keyword arguments, the schema's properties), or ``None``
+            when the handler takes the decoded JSON object as its only argument
+            (:meth:`from_schema`).
+        context_parameter: The parameter the engine fills with a
+            :class:`ToolContext`, or ``None``.
+        hidden: The parameters the model may not set: the context parameter and the
+            arguments bound with :func:`functools.partial`.
+        needs_approval: A tool policy: each call waits for the embedding code to
+            approve it (it then runs) or deny it (the model receives the denial)
+            before it runs; see ``Turn.approve`` and ``Turn.deny``.
         idempotent: Whether running a call twice does no harm. On a durable store, a
             call that was running when the process stopped runs again on recovery
             only if its tool is idempotent; otherwise the model is told it was
@@ -144,6 +208,14 @@ class ToolSpec(Generic[P, R]):
     blocking: bool
     timeout: float | None = None
     args_type: type[msgspec.Struct] | None = None
+    context_parameter: str | None = None
+    hidden: frozenset[str] = frozenset()
+    needs_approval: bool = False
+    #: What the arguments are decoded into: ``args_type`` plus a field per hidden
+    #: parameter, so that a model naming one is caught.
+    _decode_type: type[msgspec.Struct] | None = None
+    #: Per pydantic-typed parameter, the function validating its decoded value.
+    _validators: tuple[tuple[str, Callable[[Any], Any]], ...] = ()
     idempotent: bool = False
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -162,6 +234,7 @@ class ToolSpec(Generic[P, R]):
         *,
         timeout: float | None = None,
         blocking: bool | None = None,
+        needs_approval: bool = False,
         idempotent: bool = False,
     ) -> ToolSpec[[dict[str, Any]], T]:
         """Declare a tool from an existing JSON Schema and a handler taking a dict.
@@ -179,6 +252,7 @@ class ToolSpec(Generic[P, R]):
             timeout: Seconds the tool may run; ``None`` for the engine's default.
             blocking: Run a sync handler in a worker thread (default ``True`` for sync
                 handlers; must not be ``True`` for async ones).
+            needs_approval: Each call waits for the embedding code's approval.
             idempotent: Running a call twice does no harm (see :attr:`idempotent`).
 
         Returns:
@@ -210,10 +284,13 @@ class ToolSpec(Generic[P, R]):
             blocking=_check_blocking(name, is_async, blocking),
             timeout=_check_timeout(name, timeout),
             args_type=None,
+            needs_approval=bool(needs_approval),
             idempotent=idempotent,
         )
 
-    def bind(self, arguments: str) -> Callable[[], Any] | ToolResult:
+    def bind(
+        self, arguments: str, *, context: ToolContext[Any] | None = None
+    ) -> Callable[[], Any] | ToolResult:
         """Decode ``arguments`` and bind them to the handler, without calling it.
 
         The runtime calls what this returns (awaiting it for an async tool, in a
@@ -223,56 +300,153 @@ class ToolSpec(Generic[P, R]):
         Args:
             arguments: The JSON text of the arguments; empty, whitespace or ``null``
                 means no arguments (``{}``).
+            context: What the :attr:`context_parameter` receives; without it, a
+                context whose ``deps`` is ``None``.
 
         Returns:
             A callable taking no argument, or the failure saying why there is none
-            (bad JSON, invalid arguments: msgspec's message with the path, such as
-            ``Expected `int`, got `str` - at `$.n```).
+            (bad JSON, nested too deeply, invalid arguments: msgspec's message with
+            the path, such as ``Expected `int`, got `str` - at `$.n```; an argument
+            the model may not set).
         """
         stripped = arguments.strip()
         raw = stripped if stripped and stripped != "null" else "{}"
+        decode_type = self._decode_type or self.args_type
         try:
-            if self.args_type is None:
+            if decode_type is None:
                 decoded: Any = msgspec.json.decode(raw, type=dict[str, Any])
             else:
-                decoded = msgspec.json.decode(raw, type=self.args_type)
+                decoded = msgspec.json.decode(raw, type=decode_type)
         except msgspec.ValidationError as exc:
             return ToolResult.failure(f"Invalid arguments for tool {self.name!r}: {exc}")
         except msgspec.DecodeError as exc:
             return ToolResult.failure(f"Arguments for tool {self.name!r} are not valid JSON: {exc}")
+        except RecursionError:
+            return ToolResult.failure(f"Arguments for tool {self.name!r} are nested too deeply")
         handler: Callable[..., Any] = self.handler
-        if self.args_type is None:
+        if decode_type is None:
             return functools.partial(handler, decoded)
-        return functools.partial(handler, **msgspec.structs.asdict(decoded))
+        kwargs = msgspec.structs.asdict(decoded)
+        refused = sorted(
+            n for n in self.hidden if kwargs.pop(n, msgspec.UNSET) is not msgspec.UNSET
+        )
+        if refused:
+            return ToolResult.failure(
+                f"Invalid arguments for tool {self.name!r}: "
+                f"{', '.join(map(repr, refused))} cannot be set by the model"
+            )
+        for field_name, validate in self._validators:
+            try:
+                kwargs[field_name] = validate(kwargs[field_name])
+            except Exception as exc:
+                return ToolResult.failure(
+                    f"Invalid arguments for tool {self.name!r}: {_validation_text(exc, field_name)}"
+                )
+        if self.context_parameter is not None:
+            kwargs[self.context_parameter] = (
+                context if context is not None else ToolContext(deps=None, tool_name=self.name)
+            )
+        return functools.partial(handler, **kwargs)
 
-    def outcome(self, value: object) -> ToolResult:
+    def outcome(self, value: object, *, max_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> ToolResult:
         """The result the model sees for the handler's return value: a ``str`` as is,
-        ``None`` as ``""``, a :class:`ToolResult` as is, anything else JSON-encoded by
-        msgspec (a failure when it cannot be)."""
-        return _to_result(self.name, value)
+        ``None`` as ``""``, a :class:`ToolResult` as is, a pydantic model as its JSON,
+        anything else JSON-encoded by msgspec. A failure, never an exception, when the
+        value cannot be encoded (unsupported, cyclic, nested too deeply) or its text
+        is longer than ``max_bytes`` UTF-8 bytes."""
+        return _to_result(self.name, value, max_bytes)
 
     @staticmethod
-    def failure_of(exc: Exception) -> ToolResult:
-        """The result the model sees for an exception the handler raised: a
-        :class:`ToolError`'s message alone, otherwise ``"<ExceptionType>: <message>"``."""
+    def failure_of(exc: BaseException, *, detail: bool = True) -> ToolResult:
+        """The result the model sees for an exception the handler raised.
+
+        A :class:`ToolError` sends its message alone; any other exception
+        ``"<ExceptionType>: <message>"`` (its text cut at 2000 characters), or, with
+        ``detail=False``, a generic message that tells the model nothing of the
+        tool's internals. The exception stays on the result (:attr:`ToolResult.exception`).
+        Never raises, even when the exception's ``__str__`` does.
+        """
+        kind = type(exc).__name__
+        try:
+            text = str(exc)
+        except Exception:
+            text = "<the exception's message could not be read>"
+        if len(text) > _MAX_ERROR_CHARS:
+            text = f"{text[:_MAX_ERROR_CHARS]}... ({len(text) - _MAX_ERROR_CHARS} characters cut)"
         if isinstance(exc, ToolError):
-            return ToolResult.failure(str(exc) or type(exc).__name__)
-        text = str(exc)
-        return ToolResult.failure(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+            return ToolResult.failure(text or kind, exception=exc)
+        if not detail:
+            return ToolResult.failure("The tool failed.", exception=exc)
+        return ToolResult.failure(f"{kind}: {text}" if text else kind, exception=exc)
 
 
-def _to_result(name: str, value: object) -> ToolResult:
-    """Turn a handler's return value into the text the model sees."""
+def _validation_text(exc: Exception, field_name: str) -> str:
+    """One line per problem of a (pydantic) validation error, with its path."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            items = errors(include_url=False)
+            return "; ".join(
+                f"{item['msg']} - at `$.{'.'.join(map(str, (field_name, *item['loc'])))}`"
+                for item in items
+            )
+        except Exception:  # pragma: no cover - not pydantic's shape after all
+            pass
+    return f"{type(exc).__name__}: {exc} - at `$.{field_name}`"
+
+
+def _encode_hook(value: Any) -> Any:
+    """What msgspec cannot encode itself: a pydantic model, as its JSON data."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and _is_pydantic_model(type(value)):
+        return dump(mode="json")
+    raise TypeError(f"Encoding objects of type {type(value).__name__} is unsupported")
+
+
+def _to_result(name: str, value: object, max_bytes: int) -> ToolResult:
+    """Turn a handler's return value into the text the model sees (never raises)."""
     if isinstance(value, ToolResult):
-        return value
-    if isinstance(value, str):
-        return ToolResult.success(str(value))
-    if value is None:
-        return ToolResult.success("")
-    try:
-        return ToolResult.success(msgspec.json.encode(value).decode())
-    except (TypeError, ValueError, OverflowError) as exc:
-        return ToolResult.failure(f"The result of tool {name!r} cannot be encoded as JSON: {exc}")
+        content: object = value.content  # a Struct does not check its fields' types
+        error: object = value.error
+        if not isinstance(content, str) or not isinstance(error, str | None):
+            return ToolResult.failure(
+                f"tool {name!r} returned a ToolResult whose content or error is not a str"
+            )
+        result = value
+    elif isinstance(value, str):
+        # str.__str__ copies a subclass without calling its own __str__.
+        result = ToolResult.success(str.__str__(value))
+    elif value is None:
+        result = ToolResult.success("")
+    else:
+        try:
+            result = ToolResult.success(msgspec.json.encode(value, enc_hook=_encode_hook).decode())
+        except RecursionError:
+            return ToolResult.failure(
+                f"The result of tool {name!r} cannot be encoded as JSON: it is cyclic "
+                "or nested too deeply"
+            )
+        except Exception as exc:
+            detail = ToolSpec.failure_of(exc).error
+            return ToolResult.failure(
+                f"The result of tool {name!r} cannot be encoded as JSON: {detail}"
+            )
+    size = _utf8_size(result.content, max_bytes)
+    if size > max_bytes:
+        return ToolResult.failure(
+            f"The result of tool {name!r} is too large: more than {max_bytes} bytes "
+            "(the engine's max_result_bytes)"
+        )
+    return result
+
+
+def _utf8_size(text: str, bound: int) -> int:
+    """The UTF-8 size of ``text``, or some size past ``bound`` when it is past it."""
+    if len(text) > bound:
+        return len(text)  # at least one byte per character
+    if 4 * len(text) <= bound:
+        return len(text)  # at most four bytes per character: under the bound anyway
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 # ---------------------------------------------------------------------------
@@ -288,6 +462,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     blocking: bool | None = None,
+    needs_approval: bool = False,
     idempotent: bool = False,
 ) -> ToolSpec[P, R]: ...
 
@@ -301,6 +476,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     blocking: bool | None = None,
+    needs_approval: bool = False,
     idempotent: bool = False,
 ) -> Callable[[Callable[P, R]], ToolSpec[P, R]]: ...
 
@@ -313,6 +489,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     blocking: bool | None = None,
+    needs_approval: bool = False,
     idempotent: bool = False,
 ) -> ToolSpec[P, R] | Callable[[Callable[P, R]], ToolSpec[P, R]]:
     """Declare a typed function (sync or async) as a tool.
@@ -338,6 +515,8 @@ def tool(
         timeout: Seconds the tool may run; ``None`` for the engine's default.
         blocking: Run a sync function in a worker thread (default ``True`` for sync
             functions, ``False`` for async ones, for which ``True`` is an error).
+        needs_approval: A tool policy: each call waits for the embedding code to
+            approve or deny it before it runs.
         idempotent: Running a call twice does no harm, so a call a crash interrupted
             may run again on recovery (see :attr:`ToolSpec.idempotent`).
 
@@ -358,6 +537,7 @@ def tool(
             description=description,
             timeout=timeout,
             blocking=blocking,
+            needs_approval=needs_approval,
             idempotent=idempotent,
         )
 
@@ -371,6 +551,7 @@ def _spec_from_function(
     description: str | None,
     timeout: float | None,
     blocking: bool | None,
+    needs_approval: bool = False,
     idempotent: bool = False,
 ) -> ToolSpec[P, R]:
     if isinstance(fn, ToolSpec):
@@ -389,10 +570,16 @@ def _spec_from_function(
 
     summary, arg_docs = _parse_docstring(inspect.getdoc(target))
     globalns = _globals_of(target)
+    bound = _bound_keywords(fn)
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     schema_defaults: dict[str, Any] = {}
+    # Per pydantic-typed parameter: its TypeAdapter (schema and validation).
+    adapters: dict[str, Any] = {}
+    context_parameter: str | None = None
     for param in signature.parameters.values():
         where = f"tool {tool_name!r}, parameter {param.name!r}"
+        if param.name in bound:
+            continue  # bound with functools.partial: never the model's to set
         if param.kind is param.VAR_POSITIONAL or param.kind is param.VAR_KEYWORD:
             raise ToolDefinitionError(f"{where}: *args and **kwargs cannot be tool parameters")
         if param.kind is param.POSITIONAL_ONLY:
@@ -400,9 +587,22 @@ def _spec_from_function(
         if param.annotation is param.empty:
             raise ToolDefinitionError(f"{where}: missing type annotation")
         annotation = _resolve_annotation(param.name, param.annotation, globalns, where)
+        if _is_context(annotation):
+            if context_parameter is not None:
+                raise ToolDefinitionError(
+                    f"{where}: only one parameter can take the ToolContext "
+                    f"({context_parameter!r} already does)"
+                )
+            context_parameter = param.name
+            continue
+        if _mentions_pydantic(annotation):
+            adapters[param.name] = _pydantic_adapter(annotation, where)
+            annotation = Any
         if param.default is param.empty:
             fields.append((param.name, annotation))
-        elif isinstance(param.default, (list, dict, set, bytearray)) and param.default:
+        elif (
+            isinstance(param.default, (list, dict, set, bytearray)) and param.default
+        ) or _is_pydantic_model(type(param.default)):
             # msgspec refuses non-empty mutable defaults; give each call its own copy.
             factory = functools.partial(copy.deepcopy, param.default)
             fields.append((param.name, annotation, msgspec.field(default_factory=factory)))
@@ -418,16 +618,35 @@ def _spec_from_function(
     )
     parameters = _object_schema(tool_name, args_type, fields)
     properties: dict[str, Any] = parameters["properties"]
+    for field_name, adapter in adapters.items():
+        _merge_pydantic_schema(tool_name, field_name, adapter, parameters)
     for field_name, default in schema_defaults.items():
         try:
-            properties[field_name]["default"] = msgspec.to_builtins(default)
-        except (TypeError, ValueError) as exc:
+            if field_name in adapters:
+                properties[field_name]["default"] = adapters[field_name].dump_python(
+                    default, mode="json"
+                )
+            else:
+                properties[field_name]["default"] = msgspec.to_builtins(default)
+        except Exception as exc:
             raise ToolDefinitionError(
                 f"tool {tool_name!r}, parameter {field_name!r}: default is not JSON: {exc}"
             ) from exc
     for field_name, text in arg_docs.items():
         if field_name in properties and text:
             properties[field_name].setdefault("description", text)
+
+    hidden = frozenset(bound) | ({context_parameter} if context_parameter else frozenset())
+    decode_type = args_type
+    if hidden:
+        # The same fields, plus one per hidden parameter: a model that names one is
+        # caught (msgspec ignores unknown fields).
+        decode_type = msgspec.defstruct(
+            f"{tool_name}_arguments_checked",
+            [*fields, *((n, Any, msgspec.UNSET) for n in sorted(hidden))],
+            kw_only=True,
+            module=__name__,
+        )
 
     is_async = _is_async_callable(fn)
     return ToolSpec(
@@ -439,8 +658,89 @@ def _spec_from_function(
         blocking=_check_blocking(tool_name, is_async, blocking),
         timeout=_check_timeout(tool_name, timeout),
         args_type=args_type,
+        context_parameter=context_parameter,
+        hidden=hidden,
+        needs_approval=bool(needs_approval),
+        _decode_type=decode_type,
+        _validators=tuple(
+            (field_name, adapter.validate_python) for field_name, adapter in adapters.items()
+        ),
         idempotent=idempotent,
     )
+
+
+def _bound_keywords(fn: Callable[..., Any]) -> set[str]:
+    """The arguments bound by keyword with :func:`functools.partial` (through
+    decorators): the signature keeps them, with their bound value as a default."""
+    names: set[str] = set()
+    while True:
+        fn = inspect.unwrap(fn)
+        if not isinstance(fn, functools.partial):
+            return names
+        names.update(fn.keywords)
+        fn = fn.func
+
+
+def _strip_annotated(annotation: Any) -> Any:
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation
+
+
+def _is_context(annotation: Any) -> bool:
+    """Whether ``annotation`` is ``ToolContext`` or ``ToolContext[X]``."""
+    annotation = _strip_annotated(annotation)
+    return annotation is ToolContext or typing.get_origin(annotation) is ToolContext
+
+
+def _is_pydantic_model(cls: Any) -> bool:
+    """Whether ``cls`` is a pydantic model class (pydantic stays optional: a model
+    class exists only if its user imported pydantic)."""
+    pydantic = sys.modules.get("pydantic")
+    base = getattr(pydantic, "BaseModel", None)
+    return isinstance(cls, type) and base is not None and issubclass(cls, base)
+
+
+def _mentions_pydantic(annotation: Any) -> bool:
+    """Whether a pydantic model appears anywhere in ``annotation`` (``Model``,
+    ``Model | None``, ``list[Model]``, ``Annotated[Model, ...]``)."""
+    if _is_pydantic_model(annotation):
+        return True
+    return any(_mentions_pydantic(arg) for arg in typing.get_args(annotation))
+
+
+def _pydantic_adapter(annotation: Any, where: str) -> Any:
+    """A pydantic ``TypeAdapter`` for ``annotation``: its JSON Schema and validator."""
+    import pydantic  # present: a model class of it is in the annotation
+
+    try:
+        adapter = pydantic.TypeAdapter(annotation)
+        adapter.json_schema()
+    except Exception as exc:
+        raise ToolDefinitionError(
+            f"{where}: pydantic cannot describe its type as JSON Schema: {exc}"
+        ) from exc
+    return adapter
+
+
+def _merge_pydantic_schema(
+    tool_name: str, field_name: str, adapter: Any, parameters: dict[str, Any]
+) -> None:
+    """Put a pydantic parameter's schema in ``parameters``, its definitions beside
+    msgspec's (both refer to them as ``#/$defs/<name>``)."""
+    schema: dict[str, Any] = dict(adapter.json_schema(ref_template="#/$defs/{model}"))
+    definitions: dict[str, Any] = schema.pop("$defs", {})
+    existing: dict[str, Any] = parameters.setdefault("$defs", {})
+    for def_name, definition in definitions.items():
+        if def_name in existing and existing[def_name] != definition:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}, parameter {field_name!r}: two different types are "
+                f"named {def_name!r} in its schema; rename one"
+            )
+        existing[def_name] = definition
+    if not existing:
+        del parameters["$defs"]
+    parameters["properties"][field_name] = schema
 
 
 def _object_schema(
@@ -545,19 +845,44 @@ def _check_blocking(name: str, is_async: bool, blocking: bool | None) -> bool:
 _SECTION = re.compile(r"(?P<title>[A-Z][A-Za-z ]*):")
 _ARG_SECTIONS = frozenset({"Args", "Arguments", "Parameters", "Keyword Args", "Keyword Arguments"})
 _ARG_ENTRY = re.compile(r"\*{0,2}(?P<name>\w+)\s*(?:\([^)]*\))?\s*:(?P<text>.*)")
+_UNDERLINE = re.compile(r"-{3,}")
+_NUMPY_ENTRY = re.compile(r"\*{0,2}(?P<name>\w+)\s*(?::.*)?")
+_REST_FIELD = re.compile(
+    r":(?P<kind>\w+)(?:\s+[^:]*?)?\s+\*{0,2}(?P<name>\w+):(?P<text>.*)|:\w+:.*"
+)
+_REST_PARAM_KINDS = frozenset({"param", "parameter", "arg", "argument", "key", "keyword"})
 
 
 def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """The first paragraph and the Google-style ``Args:`` descriptions of ``doc``."""
+    """The first paragraph of ``doc`` and its parameter descriptions, from a
+    Google-style ``Args:`` section, reST ``:param name:`` fields or a NumPy
+    ``Parameters`` section (whichever it uses)."""
     if not doc:
         return "", {}
     lines = doc.expandtabs().splitlines()
     summary: list[str] = []
-    for line in lines:
-        if not line.strip() or _SECTION.fullmatch(line.strip()):
+    for index, line in enumerate(lines):
+        text = line.strip()
+        if (
+            not text
+            or _SECTION.fullmatch(text)
+            or text.startswith(":")
+            or _is_underline(lines, index + 1)
+        ):
             break
-        summary.append(line.strip())
+        summary.append(text)
+    args = _google_args(lines)
+    args.update({k: v for k, v in _numpy_args(lines).items() if k not in args})
+    args.update({k: v for k, v in _rest_args(lines).items() if k not in args})
+    return " ".join(summary), args
 
+
+def _is_underline(lines: list[str], index: int) -> bool:
+    """Whether ``lines[index]`` underlines a NumPy section title (``-----``)."""
+    return index < len(lines) and _UNDERLINE.fullmatch(lines[index].strip()) is not None
+
+
+def _google_args(lines: list[str]) -> dict[str, str]:
     args: dict[str, str] = {}
     section_indent: int | None = None  # indentation of the current Args: header
     entry_indent: int | None = None
@@ -583,7 +908,51 @@ def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
                 args[current] = entry["text"].strip()
         elif current is not None:
             args[current] = f"{args[current]} {text}".strip()
-    return " ".join(summary), args
+    return args
+
+
+def _numpy_args(lines: list[str]) -> dict[str, str]:
+    args: dict[str, str] = {}
+    inside = False
+    section_indent = 0
+    current: str | None = None
+    for index, line in enumerate(lines):
+        text = line.strip()
+        indent = len(line) - len(line.lstrip())
+        if _is_underline(lines, index + 1):  # a section title
+            inside = text in _ARG_SECTIONS
+            section_indent, current = indent, None
+            continue
+        if not inside or not text or _UNDERLINE.fullmatch(text):
+            continue
+        if indent <= section_indent:
+            entry = _NUMPY_ENTRY.fullmatch(text)
+            current = entry["name"] if entry else None
+            if current is not None:
+                args[current] = ""
+        elif current is not None:
+            args[current] = f"{args[current]} {text}".strip()
+    return args
+
+
+def _rest_args(lines: list[str]) -> dict[str, str]:
+    args: dict[str, str] = {}
+    current: str | None = None
+    field_indent = 0
+    for line in lines:
+        text = line.strip()
+        indent = len(line) - len(line.lstrip())
+        field = _REST_FIELD.fullmatch(text)
+        if field is not None:
+            current = field["name"] if field["kind"] in _REST_PARAM_KINDS else None
+            field_indent = indent
+            if current is not None:
+                args[current] = field["text"].strip()
+        elif current is not None and text and indent > field_indent:
+            args[current] = f"{args[current]} {text}".strip()
+        elif text:
+            current = None
+    return args
 
 
 # ---------------------------------------------------------------------------
@@ -672,6 +1041,11 @@ class ToolRegistry:
         new._tools = dict(self._tools)
         new._definitions = self._definitions
         return new
+
+    @property
+    def needing_approval(self) -> frozenset[str]:
+        """The names of the tools whose calls wait for approval (``needs_approval``)."""
+        return frozenset(spec.name for spec in self._tools.values() if spec.needs_approval)
 
     def lookup(self, name: str) -> ToolSpec[..., Any]:
         """The tool called ``name``.

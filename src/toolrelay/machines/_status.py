@@ -92,6 +92,9 @@ class ToolCallStatus(enum.StrEnum):
     streaming = "streaming"
     #: AG-UI ``TOOL_CALL_END`` was received: the arguments are complete.
     pending = "pending"
+    #: The run ended and the tool needs the embedding code's approval before it runs
+    #: (a tool policy): the turn waits for ``approve`` or ``deny``.
+    awaiting_approval = "awaiting_approval"
     #: The tool is running.
     executing = "executing"
     #: Final: the call has a result (ours, or the agent's ``TOOL_CALL_RESULT``).
@@ -107,7 +110,8 @@ class ToolCallStatus(enum.StrEnum):
 
     @property
     def is_open(self) -> bool:
-        """Whether the call still waits for something (``streaming``, ``pending``, ``executing``).
+        """Whether the call still waits for something (``streaming``, ``pending``,
+        ``awaiting_approval``, ``executing``).
 
         Promise 1: no call is open once the engine is quiet.
         """
@@ -148,6 +152,13 @@ class ToolCallEvent(enum.StrEnum):
     finish_args = "finish_args"
     #: The tool starts running (pending -> executing).
     execute = "execute"
+    #: The tool needs approval before it runs (pending -> awaiting_approval).
+    request_approval = "request_approval"
+    #: The embedding code approved the call (awaiting_approval -> executing).
+    approve = "approve"
+    #: The embedding code denied the call (awaiting_approval -> failed; its message
+    #: is the result the model sees).
+    deny = "deny"
     #: The tool returned a result (executing -> completed).
     succeed = "succeed"
     #: The tool raised, timed out or was unknown (executing -> failed; the error

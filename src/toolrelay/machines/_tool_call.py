@@ -16,6 +16,11 @@ call is ``pending``, waiting for the run's stream to end. When the run ends with
 calls pending, each is executed (``execute``) and ends ``completed`` (``succeed``) or
 ``failed`` (``fail``, the error text is still sent to the model, promise 2).
 
+A tool declared as needing approval (a tool policy) does not run at once: its call
+goes ``pending -> awaiting_approval`` (``request_approval``) and waits for the
+embedding code, which ``approve``-s it (it then runs as any other) or ``deny``-es it:
+``failed``, the denial is its result, sent to the model.
+
 An agent that runs a tool itself sends ``TOOL_CALL_RESULT``: ``receive_result``
 completes the call from ``streaming`` or ``pending`` so a client never runs it a
 second time. When the run breaks, is cancelled, interrupted (the agent stopped to
@@ -47,7 +52,8 @@ __all__ = ("ToolCallLifecycle",)
 
 
 class ToolCallLifecycle(StateChart[object]):
-    """One tool call: ``streaming -> pending -> executing -> completed | failed``.
+    """One tool call: ``streaming -> pending -> [awaiting_approval ->] executing ->
+    completed | failed``.
 
     The live transition table, rendered from this class:
 
@@ -70,6 +76,12 @@ class ToolCallLifecycle(StateChart[object]):
     finish_args = Event(s.streaming.to(s.pending), name=ToolCallEvent.finish_args)
     #: The tool starts running.
     execute = Event(s.pending.to(s.executing), name=ToolCallEvent.execute)
+    #: The tool's policy asks for the embedding code's approval first.
+    request_approval = Event(s.pending.to(s.awaiting_approval), name=ToolCallEvent.request_approval)
+    #: The embedding code approved the call: it runs.
+    approve = Event(s.awaiting_approval.to(s.executing), name=ToolCallEvent.approve)
+    #: The embedding code denied the call: its denial is the result the model sees.
+    deny = Event(s.awaiting_approval.to(s.failed), name=ToolCallEvent.deny)
     #: The tool returned a result.
     succeed = Event(s.executing.to(s.completed), name=ToolCallEvent.succeed)
     #: The tool raised, timed out or was unknown (promise 2).

@@ -28,6 +28,18 @@ a payload mixing both spellings is read as neither, and a snake_case payload who
 has no required multi-word field (``TEXT_MESSAGE_CHUNK``, say) decodes as camelCase with
 its multi-word fields skipped like any unknown field. The mirrors are built on first use.
 
+Hostile input, on the slow path only (the fast path is untouched):
+
+- JSON nested deeper than msgspec can follow (it raises ``RecursionError`` at about a
+  thousand levels) is :class:`~toolrelay.errors.MalformedEventError` with
+  ``code="nesting_too_deep"``, never a ``RecursionError``.
+- Bytes that are not UTF-8 are ``MalformedEventError`` with ``code="invalid_utf8"``.
+- A lone UTF-16 surrogate escape (``"\\ud83d"`` without its pair: what a JavaScript
+  server sends when it cuts a string inside an emoji) is not JSON msgspec accepts; the
+  payload is decoded again with each lone surrogate escape replaced by ``\\ufffd``
+  (U+FFFD, the replacement character), so one event gets a replaced character instead
+  of ending the turn (:func:`repair_surrogates`).
+
 Every msgspec exception is translated here and chained (``raise ... from exc``); nothing
 else in toolrelay sees one.
 """
@@ -58,6 +70,7 @@ __all__ = (
     "decode_run_input",
     "encode",
     "encode_event",
+    "repair_surrogates",
 )
 
 _T = TypeVar("_T")
@@ -123,16 +136,28 @@ def decode_event(data: bytes | bytearray | memoryview | str) -> Event | UnknownE
     except msgspec.ValidationError as exc:
         error = exc
     except msgspec.DecodeError as exc:
-        raise _malformed(data, exc) from exc
+        repaired = repair_surrogates(data)
+        if repaired is None:
+            raise _malformed(data, exc) from exc
+        return decode_event(repaired)
+    except RecursionError:
+        raise _too_deep(data) from None
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(data, exc) from exc
     # The slow path, outside the except block so that its exceptions chain to `error`
     # alone and not to an implicit "during handling of the above" context as well.
     try:
         event_type = _ENVELOPE_DECODER.decode(data).type
     except msgspec.DecodeError as exc:
         raise _malformed(data, exc) from error
+    except RecursionError:
+        raise _too_deep(data) from None
     if event_type not in EVENT_TYPES:
         return UnknownEvent(type=event_type, raw=_as_bytes(data))
-    snake: Event | None = _decode_snake_case(lambda mirrors: mirrors.event, data, error)
+    try:
+        snake: Event | None = _decode_snake_case(lambda mirrors: mirrors.event, data, error)
+    except RecursionError:
+        raise _too_deep(data) from None
     if snake is not None:
         return snake
     raise _invalid(event_type, error) from error
@@ -251,6 +276,44 @@ def _malformed(data: _Data, exc: msgspec.DecodeError) -> MalformedEventError:
     )
 
 
+def _too_deep(data: _Data) -> MalformedEventError:
+    return MalformedEventError(
+        f"JSON nested too deeply to decode: {_excerpt(data)}", code="nesting_too_deep"
+    )
+
+
+def _not_utf8(data: _Data, exc: UnicodeDecodeError) -> MalformedEventError:
+    return MalformedEventError(
+        f"payload is not UTF-8 ({exc.reason}): {_excerpt(data)}", code="invalid_utf8"
+    )
+
+
+# An escaped backslash (consumed first, so that "\\ud83d" stays text), a surrogate
+# pair, a lone high or a lone low surrogate escape.
+_SURROGATES = re.compile(
+    rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}(?:\\u[dD][c-fC-F][0-9a-fA-F]{2})?"
+    rb"|\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
+def _keep_pairs(match: re.Match[bytes]) -> bytes:
+    text = match.group()
+    return text if len(text) == 2 or len(text) == 12 else b"\\ufffd"
+
+
+def repair_surrogates(data: bytes | bytearray | memoryview | str) -> bytes | None:
+    """``data`` with every lone UTF-16 surrogate escape replaced by ``\\ufffd``;
+    ``None`` when it has none (a payload that failed to decode for another reason).
+
+    Linear in the payload; called only after a decode failed.
+    """
+    raw = _as_bytes(data)
+    if b"\\u" not in raw:
+        return None
+    repaired = _SURROGATES.sub(_keep_pairs, raw)
+    return None if repaired == raw else repaired
+
+
 def _split_error(exc: msgspec.ValidationError) -> tuple[str, str]:
     """Split msgspec's ``"<detail> - at `$.path`"`` into the path and the detail.
 
@@ -284,8 +347,18 @@ def _decode_payload(
     except msgspec.ValidationError as exc:
         error = exc
     except msgspec.DecodeError as exc:
-        raise MalformedEventError(f"{what} is not JSON ({exc}): {_excerpt(data)}") from exc
-    snake: _T | None = _decode_snake_case(snake_decoder, data, error)
+        repaired = repair_surrogates(data)
+        if repaired is None:
+            raise MalformedEventError(f"{what} is not JSON ({exc}): {_excerpt(data)}") from exc
+        return _decode_payload(decoder, snake_decoder, repaired, what)
+    except RecursionError:
+        raise _too_deep(data) from None
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(data, exc) from exc
+    try:
+        snake: _T | None = _decode_snake_case(snake_decoder, data, error)
+    except RecursionError:
+        raise _too_deep(data) from None
     if snake is not None:
         return snake
     raise _invalid(what, error) from error

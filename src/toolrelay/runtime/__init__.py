@@ -5,6 +5,8 @@ from __future__ import annotations
 from toolrelay.runtime._engine import Engine as Engine
 from toolrelay.runtime._executor import (
     RunSync as RunSync,
+    ToolOptions as ToolOptions,
+    ToolThreads as ToolThreads,
     execute_batch as execute_batch,
     execute_tool as execute_tool,
 )
@@ -21,6 +23,7 @@ from toolrelay.runtime._views import (
     EngineStatistics as EngineStatistics,
     EventReceived as EventReceived,
     Notification as Notification,
+    RunRetrying as RunRetrying,
     StateChanged as StateChanged,
     ToolCallFinished as ToolCallFinished,
     TurnSnapshot as TurnSnapshot,
@@ -37,10 +40,13 @@ __all__ = (
     "RunContinued",
     "RunHandle",
     "RunRegistry",
+    "RunRetrying",
     "RunStarted",
     "RunSync",
     "StateChanged",
     "ToolCallFinished",
+    "ToolOptions",
+    "ToolThreads",
     "Turn",
     "TurnSnapshot",
     "TurnStatistics",

@@ -31,7 +31,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from toolrelay._reasons import ReasonKind, TerminalReason
-from toolrelay.backends._base import AgentBackend
+from toolrelay.backends._base import AgentBackend, RetryNotice, RunSettings
 from toolrelay.core import (
     ChatMessage,
     Conversation,
@@ -45,6 +45,7 @@ from toolrelay.errors import ClosedError
 from toolrelay.machines import RunStatus
 from toolrelay.protocol import Context, Interrupt, ResumeEntry, UserMessage
 from toolrelay.runtime._durable import ThreadLog
+from toolrelay.runtime._executor import ToolOptions, ToolThreads
 from toolrelay.runtime._fanout import Fanout
 from toolrelay.runtime._registry import RunHandle, RunRegistry
 from toolrelay.runtime._turn import Turn
@@ -52,6 +53,7 @@ from toolrelay.runtime._views import (
     EngineStatistics,
     EventReceived,
     Notification,
+    RunRetrying,
     TurnSnapshot,
 )
 from toolrelay.store import MessageSaved, Store, TurnStarted, message_to_record, replay
@@ -88,7 +90,11 @@ class Engine:
         max_depth: The circuit breaker: continuations allowed per turn (promise 3).
         tool_timeout: Seconds a tool may run unless its spec says otherwise (``None``:
             no bound).
-        limits: Size and count bounds on what the agent sends.
+        limits: Bounds on what the agent sends and how long it may take. They govern
+            every backend the engine drives (handed over for each run, see
+            :class:`~toolrelay.backends.RunSettings`), the processor and the turn's
+            deadline (``turn_seconds``). Unset: the backend's own ``limits``
+            attribute if it has one (so that both agree), else the defaults.
         registry: The run registry to use (one is created otherwise).
         max_concurrent_tools: Bound on tools running at once across all turns.
         context: ``RunAgentInput.context`` for every run.
@@ -103,6 +109,14 @@ class Engine:
         max_threads: How many threads the engine keeps in memory: past it, the
             threads used least recently that have no live turn are forgotten (see
             :meth:`forget`). ``None``: no bound.
+        tool_options: How tools run: result size bound, what the model sees of an
+            exception, worker threads for blocking tools (see
+            :class:`~toolrelay.runtime.ToolOptions`).
+        tool_context: The ``deps`` of the :class:`~toolrelay.core.ToolContext` every
+            tool that asks for one receives (a turn may give its own).
+        max_repeated_calls: No-progress loop detection: a turn whose agent asks for the
+            same tool with the same arguments this many times ends ``failed``
+            (reason ``no_progress``) before the depth bound; ``None``: off.
         store: Where threads are kept durably (``SQLiteStore("toolrelay.db")``, see
             :mod:`toolrelay.store`). Every block of every turn is written the moment
             it exists; a thread the engine does not hold is read from the store on
@@ -132,6 +146,9 @@ class Engine:
         id_factory: Callable[[], str] = _new_id,
         include_reasoning: bool | None = None,
         max_threads: int | None = None,
+        tool_options: ToolOptions | None = None,
+        tool_context: Any = None,
+        max_repeated_calls: int | None = 3,
         store: Store | None = None,
         recover: bool = True,
     ) -> None:
@@ -144,6 +161,9 @@ class Engine:
             )
         if max_threads is not None and max_threads < 0:
             raise ValueError("max_threads must be >= 0")
+        if max_repeated_calls is not None and max_repeated_calls < 1:
+            raise ValueError("max_repeated_calls must be >= 1 (None turns it off)")
+        self.max_repeated_calls = max_repeated_calls
         if store is not None and not isinstance(store, Store):
             raise TypeError(
                 f"Engine(store=...): expected a toolrelay.store.Store, got {type(store).__name__}"
@@ -157,12 +177,18 @@ class Engine:
         self.tools = tools if tools is not None else ToolRegistry()
         self.max_depth = max_depth
         self.tool_timeout = tool_timeout
-        self.limits = limits
+        if limits is None:
+            own = getattr(backend, "limits", None)
+            limits = own if isinstance(own, Limits) else Limits()
+        self.limits: Limits = limits
         self.registry = registry if registry is not None else RunRegistry()
         self._limiter = (
             anyio.CapacityLimiter(max_concurrent_tools) if max_concurrent_tools else None
         )
         self._context = tuple(context)
+        self._tool_options = tool_options if tool_options is not None else ToolOptions()
+        self._tool_threads = ToolThreads(self._tool_options.max_threads)
+        self._tool_context = tool_context
         self._forwarded_props = forwarded_props
         self._run_id_factory = run_id_factory
         self._id_factory = id_factory
@@ -279,6 +305,7 @@ class Engine:
         resume: Sequence[ResumeEntry] = (),
         history: Sequence[ChatMessage] | None = None,
         tools: ToolRegistry | None = None,
+        tool_context: Any = None,
         owner: str | None = None,
     ) -> Turn:
         """Start a user's turn on a thread; a turn still running there is superseded.
@@ -300,6 +327,8 @@ class Engine:
                 the thread (later turns continue the engine's own conversation). With
                 a store that already has the thread, the store's history is used.
             tools: Tools for this turn instead of the engine's.
+            tool_context: The ``deps`` of this turn's tool context (the user, a
+                database session...); ``None``: the engine's ``tool_context``.
             owner: With a store, the principal recorded as the thread's owner when
                 this turn creates it.
 
@@ -321,7 +350,14 @@ class Engine:
         if entries:
             check_resume(open_interrupts, entries)
         return self._start(
-            group, key, message, resume=entries, history=history, tools=tools, owner=owner
+            group,
+            key,
+            message,
+            resume=entries,
+            history=history,
+            tools=tools,
+            owner=owner,
+            tool_context=tool_context,
         )
 
     def _start(
@@ -335,6 +371,7 @@ class Engine:
         tools: ToolRegistry | None = None,
         owner: str | None = None,
         retry_of: str | None = None,
+        tool_context: Any = None,
     ) -> Turn:
         """Start a turn whose arguments were checked (see :meth:`start_turn`)."""
         previous = self._turns.get(key)
@@ -376,6 +413,7 @@ class Engine:
             start,
             turn_id=turn_id,
             log=log,
+            tool_context=self._tool_context if tool_context is None else tool_context,
         )
         if log is not None and not log.loaded:
             log.waiting.append(turn)
@@ -392,6 +430,8 @@ class Engine:
             conversation,
             tools=registry.definitions(),
             max_depth=self.max_depth,
+            max_repeats=self.max_repeated_calls,
+            approval_tools=registry.needing_approval,
             limits=self.limits,
             context=self._context,
             forwarded_props=self._forwarded_props,
@@ -495,6 +535,7 @@ class Engine:
                 turn_id=live.turn_id,
                 log=log,
                 recovered=live,
+                tool_context=self._tool_context,
             )
             self._turns[key] = turn
             self._live.add(turn)
@@ -547,6 +588,7 @@ class Engine:
         resume: Sequence[ResumeEntry] = (),
         history: Sequence[ChatMessage] | None = None,
         tools: ToolRegistry | None = None,
+        tool_context: Any = None,
     ) -> Turn:
         """:meth:`start_turn` and wait until it is finished.
 
@@ -556,7 +598,9 @@ class Engine:
         cancellation goes on. A turn that should outlive its caller is started with
         :meth:`start_turn` (detached).
         """
-        turn = self.start_turn(key, message, resume=resume, history=history, tools=tools)
+        turn = self.start_turn(
+            key, message, resume=resume, history=history, tools=tools, tool_context=tool_context
+        )
         try:
             await turn.wait_finished()
         except anyio.get_cancelled_exc_class():
@@ -705,6 +749,7 @@ class Engine:
             turns=counts,
             registered_runs=len(self.registry),
             threads=len(self._conversations),
+            stuck_tool_threads=self._tool_threads.stuck,
         )
 
     # -- what turns ask of the engine -----------------------------------------------------
@@ -723,6 +768,23 @@ class Engine:
 
     def _notify(self, notification: Notification) -> None:
         self._notifications.publish(notification)
+
+    def _run_settings(self, key: ThreadKey) -> RunSettings:
+        """What the backend is told for the runs of a turn on ``key`` (its limits, and
+        where a retry is reported)."""
+
+        def on_retry(notice: RetryNotice) -> None:
+            self._notify(RunRetrying(key, notice.attempt, notice.delay, notice.reason, notice.code))
+
+        return RunSettings(limits=self.limits, on_retry=on_retry)
+
+    def _deadline_reason(self) -> TerminalReason:
+        """Why a turn that outlived ``limits.turn_seconds`` ended."""
+        return TerminalReason(
+            kind=ReasonKind.DEADLINE,
+            message=f"the turn did not end within turn_seconds={self.limits.turn_seconds:g} s",
+            code="turn_seconds",
+        )
 
     def _new_run_id(self) -> str:
         return self._run_id_factory()

@@ -52,12 +52,15 @@ The safety checks of the reference design (000), and where they live:
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from toolrelay._reasons import ReasonKind, TerminalReason
+from toolrelay.backends._base import using_run_settings
 from toolrelay.core import (
     Activity,
     ActivityChanged,
@@ -70,6 +73,7 @@ from toolrelay.core import (
     ThreadKey,
     ToolCallInfo,
     ToolCallMessage,
+    ToolContext,
     ToolRegistry,
     ToolResult,
     ToolsReady,
@@ -78,11 +82,11 @@ from toolrelay.core import (
     TurnInterrupted,
     ViolationRaised,
 )
-from toolrelay.errors import RemoteProtocolError, StoreError
+from toolrelay.errors import ApprovalError, RemoteProtocolError, StoreError
 from toolrelay.machines import RunStatus, ToolCallEvent, ToolCallStatus
 from toolrelay.protocol import Interrupt, ResumeEntry, RunAgentInput
 from toolrelay.runtime._durable import ThreadLog
-from toolrelay.runtime._executor import execute_batch
+from toolrelay.runtime._executor import execute_batch, execute_batch_with_approvals
 from toolrelay.runtime._registry import RunHandle
 from toolrelay.runtime._views import (
     EventReceived,
@@ -128,6 +132,7 @@ class Turn:
     """
 
     __slots__ = (
+        "_approved",
         "_done",
         "_engine",
         "_ending",
@@ -139,6 +144,7 @@ class Turn:
         "_scope",
         "_start",
         "_stop",
+        "_tool_context",
         "_tools",
         "key",
         "turn_id",
@@ -155,8 +161,16 @@ class Turn:
         turn_id: str,
         log: ThreadLog | None = None,
         recovered: LiveTurn | None = None,
+        tool_context: object = None,
     ) -> None:
         self._engine = engine
+        self._tool_context = tool_context
+        # While calls await approval: where approved calls go to run (made by the
+        # first of approve() and _execute to need it; closed when the batch ends).
+        self._approved: (
+            tuple[MemoryObjectSendStream[ToolCallInfo], MemoryObjectReceiveStream[ToolCallInfo]]
+            | None
+        ) = None
         self.key = key
         #: The turn's id in the thread's log.
         self.turn_id = turn_id
@@ -231,6 +245,84 @@ class Turn:
         outcome); empty otherwise. Answer with ``Engine.start_turn(key, resume=[...])``,
         one ``ResumeEntry`` per interrupt, by ``Interrupt.id``."""
         return self._processor.interrupts
+
+    @property
+    def approvals(self) -> tuple[Interrupt, ...]:
+        """The tool calls waiting for the embedding code's decision (tools declared
+        with ``needs_approval``), as client-side interrupts: ``id`` and
+        ``tool_call_id`` are the call's id, ``reason`` is ``"tool_approval"``,
+        ``metadata`` holds the tool's name and arguments. Answer each with
+        :meth:`approve` or :meth:`deny`; the turn waits (``executing_tools``, activity
+        ``awaiting_approval``) until every one is answered, or it is cancelled."""
+        return tuple(
+            Interrupt(
+                id=call.id,
+                reason="tool_approval",
+                tool_call_id=call.id,
+                message=f"approve the call of tool {call.name!r}?",
+                metadata={"tool": call.name, "arguments": call.arguments},
+            )
+            for call in self._processor.awaiting_approval
+        )
+
+    def approve(self, call_id: str) -> None:
+        """Approve a call that awaits approval: it runs, and the model sees its result.
+
+        Raises:
+            ApprovalError: No call of this turn awaits approval under that id
+                (decided already, or the turn ended); nothing changed.
+        """
+        call = self._awaiting(call_id)
+        self._perform(self._processor.approve(call))
+        self._approval_stream()[0].send_nowait(call)
+        self._decided()
+
+    def deny(self, call_id: str, message: str = "The user denied this tool call.") -> None:
+        """Deny a call that awaits approval: it never runs, it ends ``failed`` and the
+        model receives ``message`` as its error.
+
+        Raises:
+            ApprovalError: No call of this turn awaits approval under that id
+                (decided already, or the turn ended); nothing changed.
+        """
+        call = self._awaiting(call_id)
+        effects = self._processor.deny(call, message)
+        if call.result is not None:
+            if self._log is not None:  # written when the batch ends (Turn._execute)
+                self._log.add(
+                    ToolFinished(turn_id=self.turn_id, call_id=call.id, result=call.result)
+                )
+            self._engine._notify(ToolCallFinished(self.key, call.id, call.name, call.result))
+        self._perform(effects)
+        self._decided()
+
+    def _awaiting(self, call_id: str) -> ToolCallInfo:
+        awaiting = self._processor.awaiting_approval
+        for call in awaiting:
+            if call.id == call_id:
+                return call
+        raise ApprovalError(
+            f"no call of this turn awaits approval with id {call_id!r} (awaiting: "
+            f"{', '.join(repr(c.id) for c in awaiting) or 'none'})"
+        )
+
+    def _approval_stream(
+        self,
+    ) -> tuple[MemoryObjectSendStream[ToolCallInfo], MemoryObjectReceiveStream[ToolCallInfo]]:
+        if self._approved is None:
+            self._approved = anyio.create_memory_object_stream[ToolCallInfo](math.inf)
+        return self._approved
+
+    def _decided(self) -> None:
+        if not self._processor.awaiting_approval:
+            self._approval_stream()[0].close()  # the batch ends once approved calls finish
+
+    def _close_approvals(self) -> None:
+        if self._approved is not None:
+            send, receive = self._approved
+            self._approved = None
+            send.close()
+            receive.close()
 
     @property
     def resume(self) -> tuple[ResumeEntry, ...]:
@@ -333,10 +425,16 @@ class Turn:
 
     async def _drive(self) -> None:
         processor = self._processor
+        engine = self._engine
+        turn_seconds = engine.limits.turn_seconds
         try:
-            with self._scope:
-                if await self._prepare():
-                    await self._run_all()
+            with self._scope, using_run_settings(engine._run_settings(self.key)):
+                deadline = math.inf if turn_seconds is None else turn_seconds
+                with anyio.move_on_after(deadline) as timer:
+                    if await self._prepare():
+                        await self._run_all()
+                if timer.cancelled_caught:  # the turn's deadline (Limits.turn_seconds)
+                    self._perform(processor.fail(engine._deadline_reason()))
         except StoreError as exc:
             self._perform(processor.fail(exc.reason))
         except Exception as exc:
@@ -345,6 +443,7 @@ class Turn:
             if not processor.status.is_final:
                 # Only a cancellation from outside toolrelay's own calls gets here.
                 self._perform(processor.cancel("the turn's task was cancelled"))
+            self._close_approvals()
             if self._log is not None:
                 await self._last_flush(self._log)
             self._engine._turn_finished(self, self._handle)
@@ -469,8 +568,8 @@ class Turn:
             ending = await self._stream(handle, run_input)
         while True:
             match ending:
-                case ToolsReady(calls=calls):
-                    await self._execute(calls, recovering=restored)
+                case ToolsReady(calls=calls, awaiting=awaiting):
+                    await self._execute(calls, recovering=restored, awaiting=bool(awaiting))
                 case None if restored and processor.status is RunStatus.executing_tools:
                     pass  # restored after its batch was committed: continue
                 case _:
@@ -492,9 +591,12 @@ class Turn:
             restored = False
             ending = await self._stream(handle, run_input)
 
-    async def _execute(self, calls: tuple[ToolCallInfo, ...], *, recovering: bool) -> None:
+    async def _execute(
+        self, calls: tuple[ToolCallInfo, ...], *, recovering: bool, awaiting: bool = False
+    ) -> None:
         """Run a batch; after a crash, a call that was running is run again only if its
-        tool is idempotent, the others get the "interrupted" error (promise 10)."""
+        tool is idempotent, the others get the "interrupted" error (promise 10). With
+        calls ``awaiting`` approval, each one approved runs too, until all are decided."""
         if recovering:
             again: list[ToolCallInfo] = []
             for call in calls:
@@ -504,15 +606,41 @@ class Turn:
                 else:
                     await self._take_result(call, _INTERRUPTED)
             calls = tuple(again)
-            if not calls:
+            if not calls and not awaiting:
                 return
-        await execute_batch(
-            self._tools,
-            calls,
-            default_timeout=self._engine.tool_timeout,
-            on_result=self._take_result,
-            limiter=self._engine._limiter,
+        engine = self._engine
+        context = ToolContext(
+            deps=self._tool_context, thread_id=self.key.thread_id, run_id=self._processor.run_id
         )
+        if not awaiting:
+            await execute_batch(
+                self._tools,
+                calls,
+                default_timeout=engine.tool_timeout,
+                on_result=self._take_result,
+                limiter=engine._limiter,
+                threads=engine._tool_threads,
+                context=context,
+                options=engine._tool_options,
+            )
+            return
+        # With calls awaiting approval, each one approved runs too (Turn.approve).
+        _, receive = self._approval_stream()
+        try:
+            await execute_batch_with_approvals(
+                self._tools,
+                calls,
+                receive,
+                default_timeout=engine.tool_timeout,
+                on_result=self._take_result,
+                limiter=engine._limiter,
+                threads=engine._tool_threads,
+                context=context,
+                options=engine._tool_options,
+            )
+        finally:
+            self._close_approvals()
+        await self._flush()  # the denials
 
     def _restore(self, live: LiveTurn) -> RunEnding | None:
         """Put the processor where the log left the turn: running its last tool batch
@@ -525,6 +653,13 @@ class Turn:
             for stored in tools.calls:
                 call = call_from_record(stored)
                 result = live.results.get(call.id)
+                if result is not None and call.status is ToolCallStatus.awaiting_approval:
+                    # Decided before the crash: approved and run, or denied.
+                    if result.ok:
+                        call.send(ToolCallEvent.approve)
+                    else:
+                        call.send(ToolCallEvent.deny)
+                        call.result = result
                 if result is not None and call.status is ToolCallStatus.executing:
                     call.send(ToolCallEvent.succeed if result.ok else ToolCallEvent.fail)
                     call.result = result

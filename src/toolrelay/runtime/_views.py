@@ -18,6 +18,7 @@ __all__ = (
     "EngineStatistics",
     "EventReceived",
     "Notification",
+    "RunRetrying",
     "StateChanged",
     "ToolCallFinished",
     "TurnSnapshot",
@@ -78,11 +79,15 @@ class EngineStatistics:
             number of turns started.
         registered_runs: Runs in the registry now (0 once it is closed).
         threads: Threads the engine holds a conversation for.
+        stuck_tool_threads: Worker threads still running a blocking tool the engine
+            gave up on (timed out or cancelled); they hold their slot of
+            ``ToolOptions.max_threads`` until the tool returns.
     """
 
     turns: dict[RunStatus, int]
     registered_runs: int
     threads: int
+    stuck_tool_threads: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,4 +119,25 @@ class ToolCallFinished:
     result: ToolResult
 
 
-Notification = StateChanged | EventReceived | ToolCallFinished
+@dataclass(frozen=True, slots=True)
+class RunRetrying:
+    """A run of the turn could not start for a transient reason (HTTP 429 or 503, the
+    connection reset before the answer) and the backend tries again after ``delay``
+    seconds (see :class:`~toolrelay.backends.RetryPolicy`).
+
+    Attributes:
+        key: The thread.
+        attempt: The attempt that failed (1 for the first).
+        delay: Seconds until the next attempt.
+        reason: What happened, for a person.
+        code: The HTTP status or the transport error's code.
+    """
+
+    key: ThreadKey
+    attempt: int
+    delay: float
+    reason: str
+    code: str | None = None
+
+
+Notification = StateChanged | EventReceived | ToolCallFinished | RunRetrying

@@ -10,6 +10,16 @@ and check it with :class:`toolrelay.testing.StoreContract`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from toolrelay.store._claims import (
+    Claim as Claim,
+    ClaimingStore as ClaimingStore,
+    FencedStore as FencedStore,
+    Held as Held,
+    TailingStore as TailingStore,
+    hold as hold,
+)
 from toolrelay.store._contract import Entry as Entry, Store as Store, ThreadInfo as ThreadInfo
 from toolrelay.store._history import (
     EndedTurn as EndedTurn,
@@ -37,19 +47,28 @@ from toolrelay.store._records import (
 )
 from toolrelay.store._sqlite import SCHEMA_VERSION as SCHEMA_VERSION, SQLiteStore as SQLiteStore
 
+if TYPE_CHECKING:
+    from toolrelay.store._postgres import PostgresStore as PostgresStore
+
 __all__ = (
     "SCHEMA_VERSION",
+    "Claim",
+    "ClaimingStore",
     "EndedTurn",
     "Entry",
+    "FencedStore",
+    "Held",
     "LiveTurn",
     "MemoryStore",
     "MessageSaved",
+    "PostgresStore",
     "Record",
     "SQLiteStore",
     "StateSaved",
     "Store",
     "StoredCall",
     "StoredMessage",
+    "TailingStore",
     "ThreadHistory",
     "ThreadInfo",
     "ToolFinished",
@@ -60,7 +79,21 @@ __all__ = (
     "call_to_record",
     "decode_record",
     "encode_record",
+    "hold",
     "message_from_record",
     "message_to_record",
     "replay",
 )
+
+
+def __getattr__(name: str) -> Any:
+    # PostgresStore needs psycopg (the ``postgres`` extra): imported on first use only.
+    if name == "PostgresStore":
+        try:
+            from toolrelay.store._postgres import PostgresStore
+        except ImportError as exc:
+            raise ImportError(
+                f"PostgresStore needs psycopg ({exc}): pip install 'toolrelay[postgres]'"
+            ) from exc
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

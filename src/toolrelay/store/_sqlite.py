@@ -12,6 +12,11 @@ Each ``append`` is one ``BEGIN IMMEDIATE`` transaction: it reads the thread's la
 sequence number, inserts the records after it and moves the thread's row forward.
 A failure rolls all of it back, so a sequence number is never seen twice.
 
+Claims (:class:`~toolrelay.store.ClaimingStore`, for worker processes on one machine
+sharing the file) live in their own table, timed by the machine's clock; a fenced
+append checks its claim in the transaction that writes it (a stale one is refused
+alone, the rest of its group commit goes on).
+
 The file says what it is: ``PRAGMA application_id`` marks a toolrelay store and
 ``PRAGMA user_version`` is its schema version. At open, a file marked otherwise (or
 holding another application's tables) is refused, a newer version is refused, and
@@ -34,11 +39,13 @@ import anyio.to_thread
 
 from toolrelay.core import ThreadKey
 from toolrelay.errors import (
+    StaleClaimError,
     StoreCorruptError,
     StoreError,
     StoreUnavailableError,
     StoreVersionError,
 )
+from toolrelay.store._claims import Claim
 from toolrelay.store._contract import Entry, ThreadInfo, live_turn_after
 from toolrelay.store._records import (
     Record,
@@ -56,7 +63,7 @@ T = TypeVar("T")
 APPLICATION_ID = 0x746C7279
 
 #: The schema version this toolrelay writes.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Schema changes, by the version they lead to; each runs in the open transaction.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -82,7 +89,22 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX threads_live ON threads (live_turn) WHERE live_turn IS NOT NULL",
         "CREATE INDEX threads_owner ON threads (owner)",
     ),
+    2: (
+        """CREATE TABLE claims (
+            server TEXT NOT NULL,
+            room TEXT NOT NULL,
+            thread TEXT NOT NULL,
+            worker TEXT NOT NULL,
+            token INTEGER NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (server, room, thread)
+        ) WITHOUT ROWID""",
+        "CREATE TABLE claim_tokens (id INTEGER PRIMARY KEY CHECK (id = 1), last INTEGER NOT NULL)",
+        "INSERT INTO claim_tokens VALUES (1, 0)",
+    ),
 }
+
+_CLAIM_KEY = "server = ? AND room = ? AND thread = ?"
 
 _THREAD_COLUMNS = "server, room, thread, owner, last_seq, live_turn, created_at, updated_at"
 
@@ -91,12 +113,18 @@ class _Append:
     """One ``append`` waiting to be written; ``done`` is its last sequence number, or
     the error that stopped it."""
 
-    __slots__ = ("bodies", "done", "key", "owner", "records", "turns", "woken")
+    __slots__ = ("bodies", "claim", "done", "key", "owner", "records", "turns", "woken")
 
     def __init__(
-        self, key: ThreadKey, records: Sequence[Record], bodies: list[bytes], owner: str | None
+        self,
+        key: ThreadKey,
+        records: Sequence[Record],
+        bodies: list[bytes],
+        owner: str | None,
+        claim: Claim | None = None,
     ) -> None:
         self.key = key
+        self.claim = claim
         self.records = records
         self.bodies = bodies
         self.owner = owner
@@ -260,11 +288,19 @@ class SQLiteStore:
         return await anyio.to_thread.run_sync(locked)
 
     async def append(
-        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+        self,
+        key: ThreadKey,
+        records: Sequence[Record],
+        *,
+        owner: str | None = None,
+        claim: Claim | None = None,
     ) -> int:
         if not records:
             raise ValueError("append needs at least one record")
-        item = _Append(key, records, [encode_record(record) for record in records], owner)
+        if claim is not None and claim.key != key:
+            raise ValueError(f"the claim is for {claim.key}, not {key}")
+        bodies = [encode_record(record) for record in records]
+        item = _Append(key, records, bodies, owner, claim)
         self._queue.append(item)
         try:
             while item.done is None:
@@ -322,9 +358,12 @@ class SQLiteStore:
         now = time.time()
         connection.execute("BEGIN IMMEDIATE")
         try:
-            lasts: list[int] = []
+            lasts: list[int | BaseException] = []
             for item in batch:
                 key = item.key
+                if item.claim is not None and not _claim_valid(connection, item.claim, now):
+                    lasts.append(_stale(item.claim, "nothing was written"))
+                    continue
                 count = len(item.bodies)
                 # One statement moves the thread forward and says where it stood.
                 row = connection.execute(
@@ -359,8 +398,8 @@ class SQLiteStore:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise
-        for item, last in zip(batch, lasts, strict=True):
-            item.done = last
+        for item, outcome in zip(batch, lasts, strict=True):
+            item.done = outcome
 
     async def read(
         self, key: ThreadKey, *, after: int = 0, limit: int | None = None
@@ -420,6 +459,122 @@ class SQLiteStore:
             return cursor.rowcount > 0
 
         return await self._run(delete, f"cannot delete from {self.path}")
+
+    # -- claims (toolrelay.store.ClaimingStore) ------------------------------------------
+
+    async def _claiming(self, work: Callable[[sqlite3.Connection, float], T], doing: str) -> T:
+        """``work`` in one ``BEGIN IMMEDIATE`` transaction, with the time it runs at."""
+
+        def transaction(connection: sqlite3.Connection) -> T:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(connection, time.time())
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+            return result
+
+        return await self._run(transaction, f"{doing} in {self.path}")
+
+    async def claim(self, key: ThreadKey, *, worker: str, lease: float) -> Claim | None:
+        lease = _check_lease(lease)
+
+        def take(connection: sqlite3.Connection, now: float) -> Claim | None:
+            row = connection.execute(
+                f"SELECT expires_at FROM claims WHERE {_CLAIM_KEY}",
+                (key.server, key.room_id, key.thread_id),
+            ).fetchone()
+            if row is not None and row[0] > now:
+                return None
+            return _grant(connection, key, worker, now + lease)
+
+        return await self._claiming(take, "cannot claim")
+
+    async def claim_next(self, *, worker: str, lease: float, limit: int = 1) -> list[Claim]:
+        lease = _check_lease(lease)
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+
+        def take(connection: sqlite3.Connection, now: float) -> list[Claim]:
+            rows = connection.execute(
+                "SELECT t.server, t.room, t.thread FROM threads t "
+                "WHERE t.live_turn IS NOT NULL AND NOT EXISTS ("
+                "SELECT 1 FROM claims c WHERE c.server = t.server AND c.room = t.room "
+                "AND c.thread = t.thread AND c.expires_at > ?) "
+                "ORDER BY t.updated_at, t.id LIMIT ?",
+                (now, limit),
+            ).fetchall()
+            return [
+                _grant(connection, ThreadKey(thread, room, server), worker, now + lease)
+                for server, room, thread in rows
+            ]
+
+        return await self._claiming(take, "cannot claim")
+
+    async def renew(self, claim: Claim, *, lease: float) -> Claim:
+        lease = _check_lease(lease)
+        key = claim.key
+
+        def extend(connection: sqlite3.Connection, now: float) -> float | None:
+            cursor = connection.execute(
+                f"UPDATE claims SET expires_at = ? WHERE {_CLAIM_KEY} "
+                "AND token = ? AND expires_at > ?",
+                (now + lease, key.server, key.room_id, key.thread_id, claim.token, now),
+            )
+            return now + lease if cursor.rowcount else None
+
+        expires_at = await self._claiming(extend, "cannot renew a claim")
+        if expires_at is None:
+            raise _stale(claim, "it cannot be renewed")
+        return Claim(key=key, worker=claim.worker, token=claim.token, expires_at=expires_at)
+
+    async def release(self, claim: Claim) -> bool:
+        key = claim.key
+
+        def drop(connection: sqlite3.Connection) -> bool:
+            cursor = connection.execute(
+                f"DELETE FROM claims WHERE {_CLAIM_KEY} AND token = ?",
+                (key.server, key.room_id, key.thread_id, claim.token),
+            )
+            return cursor.rowcount > 0
+
+        return await self._run(drop, f"cannot release a claim in {self.path}")
+
+
+def _check_lease(lease: float) -> float:
+    if not 0 < lease < 1e9:
+        raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
+    return float(lease)
+
+
+def _stale(claim: Claim, outcome: str) -> StaleClaimError:
+    return StaleClaimError(
+        f"{claim.key}: claim {claim.token} of {claim.worker!r} expired or was taken over; {outcome}"
+    )
+
+
+def _claim_valid(connection: sqlite3.Connection, claim: Claim, now: float) -> bool:
+    key = claim.key
+    row = connection.execute(
+        f"SELECT 1 FROM claims WHERE {_CLAIM_KEY} AND token = ? AND expires_at > ?",
+        (key.server, key.room_id, key.thread_id, claim.token, now),
+    ).fetchone()
+    return row is not None
+
+
+def _grant(connection: sqlite3.Connection, key: ThreadKey, worker: str, expires: float) -> Claim:
+    """A new claim on ``key`` with the next fencing token (in the caller's transaction)."""
+    (token,) = connection.execute(
+        "UPDATE claim_tokens SET last = last + 1 WHERE id = 1 RETURNING last"
+    ).fetchone()
+    connection.execute(
+        "INSERT OR REPLACE INTO claims (server, room, thread, worker, token, expires_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (key.server, key.room_id, key.thread_id, worker, token, expires),
+    )
+    return Claim(key=key, worker=worker, token=int(token), expires_at=expires)
 
 
 def _info(row: tuple[object, ...]) -> ThreadInfo:

@@ -20,6 +20,7 @@ Rules (user actions):
 - ``cancel``: cancel a thread's turn, live or not (``cancel`` says which).
 - ``focus``: show a thread, or none; optionally through a view subscribed just before.
 - ``release_one`` / ``release_all``: open gates that a stream or a slow tool waits on.
+- ``decide``: approve or deny one tool call that awaits approval (``probe_guarded``).
 - ``close``: close the engine with its turns in flight; after it only
   ``send_after_close`` (which must raise :class:`~toolrelay.errors.ClosedError`),
   ``cancel`` and ``focus`` run.
@@ -33,7 +34,11 @@ something) or the ``cancelled`` outcome; malformed and out-of-order events
 stream that breaks, drops the connection or hangs, maybe mid-message; a stream held on
 a gate; a run whose allocation fails; run handles whose disposal raises. Tool outcomes
 (:class:`CallOutcome`): ok, raises, slow (waits for a gate), times out, unknown tool,
-invalid arguments, and calls to *your* tools.
+invalid arguments, and calls to *your* tools; and hostile tools (promise 11): one
+raising ``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit`` or a cancellation
+exception no scope asked for, a blocking tool that never returns (its thread stuck
+until the example ends), one returning a value that cannot be sent (cyclic, or an
+object JSON has no form for).
 
 Quiet means: every live turn is parked (its stream on a shut gate or a hang, or its
 tools on shut gates) and every finished turn's task has returned. After each step the
@@ -48,10 +53,14 @@ Invariants:
    run.
 2. Every continuation's ``RunAgentInput`` carries a ``tool`` message for every call of
    the run before it, with that call's outcome (result, error, timeout, unknown tool,
-   invalid arguments); the calls of a batch run concurrently; no call runs twice;
-   abandoned calls, calls past the depth bound and late calls never run (promise 2).
+   invalid arguments, the hostile tools' failures); the calls of a batch run
+   concurrently; no call runs twice; abandoned calls, calls past the depth bound and
+   late calls never run (promises 2 and 11).
 3. Depth never exceeds ``max_depth``; a breaker trip is ``failed`` with reason
-   ``max_depth`` at exactly ``max_depth``; an endless tool loop trips it (promise 3).
+   ``max_depth`` at exactly ``max_depth``; an endless tool loop trips it (promise 3),
+   unless loop detection stops it first: a turn whose agent asks for one of the
+   user's tools with the same arguments ``max_repeated_calls`` times ends ``failed``
+   with reason ``no_progress`` at exactly that run, and that run's calls never run.
 4. A cancelled turn is ``cancelled`` (with the user's message) the moment ``cancel``
    returns and its task ends promptly; closing ends every live turn ``cancelled``
    with reason ``closed`` (promise 4).
@@ -110,8 +119,10 @@ event-loop iterations; the clock only bounds waiting, and times ``probe_timeout`
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import itertools
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from contextlib import ExitStack
@@ -137,6 +148,7 @@ from hypothesis.stateful import (
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends._base import ThreadKey
 from toolrelay.core import ToolRegistry, ToolSpec, tool
+from toolrelay.core._processor import _canonical_arguments
 from toolrelay.errors import ClosedError, ResumeError, RunAllocationError, StreamDroppedError
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
@@ -195,8 +207,15 @@ THREADS = ("t0", "t1", "t2")
 #: The prefix of the machine's own tools; user tools must not use it.
 PROBE_PREFIX = "probe_"
 
-#: The tool timeout of ``probe_timeout`` (seconds).
+#: The tool timeout of ``probe_timeout`` and ``probe_stuck`` (seconds).
 PROBE_TIMEOUT = 0.02
+
+#: What ``probe_exit`` raises, chosen by the call id's length.
+_BASE_EXCEPTIONS = ("SystemExit", "KeyboardInterrupt", "GeneratorExit", "Cancelled")
+
+
+def _base_exception_of(ticket: str) -> str:
+    return _BASE_EXCEPTIONS[sum(map(ord, ticket)) % len(_BASE_EXCEPTIONS)]
 
 
 # ---------------------------------------------------------------------------
@@ -220,6 +239,19 @@ class CallOutcome(enum.StrEnum):
     invalid = "invalid"
     #: One of the user's tools (see :meth:`PromisesMachine.tools`).
     user = "user"
+    #: ``probe_exit`` raises a ``BaseException`` that is not an ``Exception``:
+    #: ``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit`` or a cancellation
+    #: exception no scope asked for (which one depends on the call's id).
+    raises_base = "raises_base"
+    #: ``probe_stuck``, a blocking sync tool, never returns until the example ends;
+    #: its 20 ms timeout fires and its thread is abandoned.
+    stuck = "stuck"
+    #: ``probe_unsendable`` returns a value that cannot be encoded (cyclic, or an
+    #: object JSON has no form for).
+    unsendable = "unsendable"
+    #: ``probe_guarded`` needs approval (a tool policy): the call waits until the
+    #: ``decide`` rule approves it (it runs) or denies it (the model sees the denial).
+    approval = "approval"
 
 
 class RunKind(enum.StrEnum):
@@ -356,9 +388,32 @@ class TurnPlan:
             return self.runs[-1]
         return _FALLBACK_RUN
 
-    def expected_end(self, max_depth: int) -> ReasonKind | None:
+    def no_progress_at(self, max_depth: int, max_repeats: int | None) -> int | None:
+        """The run at whose end loop detection stops the turn: the first ``tools`` run
+        (within the depth bound) that brings a user's call, same tool and same
+        arguments, to ``max_repeats`` requests in the turn; ``None`` if none does."""
+        if max_repeats is None:
+            return None
+        counts: dict[tuple[str, str], int] = {}
+        for index in range(max_depth + 1):
+            run = self.run_at(index)
+            if run.kind is not RunKind.tools or not run.calls:
+                return None
+            tripped = False
+            for call in run.calls:
+                if call.outcome is CallOutcome.user and call.tool is not None:
+                    raw = msgspec.json.encode(dict(call.arguments or {})).decode()
+                    key = (call.tool, _canonical_arguments(raw))
+                    counts[key] = counts.get(key, 0) + 1
+                    tripped = tripped or counts[key] >= max_repeats
+            if tripped:
+                return index
+        return None
+
+    def expected_end(self, max_depth: int, max_repeats: int | None = None) -> ReasonKind | None:
         """How the turn ends if nobody cancels, supersedes or closes it (``None``: it
         hangs until someone does)."""
+        stops_at = self.no_progress_at(max_depth, max_repeats)
         for index in itertools.count():
             run = self.run_at(index)
             match run.kind:
@@ -377,6 +432,8 @@ class TurnPlan:
                 case RunKind.agent_cancels:
                     return ReasonKind.AGENT_CANCELLED
                 case RunKind.tools if run.calls:
+                    if index == stops_at:
+                        return ReasonKind.NO_PROGRESS
                     if index >= max_depth:
                         return ReasonKind.MAX_DEPTH
                 case _:
@@ -728,6 +785,9 @@ class PromisesMachine(RuleBasedStateMachine):
     backend: ClassVar[str] = "asyncio"
     #: The engine's continuation bound (promise 3).
     max_depth: ClassVar[int] = 3
+    #: The engine's no-progress loop detection (``Engine(max_repeated_calls=...)``):
+    #: a user's tool called with the same arguments this often ends the turn.
+    max_repeated_calls: ClassVar[int | None] = 3
     #: The engine's default tool timeout, which bounds the user's tools (seconds).
     tool_timeout: ClassVar[float] = 5.0
     #: How long the engine may take to become quiet after a step (seconds); longer is
@@ -770,11 +830,16 @@ class PromisesMachine(RuleBasedStateMachine):
         self._tool_holds: dict[str, _Hold] = {}
         self._stream_holds: dict[str, _Hold] = {}
         self._executed: dict[str, int] = {}
+        # Opened when the example ends: probe_stuck's threads may return then.
+        self._unstick = threading.Event()
         self._problems: list[str] = []
         self._focus: str | None = None
         self._closed = False
         self._failed = False
         self._held: tuple[str, ...] = ()
+        # Calls awaiting approval, (thread, call id), and the decisions taken.
+        self._awaiting: tuple[tuple[str, str], ...] = ()
+        self._decisions: dict[str, bool] = {}
         self._live: tuple[str, ...] = ()
         self._interrupted: tuple[str, ...] = ()
         self._inputs_checked = 0
@@ -803,6 +868,7 @@ class PromisesMachine(RuleBasedStateMachine):
             self.agent,
             tools=self._registry,
             max_depth=self.max_depth,
+            max_repeated_calls=self.max_repeated_calls,
             tool_timeout=self.tool_timeout,
             registry=_Registry(self),
             run_id_factory=lambda: f"run-{next(self._ids)}",
@@ -836,6 +902,7 @@ class PromisesMachine(RuleBasedStateMachine):
             raise stuck[0]
 
     def teardown(self) -> None:
+        self._unstick.set()
         try:
             if self._stop is not None:
                 self._portal.call(self._stop.set)
@@ -882,12 +949,51 @@ class PromisesMachine(RuleBasedStateMachine):
             self._ran(ticket)
             return f"typed {ticket} {n}"
 
+        async def probe_exit(ticket: str) -> str:
+            """Raise a BaseException that is not an Exception."""
+            self._ran(ticket)
+            match _base_exception_of(ticket):
+                case "SystemExit":
+                    raise SystemExit(f"exit {ticket}")
+                case "KeyboardInterrupt":
+                    raise KeyboardInterrupt(f"interrupt {ticket}")
+                case "GeneratorExit":
+                    raise GeneratorExit(f"closed {ticket}")
+            cancelled = anyio.get_cancelled_exc_class()
+            if cancelled is asyncio.CancelledError:
+                raise asyncio.CancelledError(f"stray {ticket}")
+            raise cast("Any", cancelled)._create()  # trio's Cancelled: no public constructor
+
+        def probe_stuck(ticket: str) -> str:
+            """Block the worker thread until the example ends."""
+            self._ran(ticket)
+            self._unstick.wait()
+            return "too late"
+
+        async def probe_guarded(ticket: str) -> str:
+            """Run only once approved."""
+            self._ran(ticket)
+            return f"guarded {ticket}"
+
+        async def probe_unsendable(ticket: str) -> object:
+            """Return what cannot be sent to the model."""
+            self._ran(ticket)
+            if sum(map(ord, ticket)) % 2:
+                cyclic: list[object] = []
+                cyclic.append(cyclic)
+                return cyclic
+            return {"value": object()}
+
         return [
             tool(probe_ok),
             tool(probe_raise),
             tool(probe_slow),
             tool(probe_timeout, timeout=PROBE_TIMEOUT),
             tool(probe_typed, blocking=False),
+            tool(probe_exit),
+            tool(probe_stuck, timeout=PROBE_TIMEOUT),
+            tool(probe_unsendable),
+            tool(probe_guarded, needs_approval=True),
         ]
 
     # -- the agent's side ---------------------------------------------------------------
@@ -959,7 +1065,11 @@ class PromisesMachine(RuleBasedStateMachine):
             self._stream_holds[hold.name] = hold
             steps.append(_gate(hold))
 
-        executes = plan.kind is RunKind.tools and index < self.max_depth
+        executes = (
+            plan.kind is RunKind.tools
+            and index < self.max_depth
+            and index != model.plan.no_progress_at(self.max_depth, self.max_repeated_calls)
+        )
         call_ids: list[str] = []
         per_call: list[list[Event]] = []
         for number, call in enumerate(plan.calls):
@@ -1057,6 +1167,14 @@ class PromisesMachine(RuleBasedStateMachine):
                 return "probe_missing", {"ticket": call_id}
             case CallOutcome.invalid:
                 return "probe_typed", {"ticket": call_id, "n": "not a number"}
+            case CallOutcome.raises_base:
+                return "probe_exit", {"ticket": call_id}
+            case CallOutcome.stuck:
+                return "probe_stuck", {"ticket": call_id}
+            case CallOutcome.unsendable:
+                return "probe_unsendable", {"ticket": call_id}
+            case CallOutcome.approval:
+                return "probe_guarded", {"ticket": call_id}
             case CallOutcome.user:
                 assert call.tool is not None
                 return call.tool, dict(call.arguments or {})
@@ -1142,8 +1260,11 @@ class PromisesMachine(RuleBasedStateMachine):
             record = self._records.get(turn.run_id or "")
             return record is not None and record.model is model and record.parked()
         if status is RunStatus.executing_tools:
+            # Parked: every running call waits on a gate, every other open call waits
+            # for the decide rule (approval), and something waits.
             executing = [c for c in turn.tool_calls if c.status is ToolCallStatus.executing]
-            return bool(executing) and all(
+            awaiting = [c for c in turn.tool_calls if c.status is ToolCallStatus.awaiting_approval]
+            return bool(executing or awaiting) and all(
                 c.id in self._tool_holds and self._tool_holds[c.id].parked for c in executing
             )
         return False
@@ -1181,7 +1302,7 @@ class PromisesMachine(RuleBasedStateMachine):
         return any(
             not call.status.is_final
             and (
-                (call.name == "probe_timeout" and call.id in self._executed)
+                (call.name in ("probe_timeout", "probe_stuck") and call.id in self._executed)
                 or not call.name.startswith(PROBE_PREFIX)
             )
             for model in self._models
@@ -1239,6 +1360,12 @@ class PromisesMachine(RuleBasedStateMachine):
             name
             for name, hold in sorted({**self._stream_holds, **self._tool_holds}.items())
             if hold.parked
+        )
+        self._awaiting = tuple(
+            (m.key, approval.id)
+            for m in self._models
+            if m.turn is not None and not m.turn.finished
+            for approval in m.turn.approvals
         )
 
     async def _bounded(self, func: Callable[[], Awaitable[T]], what: str) -> T:
@@ -1312,7 +1439,9 @@ class PromisesMachine(RuleBasedStateMachine):
         message: bool = True,
     ) -> None:
         ordinal = len(self._models) + 1
-        model = _TurnModel(ordinal, thread, plan, plan.expected_end(self.max_depth))
+        model = _TurnModel(
+            ordinal, thread, plan, plan.expected_end(self.max_depth, self.max_repeated_calls)
+        )
         model.resume = resume
 
         async def act() -> None:
@@ -1459,6 +1588,24 @@ class PromisesMachine(RuleBasedStateMachine):
         async def act() -> None:
             hold = self._stream_holds.get(name) or self._tool_holds[name]
             hold.set()
+
+        self._call(act)
+
+    @precondition(lambda self: bool(self._awaiting))
+    @rule(data=st.data(), approve=st.booleans())
+    def decide(self, data: st.DataObject, approve: bool) -> None:
+        """Approve or deny one call that awaits approval (a tool policy)."""
+        thread, call_id = data.draw(st.sampled_from(self._awaiting), label="call")
+
+        async def act() -> None:
+            turn = self._engine().turn(thread)
+            assert turn is not None
+            if approve:
+                turn.approve(call_id)
+            else:
+                turn.deny(call_id, f"denied {call_id}")
+            self._decisions[call_id] = approve
+            assert call_id not in {a.id for a in turn.approvals}
 
         self._call(act)
 
@@ -1632,10 +1779,17 @@ class PromisesMachine(RuleBasedStateMachine):
                 if reason is not None and reason.kind is ReasonKind.MAX_DEPTH:
                     assert turn.status is RunStatus.failed, f"promise 3: {turn!r}"
                     assert turn.depth == self.max_depth, f"promise 3: {turn!r} tripped early"
+                if reason is not None and reason.kind is ReasonKind.NO_PROGRESS:
+                    assert turn.status is RunStatus.failed, f"loop detection: {turn!r}"
+                    stops_at = model.plan.no_progress_at(self.max_depth, self.max_repeated_calls)
+                    assert turn.depth == stops_at, f"loop detection: {turn!r} at {stops_at}"
                 if model.plan.endless and turn.finished and model.external is None:
-                    assert reason is not None and reason.kind is ReasonKind.MAX_DEPTH, (
-                        f"promise 3: the endless {model.label} ended {reason}"
-                    )
+                    # The breaker stops an endless loop, or loop detection first when the
+                    # agent repeats itself.
+                    assert reason is not None and reason.kind in (
+                        ReasonKind.MAX_DEPTH,
+                        ReasonKind.NO_PROGRESS,
+                    ), f"promise 3: the endless {model.label} ended {reason}"
 
         self._check(check)
 
@@ -1803,9 +1957,18 @@ class PromisesMachine(RuleBasedStateMachine):
                     waiting = [
                         c
                         for c in turn.tool_calls
-                        if not c.status.is_final and c.id not in self._tool_holds
+                        if not c.status.is_final
+                        and c.status is not ToolCallStatus.awaiting_approval
+                        and c.id not in self._tool_holds
                     ]
                     assert not waiting, f"promise 2: {model.label} runs calls one by one: {waiting}"
+                for approval in turn.approvals:
+                    assert approval.id not in self._executed, (
+                        f"tool policy: {model.label} ran {approval.id} before its approval"
+                    )
+            for call_id, approved in self._decisions.items():
+                if not approved:
+                    assert call_id not in self._executed, f"tool policy: denied {call_id} ran"
 
         self._check(check)
 
@@ -1839,7 +2002,9 @@ class PromisesMachine(RuleBasedStateMachine):
             )
             content = message.content
             assert isinstance(content, str), message
-            problem = _outcome_problem(call, call_id, content, message.error)
+            problem = _outcome_problem(
+                call, call_id, content, message.error, self._decisions.get(call_id)
+            )
             assert problem is None, f"promise 2: {call_id} ({call.outcome}): {problem}"
 
     @invariant()
@@ -1876,7 +2041,9 @@ class PromisesMachine(RuleBasedStateMachine):
         self._check(check)
 
 
-def _outcome_problem(call: CallPlan, call_id: str, content: str, error: str | None) -> str | None:
+def _outcome_problem(
+    call: CallPlan, call_id: str, content: str, error: str | None, approved: bool | None = None
+) -> str | None:
     match call.outcome:
         case CallOutcome.ok:
             ok = error is None and content == f"ok {call_id}"
@@ -1890,6 +2057,21 @@ def _outcome_problem(call: CallPlan, call_id: str, content: str, error: str | No
             ok = error is not None and "Unknown tool" in error
         case CallOutcome.invalid:
             ok = error is not None and "Invalid arguments" in error
+        case CallOutcome.raises_base:
+            ok = error is not None and error.startswith(_base_exception_of(call_id))
+        case CallOutcome.stuck:
+            # Past ToolOptions.max_threads stuck threads, a blocking call fails at once.
+            ok = error is not None and ("timed out" in error or "no worker thread" in error)
+        case CallOutcome.unsendable:
+            ok = error is not None and "cannot be encoded as JSON" in error
+        case CallOutcome.approval:
+            # A continuation only starts once every call of the batch has an outcome.
+            if approved is None:
+                return "a continuation started before the call was approved or denied"
+            if approved:
+                ok = error is None and content == f"guarded {call_id}"
+            else:
+                ok = error == f"denied {call_id}"
         case CallOutcome.user:
             ok = True
     return None if ok else f"the model saw content={content!r} error={error!r}"

@@ -8,6 +8,9 @@ Every store toolrelay ships passes it unchanged; a store you write passes it too
         def make_store(self, path):
             return MyStore(path / "data")
 
+A store several workers share (:class:`toolrelay.store.ClaimingStore`) also passes
+:class:`ClaimingStoreContract`, mixed in beside the others.
+
 The tests are ``anyio`` tests: they run on every backend your ``anyio_backend``
 fixture names (asyncio by default). ``make_store`` gets a fresh directory per test;
 :class:`DurableStoreContract` calls it again with the same one to reopen the store.
@@ -23,9 +26,11 @@ import pytest
 
 from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.core import ThreadKey, ToolResult
+from toolrelay.errors import StaleClaimError
 from toolrelay.machines import ToolCallStatus
 from toolrelay.protocol import Interrupt, ResumeEntry, UserMessage
 from toolrelay.store import (
+    ClaimingStore,
     Entry,
     MessageSaved,
     Record,
@@ -36,10 +41,11 @@ from toolrelay.store import (
     ToolsStarted,
     TurnEnded,
     TurnStarted,
+    hold,
     message_to_record,
 )
 
-__all__ = ("DurableStoreContract", "StoreContract", "sample_records")
+__all__ = ("ClaimingStoreContract", "DurableStoreContract", "StoreContract", "sample_records")
 
 
 def sample_records(turn_id: str = "turn-1") -> list[Record]:
@@ -245,3 +251,173 @@ class DurableStoreContract(StoreContract):
             assert await second.append(key, [_started("b")]) == len(records) + 1
         finally:
             await second.aclose()
+
+
+@pytest.mark.anyio
+class ClaimingStoreContract:
+    """The rules of :class:`toolrelay.store.ClaimingStore`, for a store that shares
+    threads between workers; mix it in beside :class:`DurableStoreContract`.
+
+    ``make_store`` is called twice with the same directory: two instances, as two
+    worker processes would have. Leases are short (tenths of a second) where a test
+    needs one to expire, and long where it needs one to hold.
+    """
+
+    def make_store(self, path: Path) -> Store:
+        """A store whose data lives under ``path`` (called again for a second worker)."""
+        raise NotImplementedError
+
+    @pytest.fixture
+    async def workers(self, tmp_path: Path) -> Any:
+        first, second = self.make_store(tmp_path), self.make_store(tmp_path)
+        assert isinstance(first, ClaimingStore) and isinstance(second, ClaimingStore)
+        await first.open()
+        await second.open()
+        yield first, second
+        await first.aclose()
+        await second.aclose()
+
+    async def test_a_claimed_thread_is_refused_to_others_until_its_lease_expires(
+        self, workers: tuple[ClaimingStore, ClaimingStore]
+    ) -> None:
+        a, b = workers
+        key = ThreadKey("t")
+        held = await a.claim(key, worker="a", lease=30)
+        assert held is not None and held.key == key and held.worker == "a"
+        assert await b.claim(key, worker="b", lease=30) is None
+        assert await a.claim(key, worker="a", lease=30) is None  # renew instead
+        short = await a.claim(ThreadKey("u"), worker="a", lease=0.2)
+        assert short is not None
+        await anyio.sleep(0.4)
+        taken = await b.claim(ThreadKey("u"), worker="b", lease=30)
+        assert taken is not None and taken.worker == "b"
+        assert taken.token > short.token > held.token  # tokens only grow
+
+    async def test_claim_next_takes_live_unclaimed_threads_oldest_first(
+        self, workers: tuple[ClaimingStore, ClaimingStore]
+    ) -> None:
+        a, b = workers
+        keys = [ThreadKey(f"t{i}") for i in range(4)]
+        for key in keys:
+            await a.append(key, [_started("a")])
+        await a.append(keys[1], [_ended("a")])  # no live turn: no work
+        assert await a.claim(keys[2], worker="a", lease=30) is not None
+        claims = await b.claim_next(worker="b", lease=30, limit=10)
+        assert [c.key for c in claims] == [keys[0], keys[3]]
+        assert all(c.worker == "b" for c in claims)
+        assert await a.claim_next(worker="a", lease=30, limit=10) == []
+
+    async def test_two_workers_claiming_at_once_never_share_a_thread(
+        self, workers: tuple[ClaimingStore, ClaimingStore]
+    ) -> None:
+        keys = [ThreadKey(f"t{i}") for i in range(24)]
+        for key in keys:
+            await workers[0].append(key, [_started("a")])
+        got: dict[str, list[ThreadKey]] = {"a": [], "b": []}
+
+        async def work(store: ClaimingStore, name: str) -> None:
+            while claims := await store.claim_next(worker=name, lease=30, limit=3):
+                got[name] += [c.key for c in claims]
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(work, workers[0], "a")
+            group.start_soon(work, workers[1], "b")
+        assert not set(got["a"]) & set(got["b"])
+        assert sorted(got["a"] + got["b"], key=str) == sorted(keys, key=str)
+
+    async def test_a_write_under_a_stale_claim_is_refused_and_writes_nothing(
+        self, workers: tuple[ClaimingStore, ClaimingStore]
+    ) -> None:
+        a, b = workers
+        key = ThreadKey("t")
+        claim = await a.claim(key, worker="a", lease=0.3)
+        assert claim is not None
+        assert await a.append(key, [_started("a")], claim=claim) == 1
+        await anyio.sleep(0.5)
+        # Expired, though no one took it yet: a paused worker must not write on.
+        with pytest.raises(StaleClaimError):
+            await a.append(key, [_ended("a")], claim=claim)
+        taken = await b.claim(key, worker="b", lease=30)
+        assert taken is not None
+        with pytest.raises(StaleClaimError):
+            await a.append(key, [_ended("a")], claim=claim)
+        assert await b.append(key, [_ended("a")], claim=taken) == 2
+        assert [e.record for e in await b.read(key)] == [_started("a"), _ended("a")]
+        with pytest.raises(ValueError):
+            await b.append(ThreadKey("other"), [_started("x")], claim=taken)
+
+    async def test_renew_extends_a_valid_claim_and_refuses_a_lost_one(
+        self, workers: tuple[ClaimingStore, ClaimingStore]
+    ) -> None:
+        a, b = workers
+        key = ThreadKey("t")
+        claim = await a.claim(key, worker="a", lease=0.5)
+        assert claim is not None
+        renewed = await a.renew(claim, lease=30)
+        assert renewed.token == claim.token and renewed.expires_at > claim.expires_at
+        await anyio.sleep(0.7)  # past the first lease, within the renewed one
+        assert await b.claim(key, worker="b", lease=30) is None
+        assert await a.append(key, [_started("a")], claim=renewed) == 1
+        short = await a.renew(renewed, lease=0.2)
+        await anyio.sleep(0.4)
+        with pytest.raises(StaleClaimError):
+            await a.renew(short, lease=30)
+
+    async def test_release_lets_another_take_the_thread_at_once(
+        self, workers: tuple[ClaimingStore, ClaimingStore]
+    ) -> None:
+        a, b = workers
+        key = ThreadKey("t")
+        claim = await a.claim(key, worker="a", lease=30)
+        assert claim is not None
+        assert await a.release(claim) is True
+        assert await a.release(claim) is False
+        taken = await b.claim(key, worker="b", lease=30)
+        assert taken is not None and taken.token > claim.token
+        with pytest.raises(StaleClaimError):
+            await a.append(key, [_started("a")], claim=claim)
+
+    async def test_hold_renews_while_the_body_works_and_releases_at_the_end(
+        self, workers: tuple[ClaimingStore, ClaimingStore]
+    ) -> None:
+        a, b = workers
+        key = ThreadKey("t")
+        claim = await a.claim(key, worker="a", lease=1.0)
+        assert claim is not None
+        async with hold(a, claim, lease=1.0, every=0.1) as held:
+            await anyio.sleep(1.5)  # longer than the lease: the heartbeat kept it
+            assert await b.claim(key, worker="b", lease=30) is None
+            await a.append(key, [_started("a")], claim=held.claim)
+        assert held.lost is None
+        assert await b.claim(key, worker="b", lease=30) is not None
+
+    async def test_hold_cancels_the_body_when_the_claim_is_lost(
+        self, workers: tuple[ClaimingStore, ClaimingStore]
+    ) -> None:
+        a, b = workers
+        key = ThreadKey("t")
+        claim = await a.claim(key, worker="a", lease=0.2)
+        assert claim is not None
+        reached_the_end = False
+        with anyio.fail_after(10), pytest.raises(StaleClaimError):
+            # The heartbeat comes too late: the lease expired, another took it.
+            async with hold(a, claim, lease=0.2, every=0.6):
+                await anyio.sleep(0.4)
+                assert await b.claim(key, worker="b", lease=30) is not None
+                await anyio.sleep(30)
+                reached_the_end = True
+        assert not reached_the_end
+
+    async def test_a_refused_write_in_hold_leaves_as_stale_claim_error_itself(
+        self, workers: tuple[ClaimingStore, ClaimingStore]
+    ) -> None:
+        a, b = workers
+        key = ThreadKey("t")
+        claim = await a.claim(key, worker="a", lease=0.2)
+        assert claim is not None
+        with pytest.raises(StaleClaimError):
+            async with hold(a, claim, lease=0.2, every=30) as held:
+                await anyio.sleep(0.4)
+                assert await b.claim(key, worker="b", lease=30) is not None
+                await a.append(key, [_started("a")], claim=held.claim)
+        assert await a.read(key) == []

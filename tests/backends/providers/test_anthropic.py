@@ -506,7 +506,9 @@ async def test_a_connection_held_open_after_message_stop_does_not_hold_up_the_ru
         return httpx.Response(200, headers=SSE_HEADERS, stream=stream)
 
     with anyio.fail_after(5):
-        events = await collect(AnthropicBackend("m", transport=httpx.MockTransport(respond)))
+        events = await collect(
+            AnthropicBackend("m", transport=httpx.MockTransport(respond), api_key="sk-test")
+        )
     assert summarize(events).finish == {"stopReason": "end_turn"}
     assert stream.closed
 
@@ -583,7 +585,9 @@ CONVERSATION: list[Message] = [
 @pytest.mark.anyio
 async def test_request_maps_system_tool_use_tool_results_and_merges_roles() -> None:
     recorder = Recorder(body_of(TEXT_ONLY))
-    backend = AnthropicBackend("claude-sonnet-4-5", transport=httpx.MockTransport(recorder))
+    backend = AnthropicBackend(
+        "claude-sonnet-4-5", transport=httpx.MockTransport(recorder), api_key="sk-test"
+    )
     await collect(backend, run_input(CONVERSATION))
     body = recorder.json()
     assert body["model"] == "claude-sonnet-4-5"
@@ -745,7 +749,9 @@ def split_at(body: bytes, cuts: list[int]) -> list[bytes]:
 
 def outcome_of(pieces: list[bytes], backend_name: str) -> Outcome:
     async def main() -> Outcome:
-        backend = AnthropicBackend("m", transport=httpx.MockTransport(Recorder(*pieces)))
+        backend = AnthropicBackend(
+            "m", transport=httpx.MockTransport(Recorder(*pieces)), api_key="sk-test"
+        )
         return summarize(await collect(backend))
 
     return anyio.run(main, backend=backend_name)

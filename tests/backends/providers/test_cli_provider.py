@@ -49,7 +49,7 @@ def test_run_with_provider_executes_tools_and_prints_the_final_state(
 ) -> None:
     (tmp_path / "mytools.py").write_text(TOOLS_MODULE, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    monkeypatch.setenv("LOCAL_LLM_KEY", "sk-from-env")
     call = {
         "tool_calls": [
             {
@@ -74,6 +74,8 @@ def test_run_with_provider_executes_tools_and_prints_the_final_state(
             "gpt-test",
             "--base-url",
             provider.url + "/v1",
+            "--api-key-env",
+            "LOCAL_LLM_KEY",
             "--tools",
             "mytools:TOOLS",
             "--message",
@@ -94,6 +96,39 @@ def test_run_with_provider_executes_tools_and_prints_the_final_state(
         "content": "42",
     }
     assert "sk-from-env" not in out.getvalue() + err.getvalue()
+
+
+def test_the_providers_own_key_is_not_sent_to_another_host_and_the_cli_says_so(
+    provider: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-for-openai-only")
+    provider.app.script(sse([_chat_chunk({"content": "hi"}), _chat_chunk({}, "stop")], done=True))
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["run", "--provider", "openai", "--model", "m", "--base-url", provider.url + "/v1"]
+    code = main([*argv, "--message", "hi", "--json"], stdout=out, stderr=err)
+    assert code == ExitCode.OK, err.getvalue()
+    (request,) = provider.app.requests
+    assert "authorization" not in request.headers
+    assert "OPENAI_API_KEY is not sent to" in err.getvalue()
+    assert "--api-key-env" in err.getvalue()
+    assert "sk-for-openai-only" not in out.getvalue() + err.getvalue()
+
+
+def test_a_missing_key_is_named_before_any_network_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    err = io.StringIO()
+    argv = ["run", "--provider", "anthropic", "--model", "m", "--message", "hi"]
+    assert main(argv, stdout=io.StringIO(), stderr=err) == ExitCode.USAGE
+    assert "set ANTHROPIC_API_KEY" in err.getvalue()
+
+
+def test_an_unset_api_key_env_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    err = io.StringIO()
+    argv = ["run", "--provider", "openai", "--model", "m", "--message", "hi"]
+    code = main([*argv, "--api-key-env", "NOT_SET_ANYWHERE"], stdout=io.StringIO(), stderr=err)
+    assert code == ExitCode.USAGE
+    assert "NOT_SET_ANYWHERE is not set" in err.getvalue()
 
 
 @pytest.mark.parametrize(

@@ -712,10 +712,11 @@ def test_the_key_comes_from_gemini_api_key_then_google_api_key(
 
 def test_capabilities_follow_the_matrix() -> None:
     caps = GoogleBackend.capabilities
+    # Gemini 3 and later give call ids (functionCall.id); earlier models' calls get one.
     assert (caps.streaming, caps.tools, caps.tool_ids, caps.parallel_calls) == (
         True,
         True,
-        False,
+        True,
         True,
     )
     assert (
@@ -834,3 +835,90 @@ async def test_the_engine_runs_a_multi_hop_conversation_against_loopback_gemini(
             ],
         },
     ]
+
+
+# --- Gemini 3: the provider's call ids ------------------------------------------------------
+
+
+def call_with_id(name: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:
+    """A Gemini 3 ``functionCall`` part: it carries the provider's ``id``."""
+    return {"functionCall": {"name": name, "args": args, "id": call_id}}
+
+
+def test_the_providers_call_id_is_kept_and_one_is_made_only_when_absent() -> None:
+    events = translate(
+        GoogleTranslator(),
+        [
+            chunk(
+                call_with_id("get_secret_number", {"name": "alice"}, "k3x9a1"),
+                call("get_secret_number", {"name": "bob"}),
+                # A repeated id would merge two calls: the second gets one of its own.
+                call_with_id("get_secret_number", {"name": "carol"}, "k3x9a1"),
+                finish="STOP",
+            )
+        ],
+    )
+    calls = summarize(events).calls
+    assert [(c.id, c.arguments) for c in calls] == [
+        ("k3x9a1", '{"name":"alice"}'),
+        ("call_1", '{"name":"bob"}'),
+        ("call_2", '{"name":"carol"}'),
+    ]
+
+
+@pytest.fixture
+def gemini_3_server() -> Iterator[LoopbackServer]:
+    script: list[list[Any]] = [
+        [
+            chunk(
+                {
+                    **call_with_id("get_secret_number", {"name": "alice"}, "p1q2r3"),
+                    "thoughtSignature": "c2lnLWE=",
+                },
+            ),
+            chunk(call_with_id("get_secret_number", {"name": "bob"}, "s4t5u6")),
+            chunk(text(""), finish="STOP"),
+        ],
+        [chunk(text("42 and 7."), finish="STOP")],
+    ]
+    with LoopbackServer(ScriptedProvider(gemini_sse, SSE, script)) as server:
+        yield server
+
+
+@pytest.mark.anyio
+async def test_gemini_3_call_ids_go_back_on_the_calls_and_their_responses(
+    gemini_3_server: LoopbackServer,
+) -> None:
+    # Two parallel calls of one function: only the ids pair each response with its call.
+    backend = GoogleBackend(MODEL, api_key="k", base_url=f"{gemini_3_server.url}/v1beta")
+    try:
+        async with Engine(backend, tools=DEMO_TOOLS) as engine:
+            turn = await engine.run_turn("thread-g3", "What are the secret numbers?")
+    finally:
+        await backend.aclose()
+    assert turn.status is RunStatus.completed, turn.reason
+    assert [c.id for c in turn.conversation.tool_calls()] == ["p1q2r3", "s4t5u6"]
+    _, second = gemini_3_server.app.requests
+    model_turn, results_turn = second.body["contents"][1:]
+    assert [p["functionCall"] for p in model_turn["parts"]] == [
+        {"name": "get_secret_number", "args": {"name": "alice"}, "id": "p1q2r3"},
+        {"name": "get_secret_number", "args": {"name": "bob"}, "id": "s4t5u6"},
+    ]
+    assert model_turn["parts"][0]["thoughtSignature"] == "c2lnLWE="
+    assert [
+        (p["functionResponse"]["id"], p["functionResponse"]["response"])
+        for p in results_turn["parts"]
+    ] == [
+        ("p1q2r3", {"result": 42}),
+        ("s4t5u6", {"result": 7}),
+    ]
+
+
+def test_calls_whose_ids_gemini_did_not_give_go_back_without_one() -> None:
+    # Gemini 2.x: no ids on the wire, so none are invented on the way back.
+    backend = GoogleBackend(MODEL, api_key="k")
+    body = backend.build_request(run_input(secret_conversation()))
+    for content in body["contents"]:
+        for part in content["parts"]:
+            assert "id" not in part.get("functionCall", {})
+            assert "id" not in part.get("functionResponse", {})

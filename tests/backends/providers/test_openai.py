@@ -846,7 +846,7 @@ async def test_backend_streams_each_published_stream_as_its_events(api: str, cas
 @pytest.mark.anyio
 async def test_backend_endpoints_and_the_base_url_of_a_compatible_server() -> None:
     chat = Recorder(chat_body(CHAT_TEXT_ONLY))
-    await collect(OpenAIChatBackend("m", transport=httpx.MockTransport(chat)))
+    await collect(OpenAIChatBackend("m", transport=httpx.MockTransport(chat), api_key="sk-test"))
     assert str(chat.requests[0].url) == "https://api.openai.com/v1/chat/completions"
     local = Recorder(chat_body(CHAT_TEXT_ONLY))
     await collect(
@@ -860,7 +860,9 @@ async def test_backend_endpoints_and_the_base_url_of_a_compatible_server() -> No
     assert str(local.requests[0].url) == "http://127.0.0.1:8080/v1/chat/completions"
     assert "authorization" not in local.requests[0].headers
     responses = Recorder(responses_body(RESP_TEXT_ONLY))
-    await collect(OpenAIResponsesBackend("m", transport=httpx.MockTransport(responses)))
+    await collect(
+        OpenAIResponsesBackend("m", transport=httpx.MockTransport(responses), api_key="sk-test")
+    )
     assert str(responses.requests[0].url) == "https://api.openai.com/v1/responses"
 
 
@@ -884,7 +886,9 @@ async def test_the_rest_of_the_body_is_read_once_the_run_has_ended() -> None:
     # RUN_FINISHED comes with the finish_reason; "data: [DONE]" is still on the wire.
     body = chat_body(CHAT_ONE_CALL)
     stream = Tracked([body[: body.index(b"data: [DONE]")], b"data: [DONE]\n\n"])
-    backend = OpenAIChatBackend("m", transport=httpx.MockTransport(Recorder(lambda: stream)))
+    backend = OpenAIChatBackend(
+        "m", transport=httpx.MockTransport(Recorder(lambda: stream)), api_key="sk-test"
+    )
     async with backend.run(KEY, run_input()) as events:
         async for event in events:
             if isinstance(event, RunFinishedEvent):
@@ -966,7 +970,10 @@ CONVERSATION: list[Message] = [
 async def test_chat_request_maps_every_message_and_tool() -> None:
     recorder = Recorder(chat_body(CHAT_TEXT_ONLY))
     backend = OpenAIChatBackend(
-        "gpt-4o-mini", transport=httpx.MockTransport(recorder), options={"temperature": 0}
+        "gpt-4o-mini",
+        transport=httpx.MockTransport(recorder),
+        options={"temperature": 0},
+        api_key="sk-test",
     )
     await collect(backend, run_input(CONVERSATION))
     body = recorder.json()
@@ -1017,7 +1024,9 @@ async def test_chat_request_maps_every_message_and_tool() -> None:
 @pytest.mark.anyio
 async def test_responses_request_maps_messages_to_input_items() -> None:
     recorder = Recorder(responses_body(RESP_TEXT_ONLY))
-    backend = OpenAIResponsesBackend("gpt-4.1", transport=httpx.MockTransport(recorder))
+    backend = OpenAIResponsesBackend(
+        "gpt-4.1", transport=httpx.MockTransport(recorder), api_key="sk-test"
+    )
     await collect(backend, run_input(CONVERSATION))
     body = recorder.json()
     assert body["stream"] is True and body["model"] == "gpt-4.1"
@@ -1143,7 +1152,7 @@ async def test_inline_audio_and_images_are_sent_as_content_parts() -> None:
         AudioPart(source=DataSource(value="d2F2", mime_type="audio/wav")),
     ]
     await collect(
-        OpenAIChatBackend("m", transport=httpx.MockTransport(recorder)),
+        OpenAIChatBackend("m", transport=httpx.MockTransport(recorder), api_key="sk-test"),
         run_input([UserMessage(id="u1", content=parts)]),
     )
     assert recorder.json()["messages"][0]["content"] == [
@@ -1193,7 +1202,7 @@ def outcome_of(
 ) -> Outcome:
     async def main() -> Outcome:
         transport = httpx.MockTransport(Recorder(lambda: Chunks(list(pieces))))
-        return summarize(await collect(cls("m", transport=transport)))
+        return summarize(await collect(cls("m", transport=transport, api_key="sk-test")))
 
     return anyio.run(main, backend=backend_name)
 
@@ -1477,7 +1486,9 @@ async def test_developer_messages_can_go_out_as_system_for_servers_without_the_r
 ) -> None:
     chat = backend_class is OpenAIChatBackend
     recorder = Recorder(chat_body(CHAT_TEXT_ONLY) if chat else responses_body(RESP_TEXT_ONLY))
-    backend = backend_class("m", transport=httpx.MockTransport(recorder), developer_role="system")
+    backend = backend_class(
+        "m", transport=httpx.MockTransport(recorder), developer_role="system", api_key="sk-test"
+    )
     await collect(backend, run_input(CONVERSATION))
     body = recorder.json()
     sent = body["messages"] if chat else body["input"]

@@ -15,6 +15,7 @@ from toolrelay.backends.providers._anthropic import (
     AnthropicTranslator as AnthropicTranslator,
 )
 from toolrelay.backends.providers._base import (
+    BuffersArguments as BuffersArguments,
     Capabilities as Capabilities,
     ProviderBackend as ProviderBackend,
     StreamTranslator as StreamTranslator,
@@ -42,6 +43,7 @@ __all__ = (
     "PROVIDERS",
     "AnthropicBackend",
     "AnthropicTranslator",
+    "BuffersArguments",
     "Capabilities",
     "CohereBackend",
     "CohereTranslator",

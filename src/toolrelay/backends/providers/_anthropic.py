@@ -450,6 +450,6 @@ def _parsed_input(arguments: str) -> dict[str, Any]:
         return {}
     try:
         value = _JSON_DECODER.decode(arguments)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}

@@ -39,22 +39,35 @@ import os
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, cast
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import anyio
 import httpx
 import msgspec
-from httpx_sse import EventSource
 
 from toolrelay.backends._agui_http import map_transport_errors
-from toolrelay.backends._base import EventStream, ThreadKey
+from toolrelay.backends._base import EventStream, ThreadKey, effective_limits
+from toolrelay.backends._retry import RetryPolicy, parse_retry_after, start_with_retries
+from toolrelay.backends._wire import (
+    ACCEPT_ENCODING,
+    LineReader,
+    SseReader,
+    body_excerpt,
+    bound_body,
+    run_deadline,
+)
+from toolrelay.core import Limits
 from toolrelay.errors import (
     AgentRunError,
+    ContentTypeError,
     ConversationError,
+    DeadlineError,
+    LimitExceededError,
     MalformedEventError,
     RemoteProtocolError,
+    RunAllocationError,
 )
 from toolrelay.protocol import (
     AssistantMessage,
@@ -74,20 +87,30 @@ from toolrelay.protocol import (
     TextMessageStartEvent,
     ToolMessage,
 )
+from toolrelay.protocol._codec import repair_surrogates
 
 __all__ = (
+    "BuffersArguments",
     "Capabilities",
     "MessageStreams",
     "ProviderBackend",
     "StreamTranslator",
     "counter",
     "error_excerpt",
+    "hold_piece",
     "tool_results_after",
     "uuid_id",
 )
 
 _JSON = msgspec.json.Decoder()
 _DRAIN_SECONDS = 0.25  # to read the rest of a response once the run has ended
+_ERROR_BODY_BYTES = 16 * 1024  # of an error body, kept to find the provider's message
+_AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
+_NOT_A_STREAM = frozenset({"text/html", "application/xhtml+xml"})
+
+
+def _host(url: str) -> str:
+    return (httpx.URL(url).host or "").lower()
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,12 +146,39 @@ class StreamTranslator(Protocol):
         ...
 
 
+@runtime_checkable
+class BuffersArguments(Protocol):
+    """A translator that holds argument pieces before it emits them (a call's name
+    not come yet, a provider that sends a call whole at its end): the backend sets the
+    bound on what it may hold, ``Limits.max_argument_bytes``; past it the translator
+    raises :class:`~toolrelay.errors.LimitExceededError`."""
+
+    max_argument_bytes: int
+
+
+def hold_piece(pieces: list[str], held: int, piece: str, bound: int) -> int:
+    """Append an argument piece a translator holds, in O(len(piece)); returns the UTF-8
+    bytes now held.
+
+    Raises:
+        LimitExceededError: The pieces held would pass ``bound``
+            (``max_argument_bytes``).
+    """
+    held += len(piece) if piece.isascii() else len(piece.encode())
+    if held > bound:
+        raise LimitExceededError(
+            "max_argument_bytes", bound, f"a tool call's buffered arguments reached {held} bytes"
+        )
+    pieces.append(piece)
+    return held
+
+
 def error_excerpt(body: bytes, limit: int = 500) -> str:
     """The provider's error message from an error body (``error.message`` and the
     usual variants), or the start of the body."""
     try:
         data = _JSON.decode(body)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, ValueError, RecursionError):  # not JSON, not UTF-8, deep
         return body[:limit].decode("utf-8", "replace").strip()
     if isinstance(data, dict):
         error = data.get("error", data)
@@ -158,6 +208,17 @@ class ProviderBackend(ABC):
         timeout: httpx timeout for the created client.
         headers: Extra headers on every request.
         options: Extra top-level request fields (``temperature``, ``max_tokens``...).
+        limits: The bounds used when no engine drives the run (an engine hands the
+            backend its own, see :class:`~toolrelay.backends.RunSettings`):
+            ``max_event_bytes`` per SSE event or NDJSON line, counted on decoded bytes;
+            ``max_argument_bytes`` for argument pieces a translator buffers;
+            ``run_seconds`` per run.
+        retry: How a run that could not start (HTTP 429 or 503, a reset before the
+            answer) is retried; :data:`~toolrelay.backends.NO_RETRY` turns it off.
+
+    The key from the environment is sent only to the provider's own host: with a
+    ``base_url`` on another host, give ``api_key`` explicitly (the environment's key
+    is withheld, and :attr:`withheld_key_env` names its variable).
     """
 
     #: The provider's name as ``toolrelay run --provider`` spells it.
@@ -184,14 +245,24 @@ class ProviderBackend(ABC):
         timeout: httpx.Timeout | float | None = None,
         headers: Mapping[str, str] | None = None,
         options: Mapping[str, Any] | None = None,
+        limits: Limits | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.model = model
-        if api_key is None:
-            api_key = next(
-                (os.environ[name] for name in self.api_key_env if os.environ.get(name)), None
-            )
-        self._api_key = api_key
         self.base_url = (base_url or self.default_base_url).rstrip("/")
+        self._custom_host = _host(self.base_url) != _host(self.default_base_url)
+        #: The environment variable whose key was not used because ``base_url`` is
+        #: another host than the provider's (``None``: nothing withheld).
+        self.withheld_key_env: str | None = None
+        if api_key is None:
+            found = next((name for name in self.api_key_env if os.environ.get(name)), None)
+            if found is not None and self._custom_host:
+                self.withheld_key_env = found  # never sent to a host that is not theirs
+            elif found is not None:
+                api_key = os.environ[found]
+        self._api_key = api_key
+        self.limits = limits if limits is not None else Limits()
+        self.retry = retry if retry is not None else RetryPolicy()
         self._own_client = client is None
         self._client = client or httpx.AsyncClient(
             transport=transport,
@@ -259,36 +330,113 @@ class ProviderBackend(ABC):
 
     @asynccontextmanager
     async def run(self, key: ThreadKey, run_input: RunAgentInput) -> AsyncIterator[EventStream]:
+        """Start a run: check and build the request, POST it, translate the stream.
+
+        Raises:
+            ConversationError: The provider cannot serve the conversation (before any
+                network call).
+            RunAllocationError: No API key for the provider's own host (before any
+                network call; the message names the environment variable).
+            AgentRunError: The provider answered with an error status (after the
+                retries of :attr:`retry` for 429 and 503).
+            TransportError: The connection failed.
+
+        While streaming, the errors of the wire: :class:`LimitExceededError` (an
+        event, line or buffered arguments past the limits, counted on decoded bytes),
+        :class:`MalformedEventError`, :class:`DeadlineError` (``run_seconds``).
+        """
         self.check_capabilities(run_input)
         body = self.build_request(run_input)
-        headers = {**self.auth_headers(), **self._headers}
+        self.check_api_key()
+        limits = effective_limits(self.limits)
+        headers = {"Accept-Encoding": ACCEPT_ENCODING, **self.auth_headers(), **self._headers}
         if self.stream_format == "sse":
             headers.setdefault("Accept", "text/event-stream")
-        with map_transport_errors():
-            async with self._client.stream(
-                "POST", self.endpoint(), json=body, headers=headers
-            ) as response:
-                if response.status_code >= 400:
-                    raw = await response.aread()
-                    raise AgentRunError(
-                        f"{self.name} error {response.status_code}: {error_excerpt(raw)}",
-                        code=str(response.status_code),
+
+        async def start(stack: AsyncExitStack) -> httpx.Response:
+            async with AsyncExitStack() as attempt:
+                with map_transport_errors():
+                    request = self._client.stream(
+                        "POST", self.endpoint(), json=body, headers=headers
                     )
-                events = self._events(response, run_input)
+                    response = await attempt.enter_async_context(request)
+                    if response.status_code >= 400:
+                        retry_after = parse_retry_after(response.headers.get("retry-after"))
+                        raw, _ = await body_excerpt(response, keep=_ERROR_BODY_BYTES)
+                        raise AgentRunError(
+                            f"{self.name} error {response.status_code}: {error_excerpt(raw)}",
+                            code=str(response.status_code),
+                            retry_after=retry_after,
+                        )
+                    await self._check_media_type(response)
+                    bound_body(
+                        response,
+                        record=self.stream_format,
+                        max_record_bytes=limits.max_event_bytes,
+                    )
+                stack.push_async_exit(attempt.pop_all())
+                return response
+
+        deadline = run_deadline(limits.run_seconds)
+        async with AsyncExitStack() as stack:
+            with anyio.CancelScope(deadline=deadline) as timer:
+                response = await start_with_retries(self.retry, lambda: start(stack))
+                events = self._events(response, run_input, limits)
                 try:
                     yield events
                 finally:
                     await events.aclose()
+            if timer.cancelled_caught:
+                assert limits.run_seconds is not None
+                raise DeadlineError(limits.run_seconds)
+
+    async def _check_media_type(self, response: httpx.Response) -> None:
+        """Refuse a web page where a stream was expected (a login page, a proxy's error
+        page, a wrong base URL), saying so; other media types are tolerated, since
+        compatible servers label their streams loosely."""
+        media_type = response.headers.get("content-type", "").partition(";")[0].strip()
+        if media_type.lower() in _NOT_A_STREAM:
+            _, excerpt = await body_excerpt(response)
+            suffix = f"; its body begins: {excerpt}" if excerpt else ""
+            raise ContentTypeError(
+                f"{self.name}: the server answered with {media_type}, not a stream: is "
+                f"{self.base_url!r} the API's base URL?{suffix}",
+                code="content_type",
+            )
+
+    def check_api_key(self) -> None:
+        """Refuse, before any network call, a run to the provider's own host with no
+        key (a custom ``base_url``, say a local server, may need none). :meth:`run`
+        calls it; call it earlier to fail fast.
+
+        Raises:
+            RunAllocationError: No key (``code="missing_api_key"``); the message names
+                the environment variable to set.
+        """
+        if self._api_key or not self.api_key_env or self._custom_host:
+            return
+        if any(name.lower() in _AUTH_HEADERS for name in self._headers):
+            return  # the caller authenticates with headers of their own
+        names = " or ".join(self.api_key_env)
+        raise RunAllocationError(
+            f"{self.name}: no API key: set {names} in the environment, or pass api_key=",
+            code="missing_api_key",
+        )
 
     async def _events(
-        self, response: httpx.Response, run_input: RunAgentInput
+        self, response: httpx.Response, run_input: RunAgentInput, limits: Limits
     ) -> AsyncGenerator[Event, None]:
         yield RunStartedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id)
         translator = self.new_translator()
-        chunks = self._chunks(response)
+        if isinstance(translator, BuffersArguments):
+            translator.max_argument_bytes = limits.max_argument_bytes
+        chunks = self._chunks(response, limits.max_event_bytes)
         try:
             async for chunk, name in chunks:
-                events = translator.feed(chunk, name)
+                try:
+                    events = translator.feed(chunk, name)
+                except RecursionError:
+                    raise _too_deep() from None
                 ended = any(isinstance(e, (RunFinishedEvent, RunErrorEvent)) for e in events)
                 if ended:
                     # The consumer stops reading at the end of the run: read the rest now.
@@ -303,27 +451,33 @@ class ProviderBackend(ABC):
             await chunks.aclose()
 
     async def _chunks(
-        self, response: httpx.Response
+        self, response: httpx.Response, max_bytes: int
     ) -> AsyncGenerator[tuple[Any, str | None], None]:
+        stream = response.stream
+        assert isinstance(stream, httpx.AsyncByteStream)
         with map_transport_errors():
             if self.stream_format == "ndjson":
-                lines = cast("AsyncGenerator[str, None]", response.aiter_lines())
-                try:
-                    async for line in lines:
-                        if line.strip():
-                            yield _decode_chunk(line), None
-                finally:
-                    await lines.aclose()
+                async for line in LineReader(stream):
+                    yield _decode_chunk(_sized(line, max_bytes, "an NDJSON line")), None
             else:
-                sse_events = EventSource(response).aiter_sse()
-                try:
-                    async for sse in sse_events:
-                        data = sse.data
-                        if not data or data == "[DONE]":
-                            continue
-                        yield _decode_chunk(data), (sse.event if sse.event != "message" else None)
-                finally:
-                    await sse_events.aclose()
+                async for sse in SseReader(stream):
+                    data = sse.data
+                    if not data or data == b"[DONE]":
+                        continue
+                    chunk = _decode_chunk(_sized(data, max_bytes, "an SSE event"))
+                    yield chunk, (sse.event if sse.event != "message" else None)
+
+
+def _sized(data: bytes, max_bytes: int, what: str) -> bytes:
+    if len(data) > max_bytes:
+        raise LimitExceededError("max_event_bytes", max_bytes, f"{what} of {len(data)} bytes")
+    return data
+
+
+def _too_deep() -> MalformedEventError:
+    return MalformedEventError(
+        "provider sent JSON nested too deeply to decode", code="nesting_too_deep"
+    )
 
 
 def _stamped(event: Event, run_input: RunAgentInput) -> Event:
@@ -349,10 +503,16 @@ async def _drain(chunks: AsyncIterator[object]) -> None:
             pass
 
 
-def _decode_chunk(data: str) -> Any:
+def _decode_chunk(data: bytes) -> Any:
     try:
         return _JSON.decode(data)
-    except msgspec.DecodeError as exc:
+    except RecursionError:
+        raise _too_deep() from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        # A lone surrogate escape (a string cut inside an emoji) spoils one character.
+        repaired = repair_surrogates(data) if isinstance(exc, msgspec.DecodeError) else None
+        if repaired is not None:
+            return _decode_chunk(repaired)
         raise MalformedEventError(
             f"provider sent a chunk that is not JSON: {data[:120]!r}"
         ) from exc

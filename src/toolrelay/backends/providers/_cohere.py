@@ -53,8 +53,10 @@ from toolrelay.backends.providers._base import (
     ProviderBackend,
     StreamTranslator,
     counter,
+    hold_piece,
     uuid_id,
 )
+from toolrelay.core import Limits
 from toolrelay.errors import ConversationError, InvalidEventError, MalformedEventError
 from toolrelay.protocol import (
     AssistantMessage,
@@ -161,6 +163,7 @@ class _OpenCall:
     id: str
     name: str
     pieces: list[str] = field(default_factory=list)
+    held: int = 0  # UTF-8 bytes in pieces
 
 
 class CohereTranslator(MessageStreams):
@@ -178,7 +181,11 @@ class CohereTranslator(MessageStreams):
         *,
         message_ids: Callable[[], str] = uuid_id,
         call_ids: Callable[[], str] | None = None,
+        max_argument_bytes: int = Limits().max_argument_bytes,
     ) -> None:
+        #: The most argument bytes held for a call until its ``tool-call-end`` (the
+        #: backend sets the run's ``Limits.max_argument_bytes``).
+        self.max_argument_bytes = max_argument_bytes
         self._message_ids = message_ids
         self._call_ids = call_ids if call_ids is not None else counter("call_")
         self._open_calls: dict[int, _OpenCall] = {}
@@ -253,7 +260,9 @@ class CohereTranslator(MessageStreams):
         call_id = (call.id if call is not None else None) or self._call_ids()
         opened = _OpenCall(call_id, name)
         if function is not None and function.arguments:
-            opened.pieces.append(function.arguments)
+            opened.held = hold_piece(
+                opened.pieces, opened.held, function.arguments, self.max_argument_bytes
+            )
         self._open_calls[index] = opened
         events.append(
             ToolCallStartEvent(
@@ -268,7 +277,7 @@ class CohereTranslator(MessageStreams):
         if opened is None:
             raise InvalidEventError("tool-call-delta", "$.index", f"no open tool call {index}")
         if piece:
-            opened.pieces.append(piece)
+            opened.held = hold_piece(opened.pieces, opened.held, piece, self.max_argument_bytes)
         return []
 
     def _end_call(self, index: int) -> list[Event]:
@@ -324,14 +333,14 @@ def _arguments_json(raw: str) -> str:
         return "{}"
     try:
         value = _JSON_DECODER.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return raw
     if value is None or value == "null" or value == "":
         return "{}"
     if isinstance(value, str):
         try:
             inner = _JSON_DECODER.decode(value)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             return raw
         return value if isinstance(inner, dict) else raw
     return raw

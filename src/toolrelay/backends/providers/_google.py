@@ -4,17 +4,19 @@ Theory of operation
 -------------------
 Gemini streams ``GenerateContentResponse`` objects, one per SSE ``data:``. The first
 candidate's ``content.parts`` carry text (``thought: true`` for visible reasoning) or
-a *complete* ``functionCall {name, args}``: Gemini never streams a call in pieces and
-gives it no id. So :class:`GoogleTranslator`, for each call part, says everything at
-once (the provider said the call is complete)::
+a *complete* ``functionCall {name, args, id}``: Gemini never streams a call in pieces.
+Gemini 3 and later give each call an ``id``; earlier models give none. So
+:class:`GoogleTranslator`, for each call part, says everything at once (the provider
+said the call is complete)::
 
-    functionCall{name, args}  ->  TOOL_CALL_START(call_<n>)  TOOL_CALL_ARGS(json(args))
-                                  TOOL_CALL_END
+    functionCall{name, args, id}  ->  TOOL_CALL_START(id or call_<n>)
+                                      TOOL_CALL_ARGS(json(args))  TOOL_CALL_END
 
-``call_<n>`` is unique in the response (the backend keeps counting across responses,
-so the ids of one conversation never repeat); two calls are never merged, even with
-the same name and arguments. Text is closed before a call and the call names it as
-its ``parentMessageId``. ``finishReason`` ends the run:
+The provider's id is kept; ``call_<n>`` is made only when there is none (or when the
+response repeats an id it already gave), unique in the response (the backend keeps
+counting across responses, so the ids of one conversation never repeat); two calls
+are never merged, even with the same name and arguments. Text is closed before a
+call and the call names it as its ``parentMessageId``. ``finishReason`` ends the run:
 
 =========================================  ==========================================
 finishReason                               AG-UI
@@ -36,13 +38,16 @@ the stream becomes RUN_ERROR with its message and status.
 Requests (:class:`GoogleBackend`): AG-UI messages become ``contents`` of roles
 ``user`` and ``model``; system and developer messages become ``systemInstruction``.
 Adjacent messages of one side form one turn (Gemini's results of parallel calls are
-one user turn of ``functionResponse`` parts). Gemini has no tool ids, so results are
-matched to the calls of the model turn just before them and sent in the calls' order,
-under the call's function name; a ``response`` must be an object, so other results
-are wrapped as ``{"result": ...}`` and failures sent as ``{"error": ...}``. The
-conversation is checked before any network call (:class:`ConversationError`): it
-begins with a user turn, turns alternate, and a model turn with N calls is followed
-by a user turn with exactly N responses, one per call.
+one user turn of ``functionResponse`` parts). Results are matched to the calls of the
+model turn just before them and sent in the calls' order, under the call's function
+name; a call whose id Gemini gave goes back with it as ``functionCall.id``, and its
+result as ``functionResponse.id`` (the backend remembers those ids, bounded, as it
+does signatures), so two parallel calls of one function pair up unambiguously; a
+``response`` must be an object, so other results are wrapped as ``{"result": ...}``
+and failures sent as ``{"error": ...}``. The conversation is checked before any
+network call (:class:`ConversationError`): it begins with a user turn, turns
+alternate, and a model turn with N calls is followed by a user turn with exactly N
+responses, one per call.
 
 Thought signatures: thinking models (Gemini 2.5, 3) put a ``thoughtSignature`` next
 to a ``functionCall``; Gemini 3 refuses a continuation that does not send it back.
@@ -56,7 +61,7 @@ import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
@@ -109,8 +114,10 @@ _STOP_REASONS: Mapping[str, str] = {
 #: finishReasons that mean the model's call could not be used: the run fails.
 _ERROR_REASONS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
 
-#: Thought signatures remembered per backend (the most recent calls).
+#: Thought signatures and given call ids remembered per backend (the most recent calls).
 _MAX_SIGNATURES = 4096
+
+_V = TypeVar("_V")
 
 
 # --- the stream's shapes (unknown fields are skipped) ----------------------------------
@@ -119,6 +126,7 @@ _MAX_SIGNATURES = 4096
 class _FunctionCall(msgspec.Struct, frozen=True):
     name: str
     args: dict[str, Any] | None = None
+    id: str | None = None
 
 
 class _Part(msgspec.Struct, rename="camel", frozen=True):
@@ -176,6 +184,8 @@ class GoogleTranslator(MessageStreams):
             translator).
         thought_signatures: Where to record ``call id -> (name, thoughtSignature)``
             for the calls that carry one (the backend passes its memory).
+        given_ids: Where to record the call ids Gemini gave (``call id -> name``), so
+            the request sends them back (the backend passes its memory).
     """
 
     def __init__(
@@ -184,10 +194,13 @@ class GoogleTranslator(MessageStreams):
         message_ids: Callable[[], str] = uuid_id,
         call_ids: Callable[[], str] | None = None,
         thought_signatures: MutableMapping[str, tuple[str, str]] | None = None,
+        given_ids: MutableMapping[str, str] | None = None,
     ) -> None:
         self._message_ids = message_ids
         self._call_ids = call_ids if call_ids is not None else counter("call_")
         self._signatures = thought_signatures
+        self._given = given_ids
+        self._seen: set[str] = set()
         self._calls = 0
         self._usage: _Usage | None = None
         self._model: str | None = None
@@ -255,7 +268,14 @@ class GoogleTranslator(MessageStreams):
 
     def _call(self, call: _FunctionCall, signature: str | None) -> list[Event]:
         events = self._close_messages()
-        call_id = self._call_ids()
+        given = call.id
+        if given and given not in self._seen:
+            call_id = given
+            if self._given is not None:
+                self._given[call_id] = call.name
+        else:
+            call_id = self._call_ids()
+        self._seen.add(call_id)
         self._calls += 1
         if signature and self._signatures is not None:
             self._signatures[call_id] = (call.name, signature)
@@ -343,13 +363,14 @@ class GoogleBackend(ProviderBackend):
     api_key_env: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com/v1beta"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        streaming=True, tools=True, tool_ids=False, parallel_calls=True
+        streaming=True, tools=True, tool_ids=True, parallel_calls=True
     )
     stream_format: ClassVar[str] = "sse"
 
     def _init_state(self) -> None:
         self._next_call = counter("call_")
-        self._signatures: _Signatures = _Signatures()
+        self._signatures: _Recent[tuple[str, str]] = _Recent()
+        self._given_ids: _Recent[str] = _Recent()
 
     def endpoint(self) -> str:
         model = self.model.removeprefix("models/")
@@ -359,7 +380,11 @@ class GoogleBackend(ProviderBackend):
         return {"x-goog-api-key": self._api_key} if self._api_key else {}
 
     def new_translator(self) -> StreamTranslator:
-        return GoogleTranslator(call_ids=self._next_call, thought_signatures=self._signatures)
+        return GoogleTranslator(
+            call_ids=self._next_call,
+            thought_signatures=self._signatures,
+            given_ids=self._given_ids,
+        )
 
     def build_request(self, run_input: RunAgentInput) -> dict[str, Any]:
         """The ``GenerateContentRequest`` for a run.
@@ -412,12 +437,13 @@ class GoogleBackend(ProviderBackend):
                 if content:
                     turn.parts.append({"text": content})
                 for call in tool_calls or ():
-                    part: dict[str, Any] = {
-                        "functionCall": {
-                            "name": call.function.name,
-                            "args": _arguments(call.function.arguments, call.function.name),
-                        }
+                    function: dict[str, Any] = {
+                        "name": call.function.name,
+                        "args": _arguments(call.function.arguments, call.function.name),
                     }
+                    if self._given_ids.get(call.id) == call.function.name:
+                        function["id"] = call.id
+                    part: dict[str, Any] = {"functionCall": function}
                     remembered = self._signatures.get(call.id)
                     if remembered is not None and remembered[0] == call.function.name:
                         part["thoughtSignature"] = remembered[1]
@@ -426,17 +452,20 @@ class GoogleBackend(ProviderBackend):
                 return turn if turn.parts else None
             case ToolMessage():
                 name = _called_name(message, turns)
-                response = _response_object(message)
-                part = {"functionResponse": {"name": name, "response": response}}
+                response: dict[str, Any] = {"name": name, "response": _response_object(message)}
+                if self._given_ids.get(message.tool_call_id) == name:
+                    response["id"] = message.tool_call_id
+                part = {"functionResponse": response}
                 return _Turn("user", responses=[(message.tool_call_id, part)])
             case _:
                 return None  # reasoning and activity records stay local
 
 
-class _Signatures(OrderedDict[str, tuple[str, str]]):
-    """``call id -> (name, thoughtSignature)``, keeping the most recent entries."""
+class _Recent(OrderedDict[str, _V]):
+    """What the backend remembers per call id (a signature, that Gemini gave the id),
+    keeping the most recent entries."""
 
-    def __setitem__(self, key: str, value: tuple[str, str]) -> None:
+    def __setitem__(self, key: str, value: _V) -> None:
         super().__setitem__(key, value)
         self.move_to_end(key)
         while len(self) > _MAX_SIGNATURES:
@@ -548,7 +577,7 @@ def _arguments(raw: str, name: str) -> dict[str, Any]:
         return {}
     try:
         value = _JSON_DECODER.decode(raw)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         raise ConversationError(
             f"google: the arguments of a {name!r} call are not JSON: {raw[:80]!r}"
         ) from exc
@@ -573,6 +602,6 @@ def _response_object(message: ToolMessage) -> dict[str, Any]:
     )
     try:
         value = _JSON_DECODER.decode(text)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return {"result": text}
     return value if isinstance(value, dict) else {"result": value}

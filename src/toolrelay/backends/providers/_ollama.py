@@ -373,7 +373,7 @@ def _arguments(raw: str, name: str) -> dict[str, Any]:
         return {}
     try:
         value = _JSON_DECODER.decode(raw)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         raise ConversationError(
             f"ollama: the arguments of a {name!r} call are not JSON: {raw[:80]!r}"
         ) from exc

@@ -70,8 +70,10 @@ import msgspec
 from toolrelay.backends.providers._base import (
     Capabilities,
     ProviderBackend,
+    hold_piece,
     tool_results_after,
 )
+from toolrelay.core import Limits
 from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     ActivityMessage,
@@ -166,6 +168,8 @@ class _ChatCall:
     ended: bool = False
     #: Argument pieces received before the name (and so before TOOL_CALL_START).
     pending: list[str] | None = None
+    #: Their UTF-8 size.
+    pending_bytes: int = 0
 
 
 class OpenAIChatTranslator:
@@ -177,6 +181,9 @@ class OpenAIChatTranslator:
         call_numbers: Numbers for the ids ``call_<n>`` of calls the server sent without
             an id (a fresh count from 0 by default).
         fallback_message_id: The message id when the chunks carry no ``id``.
+        max_argument_bytes: The most argument bytes held for a call whose name has
+            not come yet (a :class:`~toolrelay.backends.providers.BuffersArguments`;
+            the backend sets the run's ``Limits.max_argument_bytes``).
     """
 
     def __init__(
@@ -184,7 +191,9 @@ class OpenAIChatTranslator:
         *,
         call_numbers: Iterator[int] | None = None,
         fallback_message_id: str = "message",
+        max_argument_bytes: int = Limits().max_argument_bytes,
     ) -> None:
+        self.max_argument_bytes = max_argument_bytes
         self._call_numbers = call_numbers if call_numbers is not None else itertools.count()
         self._fallback_message_id = fallback_message_id
         self._message_id: str | None = None
@@ -309,7 +318,11 @@ class OpenAIChatTranslator:
         if not call.started:
             if call.name is None:
                 if arguments:
-                    call.pending = [*(call.pending or ()), arguments]
+                    if call.pending is None:
+                        call.pending = []
+                    call.pending_bytes = hold_piece(
+                        call.pending, call.pending_bytes, arguments, self.max_argument_bytes
+                    )
                 return
             self._end_reasoning(out)
             call.started = True
@@ -322,6 +335,7 @@ class OpenAIChatTranslator:
             )
             out.extend(ToolCallArgsEvent(tool_call_id=call.id, delta=d) for d in call.pending or ())
             call.pending = None
+            call.pending_bytes = 0
         if arguments:
             out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=arguments))
 

@@ -1,0 +1,548 @@
+"""What every HTTP backend does to a response body before it parses it: bounded.
+
+Theory of operation
+-------------------
+httpx decodes a compressed body chunk by chunk, and one chunk of a gzip bomb (64 KiB
+on the wire) can inflate to 64 MiB at once; it also replaces invalid UTF-8 silently
+and keeps a byte order mark. So the HTTP backends (AG-UI and the providers) take the
+decoding over: :func:`bound_body` replaces the response's byte stream with a
+:class:`_BoundedBody` and removes ``Content-Encoding``, so that httpx reads our
+decoded bytes as they are::
+
+    wire bytes -> inflate (gzip, deflate; at most 64 KiB out per step)
+               -> strip a leading BOM, check UTF-8 (event streams)
+               -> count the bytes since the last record boundary (a blank line for
+                  SSE, a newline for NDJSON): past the bound, LimitExceededError
+               -> httpx (identity) -> httpx-sse or aiter_lines
+
+Every bound is counted on *decoded* bytes, and memory stays near the bound whatever
+the compression ratio. Brotli is decoded too when the ``brotli`` package (1.2 or
+later, whose decompressor bounds its output) is installed: the ``toolrelay[brotli]``
+extra. Other encodings are not asked for (``Accept-Encoding`` says what is:
+:data:`ACCEPT_ENCODING`); a server that sends one anyway gets a typed error
+(``code="content_encoding"``) instead of being read as garbage.
+
+:func:`body_excerpt` reads at most a bounded number of decoded bytes of an error
+body, never the whole of it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import importlib
+import math
+import zlib
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Final, Protocol, Self
+
+import anyio
+import httpx
+
+from toolrelay.errors import LimitExceededError, MalformedEventError, RemoteProtocolError
+
+__all__ = (
+    "ACCEPT_ENCODING",
+    "DECODE_STEP_BYTES",
+    "LineReader",
+    "SseEvent",
+    "SseReader",
+    "body_excerpt",
+    "bound_body",
+    "run_deadline",
+)
+
+
+def _bounded_brotli() -> Any:
+    """The ``brotli`` module if it can bound its output (1.2 or later), else ``None``."""
+    try:
+        brotli = importlib.import_module("brotli")
+    except ImportError:
+        return None
+    if not hasattr(brotli, "Decompressor") or not hasattr(
+        brotli.Decompressor(), "can_accept_more_data"
+    ):
+        return None
+    return brotli
+
+
+_BROTLI: Final = _bounded_brotli()
+
+#: The ``Accept-Encoding`` HTTP backends send: what :class:`_BoundedBody` decodes
+#: (``br`` only with the ``brotli`` package installed).
+ACCEPT_ENCODING: Final = "gzip, deflate, br" if _BROTLI is not None else "gzip, deflate"
+#: The most decoded bytes one step of inflating produces.
+DECODE_STEP_BYTES: Final = 64 * 1024
+_BLOCK_SLACK_BYTES: Final = 64 * 1024
+_BOM: Final = b"\xef\xbb\xbf"
+_EXCERPT_CHARS: Final = 300
+
+
+class _Inflater(Protocol):
+    def feed(self, data: bytes) -> Iterator[bytes]: ...
+    def flush(self) -> Iterator[bytes]: ...
+
+
+class _ZlibInflater:
+    """gzip (several members allowed) or deflate (zlib-wrapped or raw), in bounded steps."""
+
+    def __init__(self, encoding: str) -> None:
+        self._encoding = encoding
+        self._gzip = encoding == "gzip"
+        self._raw_fallback = not self._gzip  # deflate: zlib-wrapped first, raw if not
+        self._obj = self._new(zlib.MAX_WBITS | 16 if self._gzip else zlib.MAX_WBITS)
+
+    @staticmethod
+    def _new(wbits: int) -> zlib._Decompress:
+        return zlib.decompressobj(wbits)
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        while True:
+            try:
+                out = self._obj.decompress(data, DECODE_STEP_BYTES)
+            except zlib.error as exc:
+                if self._raw_fallback:
+                    self._raw_fallback = False
+                    self._obj = self._new(-zlib.MAX_WBITS)
+                    continue
+                raise MalformedEventError(
+                    f"the {self._encoding} body cannot be decoded: {exc}", code="content_encoding"
+                ) from exc
+            self._raw_fallback = False
+            if out:
+                yield out
+            data = self._obj.unconsumed_tail
+            if self._obj.eof:
+                rest = self._obj.unused_data
+                if self._gzip and rest.strip(b"\x00"):
+                    self._obj = self._new(zlib.MAX_WBITS | 16)  # the next gzip member
+                    data = rest
+                    continue
+                return
+            if not data and len(out) < DECODE_STEP_BYTES:
+                return
+
+    def flush(self) -> Iterator[bytes]:
+        yield from self.feed(b"")
+
+
+class _BrotliInflater:
+    """Brotli, in bounded steps (``output_buffer_limit``, then drained with no input)."""
+
+    def __init__(self) -> None:
+        self._obj = _BROTLI.Decompressor()
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        while True:
+            try:
+                out: bytes = self._obj.process(data, output_buffer_limit=DECODE_STEP_BYTES)
+            except _BROTLI.error as exc:
+                raise MalformedEventError(
+                    f"the br body cannot be decoded: {exc}", code="content_encoding"
+                ) from exc
+            data = b""
+            if out:
+                yield out
+            if self._obj.is_finished():
+                return
+            # A full step may leave output to come from input already taken.
+            if len(out) < DECODE_STEP_BYTES and self._obj.can_accept_more_data():
+                return
+
+    def flush(self) -> Iterator[bytes]:
+        if not self._obj.is_finished():
+            yield from self.feed(b"")
+
+
+def _inflaters(response: httpx.Response) -> list[_Inflater]:
+    """The decoders of the response's ``Content-Encoding``, outermost first."""
+    values = [
+        value.strip().lower()
+        for value in response.headers.get_list("content-encoding", split_commas=True)
+    ]
+    inflaters: list[_Inflater] = []
+    for value in reversed(values):  # the last encoding applied is undone first
+        if value in ("", "identity"):
+            continue
+        if value in ("gzip", "x-gzip"):
+            inflaters.append(_ZlibInflater("gzip"))
+        elif value == "deflate":
+            inflaters.append(_ZlibInflater("deflate"))
+        elif value == "br" and _BROTLI is not None:
+            inflaters.append(_BrotliInflater())
+        else:
+            raise MalformedEventError(
+                f"the server sent a body encoded as {value!r}, which toolrelay does not "
+                f"decode (it asks for {ACCEPT_ENCODING})",
+                code="content_encoding",
+            )
+    return inflaters
+
+
+def _through(inflaters: list[_Inflater], data: bytes, *, final: bool) -> Iterator[bytes]:
+    """``data`` through every inflater in turn, each step bounded."""
+    if not inflaters:
+        if data:
+            yield data
+        return
+    first, rest = inflaters[0], inflaters[1:]
+    pieces = first.flush() if final else first.feed(data)
+    for piece in pieces:
+        yield from _through(rest, piece, final=False)
+    if final and rest:
+        yield from _through(rest, b"", final=True)
+
+
+class _BoundedBody(httpx.AsyncByteStream):
+    """A response body decoded by us, in bounded steps, with its records bounded.
+
+    See the module docstring. An iterator class rather than an async generator, so
+    that leaving it early leaves nothing suspended to be garbage collected.
+
+    Args:
+        stream: The response's raw stream.
+        inflaters: The decoders of its ``Content-Encoding`` (empty: identity).
+        error: Raised on the first read instead (an encoding we cannot decode).
+        record: ``"sse"`` (records end with a blank line), ``"ndjson"`` (a newline),
+            or ``None`` (no record bound, no UTF-8 check: an error body).
+        max_record_bytes: The limit a record is checked against (``max_event_bytes``).
+    """
+
+    _SSE_BOUNDARIES = (b"\n\n", b"\r\r", b"\n\r\n", b"\r\n\r")
+
+    def __init__(
+        self,
+        stream: httpx.AsyncByteStream,
+        inflaters: list[_Inflater],
+        error: RemoteProtocolError | None,
+        record: str | None,
+        max_record_bytes: int,
+    ) -> None:
+        self._stream = stream
+        self._inflaters = inflaters
+        self._error = error
+        self._record = record
+        self._max_record_bytes = max_record_bytes
+        self._bound = (2 if record == "sse" else 1) * max_record_bytes + _BLOCK_SLACK_BYTES
+        self._since_boundary = 0
+        self._tail = b""
+        self._utf8 = codecs.getincrementaldecoder("utf-8")() if record else None
+        self._at_start = record is not None  # a BOM may still come
+        self._head = b""
+        self._chunks: AsyncIterator[bytes] | None = None
+        self._pending: Iterator[bytes] = iter(())
+        self._done = False
+
+    def __aiter__(self) -> Self:
+        self._chunks = self._stream.__aiter__()
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._error is not None:
+            raise self._error
+        while True:
+            for piece in self._pending:
+                piece = self._strip_bom(piece)
+                if piece:
+                    return self._check(piece)
+            if self._done:
+                # A body cut inside a character was cut inside an event too (an
+                # unfinished line), which the parser discards: not a UTF-8 error.
+                raise StopAsyncIteration
+            assert self._chunks is not None, "iterate with async for"
+            try:
+                chunk = await self._chunks.__anext__()
+            except StopAsyncIteration:
+                self._done = True
+                self._pending = _through(self._inflaters, b"", final=True)
+                continue
+            self._pending = _through(self._inflaters, chunk, final=False)
+
+    def _strip_bom(self, piece: bytes) -> bytes:
+        if not self._at_start:
+            return piece
+        head = self._head + piece
+        if len(head) < len(_BOM) and _BOM.startswith(head):
+            self._head = head  # wait for more
+            return b""
+        self._at_start = False
+        self._head = b""
+        return head.removeprefix(_BOM)  # the SSE spec: one leading BOM is ignored
+
+    def _check(self, chunk: bytes) -> bytes:
+        if self._utf8 is not None:
+            held = len(self._utf8.getstate()[0])  # bytes of a sequence begun earlier
+            try:
+                self._utf8.decode(chunk)
+            except UnicodeDecodeError as exc:
+                # What precedes the bad byte is handed on first (its events are not
+                # lost); the error is raised at the next read.
+                valid = max(0, exc.start - held)
+                self._error = _invalid_utf8(exc)
+                self._utf8 = None
+                if not valid:
+                    raise self._error from exc
+                chunk = chunk[:valid]
+        if self._record is None:
+            return chunk
+        window = self._tail + chunk
+        if self._record == "sse":
+            # "\n\n" ends nearly every event on the wire; the other three line-ending
+            # combinations are only possible where a "\r" is.
+            end = _end_of(window, b"\n\n")
+            if b"\r" in window:
+                for boundary in self._SSE_BOUNDARIES[1:]:
+                    end = max(end, _end_of(window, boundary))
+        else:
+            end = _end_of(window, b"\n")
+        if end >= 0:
+            self._since_boundary = len(window) - end
+        else:
+            self._since_boundary += len(chunk)
+        if self._since_boundary > self._bound:
+            what = "an SSE event block" if self._record == "sse" else "a line"
+            raise LimitExceededError(
+                "max_event_bytes",
+                self._max_record_bytes,
+                f"{what} passed {self._bound} decoded bytes before it ended",
+            )
+        self._tail = window[-3:]
+        return chunk
+
+    async def aclose(self) -> None:
+        chunks, self._chunks = self._chunks, None
+        close = getattr(chunks, "aclose", None)
+        try:
+            if close is not None:
+                await close()  # httpx's stream iterates with an async generator
+        finally:
+            await self._stream.aclose()
+
+
+def _invalid_utf8(exc: UnicodeDecodeError) -> MalformedEventError:
+    return MalformedEventError(
+        f"the event stream is not valid UTF-8 ({exc.reason}, byte 0x{exc.object[exc.start]:02x})",
+        code="invalid_utf8",
+    )
+
+
+def _end_of(window: bytes, boundary: bytes) -> int:
+    index = window.rfind(boundary)
+    return index + len(boundary) if index >= 0 else -1
+
+
+def bound_body(
+    response: httpx.Response, *, record: str | None = None, max_record_bytes: int = 0
+) -> None:
+    """Make ``response``'s body decode in bounded steps, with its records bounded.
+
+    Call it before anything reads the body. Afterwards httpx sees an unencoded body
+    (``Content-Encoding`` is removed) and, for an event stream, UTF-8 (SSE's only
+    encoding, whatever ``charset`` says).
+
+    Args:
+        response: A streaming response whose body was not read yet.
+        record: ``"sse"`` or ``"ndjson"`` for an event stream (records bounded by
+            ``max_record_bytes``, UTF-8 checked, a leading BOM dropped); ``None`` for
+            a body read only for an excerpt.
+        max_record_bytes: The ``max_event_bytes`` records are checked against.
+
+    Reading the body then raises, besides httpx's errors:
+        LimitExceededError: A record passed its bound (``max_event_bytes``).
+        MalformedEventError: The body cannot be decoded (``content_encoding``), or an
+            event stream is not UTF-8 (``invalid_utf8``).
+    """
+    stream = response.stream
+    if not isinstance(stream, httpx.AsyncByteStream) or isinstance(stream, _BoundedBody):
+        return
+    error: RemoteProtocolError | None = None
+    try:
+        inflaters = _inflaters(response)
+    except RemoteProtocolError as exc:
+        inflaters, error = [], exc
+    response.stream = _BoundedBody(stream, inflaters, error, record, max_record_bytes)
+    if "content-encoding" in response.headers:
+        del response.headers["content-encoding"]
+    if record is not None:
+        response.encoding = "utf-8"
+
+
+async def body_excerpt(
+    response: httpx.Response, *, keep: int = 1024, read: int = 64 * 1024
+) -> tuple[bytes, str]:
+    """The start of a (non-event) body: ``keep`` decoded bytes of it, read boundedly.
+
+    The rest is read and dropped up to ``read`` decoded bytes (a typical error body
+    is read to its end, so the connection can be reused), never more.
+
+    Returns:
+        The bytes kept, and the same as one line of text (at most 300 characters),
+        or a note when the body could not be read.
+    """
+    bound_body(response)
+    kept = bytearray()
+    size = 0
+    note = ""
+    stream = response.stream
+    assert isinstance(stream, httpx.AsyncByteStream)
+    try:
+        # Our decoded stream itself, not httpx's aiter_bytes: leaving that early
+        # would leave its inner async generator to the garbage collector.
+        async for chunk in stream:
+            if len(kept) < keep:
+                kept += chunk[: keep - len(kept)]
+            size += len(chunk)
+            if size >= read:
+                break
+    except httpx.HTTPError:
+        pass  # the status says enough; a body that fails to arrive is not the news
+    except RemoteProtocolError as exc:
+        note = f"(body not shown: {exc.message})"
+    text = " ".join(bytes(kept).decode(response.encoding or "utf-8", errors="replace").split())
+    if len(text) > _EXCERPT_CHARS:
+        text = text[:_EXCERPT_CHARS] + "..."
+    return bytes(kept), text or note
+
+
+class SseEvent:
+    """One Server-Sent Event: its ``event`` name (``"message"`` when unnamed) and
+    its ``data`` lines joined with newlines, as UTF-8 bytes."""
+
+    __slots__ = ("data", "event")
+
+    def __init__(self, event: str, data: bytes) -> None:
+        self.event = event
+        self.data = data
+
+
+class SseReader:
+    """The events of an SSE body (the WHATWG "event stream interpretation"), read from
+    a byte stream that :func:`bound_body` already bounds and checks.
+
+    Lines end with CR, LF or CRLF (a CR at the end of one read and an LF at the start
+    of the next are one line ending); comments, ``id`` and ``retry`` fields and
+    unknown fields are skipped; one space after the colon is dropped; an event with
+    no data line is not dispatched; an event cut off by the end of the body is
+    discarded, as the specification says. An iterator class, not an async generator:
+    leaving it early leaves nothing suspended.
+    """
+
+    def __init__(self, stream: httpx.AsyncByteStream) -> None:
+        self._chunks = stream.__aiter__()
+        # The line being read, and the event's data: compact buffers, so that a block
+        # of many tiny lines costs its bytes, not an object per line.
+        self._partial = bytearray()
+        self._skip_lf = False
+        self._data: bytes | bytearray | None = None
+        self._name = b""
+        self._ready: list[SseEvent] = []
+        self._next = 0
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SseEvent:
+        while self._next >= len(self._ready):
+            self._ready.clear()
+            self._next = 0
+            chunk = await self._chunks.__anext__()  # StopAsyncIteration ends us too
+            self._feed(chunk)
+        event = self._ready[self._next]
+        self._next += 1
+        return event
+
+    def _feed(self, chunk: bytes) -> None:
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk.startswith(b"\n"):
+                chunk = chunk[1:]
+        if b"\n" not in chunk and b"\r" not in chunk:
+            self._partial += chunk
+            return
+        if self._partial:
+            self._partial += chunk
+            chunk = bytes(self._partial)
+            self._partial = bytearray()
+        lines = chunk.splitlines(keepends=True)  # bytes: at CR, LF and CRLF only
+        if not lines[-1].endswith((b"\n", b"\r")):
+            self._partial += lines.pop()
+        elif lines[-1].endswith(b"\r"):
+            self._skip_lf = True  # its LF may come with the next read
+        for line in lines:
+            self._line(line.rstrip(b"\r\n"))
+
+    def _line(self, line: bytes) -> None:
+        if not line:
+            data = self._data
+            if data is not None:
+                name = self._name.decode(errors="replace") if self._name else "message"
+                self._ready.append(SseEvent(name, data if type(data) is bytes else bytes(data)))
+                self._data = None
+            self._name = b""
+            return
+        if line.startswith(b":"):
+            return  # a comment (keep-alive)
+        field, colon, value = line.partition(b":")
+        if colon and value.startswith(b" "):
+            value = value[1:]
+        if field == b"data":
+            data = self._data
+            if data is None:
+                self._data = value  # one line: kept as it is
+            else:
+                if type(data) is bytes:
+                    data = self._data = bytearray(data)
+                data += b"\n"
+                data += value
+        elif field == b"event":
+            self._name = value
+        # id, retry and unknown fields: ignored (a run is not resumed by reconnecting)
+
+
+class LineReader:
+    """The non-blank lines of an NDJSON body (LF or CRLF endings), as bytes, read from
+    a byte stream that :func:`bound_body` already bounds and checks. An iterator
+    class, like :class:`SseReader`."""
+
+    def __init__(self, stream: httpx.AsyncByteStream) -> None:
+        self._chunks = stream.__aiter__()
+        self._partial = bytearray()
+        self._ready: list[bytes] = []
+        self._next = 0
+        self._done = False
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> bytes:
+        while self._next >= len(self._ready):
+            self._ready.clear()
+            self._next = 0
+            if self._done:
+                raise StopAsyncIteration
+            try:
+                chunk = await self._chunks.__anext__()
+            except StopAsyncIteration:
+                self._done = True  # a last line without a newline still counts
+                chunk = b"\n"
+            self._feed(chunk)
+        line = self._ready[self._next]
+        self._next += 1
+        return line
+
+    def _feed(self, chunk: bytes) -> None:
+        if b"\n" not in chunk:
+            self._partial += chunk
+            return
+        if self._partial:
+            self._partial += chunk
+            chunk = bytes(self._partial)
+            self._partial = bytearray()
+        *lines, rest = chunk.split(b"\n")
+        self._partial += rest
+        self._ready.extend(line for line in lines if line.strip())
+
+
+def run_deadline(seconds: float | None) -> float:
+    """The absolute deadline (anyio's clock) of a run that may last ``seconds`` from
+    now; ``math.inf`` for ``None``."""
+    return math.inf if seconds is None else anyio.current_time() + seconds

@@ -1,0 +1,296 @@
+"""Optional store capabilities for several workers sharing one store: claims and a tail.
+
+A plain :class:`~toolrelay.store.Store` serves one process. A store that several
+worker processes share also offers the capabilities below; the engine and the server
+look for them with ``isinstance`` and run alone without them.
+:class:`~toolrelay.store.PostgresStore` offers both;
+:class:`~toolrelay.store.SQLiteStore` offers claims (worker processes of one machine
+sharing its file, timed by that machine's clock) but no tail;
+:class:`~toolrelay.store.MemoryStore` neither.
+
+Claims
+------
+A turn is worked on by one worker at a time. The worker *claims* the thread, and the
+claim is held by a *lease* (seconds, by the store's clock) that the worker renews
+while it works (a heartbeat, :func:`hold`). Each claim carries a *fencing token*,
+a number larger than every token given before it, and every write the worker
+makes carries its claim (``append(..., claim=claim)``). The rules:
+
+1. A thread has at most one valid claim: its token is the thread's latest and its
+   lease has not expired.
+2. ``claim`` and ``claim_next`` take a thread only when it has no valid claim;
+   ``claim_next`` takes threads with a live turn (work to resume), oldest first,
+   and two workers asking at once never get the same thread.
+3. ``append(..., claim=c)`` writes only while ``c`` is valid, checked in the write's
+   transaction; otherwise it raises :class:`~toolrelay.errors.StaleClaimError` and
+   writes nothing. A worker that paused past its lease (a GC pause, SIGSTOP) and
+   comes back has its late writes refused, even before anyone else took over.
+4. ``renew`` extends a valid claim; an expired or superseded one raises
+   :class:`~toolrelay.errors.StaleClaimError` (claim again: a new token).
+5. A taker that got a claim reads the log after it: every write made under an
+   earlier claim is committed and visible by then.
+
+The live tail
+-------------
+``tail(key, after=N)`` yields every record of a thread after ``N``, in order and
+once each, then keeps yielding the records any process appends, until the caller
+leaves. Notifications only say "thread X has a record at sequence S"; the tail
+always reads from the last sequence it yielded, so a notification lost or merged
+costs a little delay, never a record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Protocol, runtime_checkable
+
+import anyio
+import msgspec
+
+from toolrelay.core import ThreadKey
+from toolrelay.errors import StaleClaimError, StoreError
+from toolrelay.store._contract import Entry, Store, ThreadInfo
+from toolrelay.store._records import Record
+
+__all__ = ("Claim", "ClaimingStore", "FencedStore", "Held", "TailingStore", "hold")
+
+
+class Claim(msgspec.Struct, frozen=True, kw_only=True):
+    """One worker's hold on one thread.
+
+    Attributes:
+        key: The thread.
+        worker: Who holds it (a name the worker chose: host and pid, say).
+        token: The fencing token: larger than every token the store gave before.
+        expires_at: When the lease ends unless renewed (seconds since the epoch, by
+            the store's clock, which is the one that decides).
+    """
+
+    key: ThreadKey
+    worker: str
+    token: int
+    expires_at: float
+
+
+@runtime_checkable
+class ClaimingStore(Store, Protocol):
+    """A store several workers share, handing each thread to one of them at a time."""
+
+    async def append(
+        self,
+        key: ThreadKey,
+        records: Sequence[Record],
+        *,
+        owner: str | None = None,
+        claim: Claim | None = None,
+    ) -> int:
+        """:meth:`Store.append`, refused when ``claim`` is given and no longer valid.
+
+        Raises:
+            StaleClaimError: ``claim`` expired or another worker took the thread;
+                nothing was written. Stop working on the thread.
+            StoreError: Nothing was written.
+        """
+        ...
+
+    async def claim(self, key: ThreadKey, *, worker: str, lease: float) -> Claim | None:
+        """Take the thread for ``lease`` seconds, or ``None`` if it has a valid claim
+        (also one of ``worker``'s own: renew that one instead)."""
+        ...
+
+    async def claim_next(self, *, worker: str, lease: float, limit: int = 1) -> list[Claim]:
+        """Take up to ``limit`` threads that have a live turn and no valid claim
+        (a dead worker's, once its lease expired), oldest first; ``[]`` if none."""
+        ...
+
+    async def renew(self, claim: Claim, *, lease: float) -> Claim:
+        """Extend a valid claim to ``lease`` seconds from now (the heartbeat).
+
+        Raises:
+            StaleClaimError: The claim expired or was taken over.
+        """
+        ...
+
+    async def release(self, claim: Claim) -> bool:
+        """Give the thread up (its turn ended, or the worker stops); ``False`` if the
+        claim was no longer the thread's."""
+        ...
+
+
+@runtime_checkable
+class TailingStore(Store, Protocol):
+    """A store whose appends, by any process, reach a live reader."""
+
+    def tail(
+        self, key: ThreadKey, *, after: int = 0
+    ) -> AbstractAsyncContextManager[AsyncIterator[Entry]]:
+        """Every record of the thread after ``after``, then each new one as it is
+        committed, in order, once each (``async with store.tail(key) as entries:``)."""
+        ...
+
+
+class Held:
+    """A claim kept alive by :func:`hold`: :attr:`claim` is the latest renewal."""
+
+    def __init__(self, claim: Claim) -> None:
+        self.claim = claim
+        #: Set when a renewal was refused: the work was cancelled.
+        self.lost: StaleClaimError | None = None
+
+
+@asynccontextmanager
+async def hold(
+    store: ClaimingStore, claim: Claim, *, lease: float, every: float | None = None
+) -> AsyncIterator[Held]:
+    """Renew ``claim`` every ``every`` seconds (a third of ``lease`` by default) while
+    the body works, and release it at the end.
+
+    The body writes with ``held.claim``. When a renewal is refused (the worker was
+    paused past its lease and another took the thread), the body is cancelled and
+    :class:`~toolrelay.errors.StaleClaimError` leaves the block; a write the body
+    makes with the stale claim is refused the same way.
+
+    Raises:
+        StaleClaimError: The claim was lost while the body ran.
+    """
+    if not (lease > 0 and math.isfinite(lease)):
+        raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
+    interval = lease / 3 if every is None else every
+    held = Held(claim)
+    failure: BaseException | None = None
+    async with anyio.create_task_group() as group:
+
+        async def heartbeat() -> None:
+            while True:
+                await anyio.sleep(interval)
+                try:
+                    held.claim = await store.renew(held.claim, lease=lease)
+                except StaleClaimError as exc:
+                    held.lost = exc
+                    group.cancel_scope.cancel()
+                    return
+
+        group.start_soon(heartbeat)
+        try:
+            yield held
+        except BaseException as exc:
+            # Raised after the task group, as itself (not in an exception group).
+            failure = exc
+        finally:
+            group.cancel_scope.cancel()
+    if held.lost is not None:
+        raise held.lost  # the body was cancelled by the heartbeat: this is why
+    # Let another worker take the thread at once (the lease would expire anyway).
+    with anyio.CancelScope(shield=True), contextlib.suppress(StoreError):
+        await store.release(held.claim)
+    if failure is not None:
+        raise failure
+
+
+class FencedStore:
+    """A :class:`ClaimingStore` whose writes carry this worker's claims by themselves.
+
+    Give it to code that writes without knowing about claims (the engine): the
+    worker claims a thread and runs its turn inside :meth:`holding`, and every
+    ``append`` to that thread carries the claim, so a write made after the claim was
+    lost raises :class:`~toolrelay.errors.StaleClaimError` and lands nowhere. An
+    append to a thread this worker does not hold is refused the same way (a
+    multi-worker server writes under claims only). Everything else is the wrapped
+    store's.
+
+    Args:
+        store: The shared store.
+        worker: This worker's name, given to its claims.
+        lease: The lease of the claims it takes, in seconds (renewed every third).
+    """
+
+    def __init__(self, store: ClaimingStore, *, worker: str, lease: float = 15.0) -> None:
+        if not (lease > 0 and math.isfinite(lease)):
+            raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
+        self.store = store
+        self.worker = worker
+        self.lease = lease
+        self._held: dict[ThreadKey, Held] = {}
+
+    def __repr__(self) -> str:
+        return f"FencedStore({self.store!r}, worker={self.worker!r}, held={len(self._held)})"
+
+    @asynccontextmanager
+    async def holding(self, claim: Claim) -> AsyncIterator[Held]:
+        """Keep ``claim`` renewed while the body works, and make it the one this
+        store's appends to its thread carry; released at the end.
+
+        Raises:
+            StaleClaimError: The claim was lost (the body was cancelled), or a write
+                under it was refused.
+            ValueError: This worker already holds that thread.
+        """
+        if claim.key in self._held:
+            raise ValueError(f"{claim.key} is already held by this worker")
+        async with hold(self.store, claim, lease=self.lease) as held:
+            self._held[claim.key] = held
+            try:
+                yield held
+            finally:
+                del self._held[claim.key]
+
+    def held(self, key: ThreadKey) -> Claim | None:
+        """The claim this worker holds on ``key`` now, if any."""
+        holding = self._held.get(key)
+        return None if holding is None else holding.claim
+
+    async def open(self) -> None:
+        await self.store.open()
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+
+    async def append(
+        self,
+        key: ThreadKey,
+        records: Sequence[Record],
+        *,
+        owner: str | None = None,
+        claim: Claim | None = None,
+    ) -> int:
+        claim = claim or self.held(key)
+        if claim is None:
+            raise StaleClaimError(f"{key} is not held by worker {self.worker!r}: not written")
+        return await self.store.append(key, records, owner=owner, claim=claim)
+
+    async def read(
+        self, key: ThreadKey, *, after: int = 0, limit: int | None = None
+    ) -> list[Entry]:
+        return await self.store.read(key, after=after, limit=limit)
+
+    async def thread(self, key: ThreadKey) -> ThreadInfo | None:
+        return await self.store.thread(key)
+
+    async def threads(
+        self, *, owner: str | None = None, live: bool | None = None
+    ) -> list[ThreadInfo]:
+        return await self.store.threads(owner=owner, live=live)
+
+    async def delete_thread(self, key: ThreadKey) -> bool:
+        return await self.store.delete_thread(key)
+
+    async def claim(
+        self, key: ThreadKey, *, worker: str | None = None, lease: float | None = None
+    ) -> Claim | None:
+        return await self.store.claim(key, worker=worker or self.worker, lease=lease or self.lease)
+
+    async def claim_next(
+        self, *, worker: str | None = None, lease: float | None = None, limit: int = 1
+    ) -> list[Claim]:
+        return await self.store.claim_next(
+            worker=worker or self.worker, lease=lease or self.lease, limit=limit
+        )
+
+    async def renew(self, claim: Claim, *, lease: float | None = None) -> Claim:
+        return await self.store.renew(claim, lease=lease or self.lease)
+
+    async def release(self, claim: Claim) -> bool:
+        return await self.store.release(claim)

@@ -1,0 +1,51 @@
+"""The stateful suite's crash points: promises 1, 2, 5, 9 and 10 across crashes, on
+asyncio and on trio, and proof that the machine can fail."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from toolrelay.runtime import _turn
+from toolrelay.testing.stateful_durable import CrashMachine
+
+_SETTINGS = settings(
+    max_examples=25,
+    stateful_step_count=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+pytestmark = pytest.mark.slow
+
+
+class AsyncioCrashes(CrashMachine):
+    backend = "asyncio"
+
+
+class TrioCrashes(CrashMachine):
+    backend = "trio"
+
+
+TestAsyncioCrashes = AsyncioCrashes.TestCase
+TestAsyncioCrashes.settings = _SETTINGS
+TestTrioCrashes = TrioCrashes.TestCase
+TestTrioCrashes.settings = _SETTINGS
+
+
+def test_the_machine_finds_a_recovery_that_runs_a_call_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Break promise 10 on purpose: a recovered turn runs every interrupted call again.
+    original = _turn.Turn._execute
+
+    async def run_everything_again(self: _turn.Turn, calls: tuple, *, recovering: bool) -> None:  # type: ignore[type-arg]
+        await original(self, calls, recovering=False)
+
+    monkeypatch.setattr(_turn.Turn, "_execute", run_everything_again)
+    with pytest.raises(AssertionError, match=r"ran [2-9] times"):
+        run_state_machine_as_test(
+            AsyncioCrashes,
+            settings=settings(_SETTINGS, max_examples=200, database=None),
+        )
