@@ -215,7 +215,9 @@ class AguiServer:
             ``TEXT_MESSAGE_CONTENT`` deltas, before the message is in the log); the
             message's ``TEXT_MESSAGE_END`` comes with its record. ``False``: every
             event comes from a committed record (text per message).
-        engine_options: More keyword arguments for the :class:`Engine`.
+        engine_options: More keyword arguments for the :class:`Engine` (say
+            ``{"max_repeated_calls": 3}`` to fail a turn whose model repeats a call,
+            before ``max_tool_rounds`` completes it).
 
     Raises:
         ValueError: A bound is not positive, or ``token`` and ``authenticator`` are
@@ -318,6 +320,9 @@ class AguiServer:
             "tool_timeout": self.tool_timeout,
             # Idle threads leave memory (they are read back from the store when used).
             "max_threads": 10_000,
+            # The loop's bound is max_tool_rounds, which completes the turn (004); the
+            # engine's no-progress breaker (which fails it) is the embedder's choice.
+            "max_repeated_calls": None,
             **self._engine_options,
         }
         engine = Engine(model, store=self.store, recover=False, **options)
