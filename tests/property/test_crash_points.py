@@ -3,10 +3,13 @@ asyncio and on trio, and proof that the machine can fail."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from toolrelay.core import ToolCallInfo
 from toolrelay.runtime import _turn
 from toolrelay.testing.stateful_durable import CrashMachine
 
@@ -40,8 +43,10 @@ def test_the_machine_finds_a_recovery_that_runs_a_call_twice(
     # Break promise 10 on purpose: a recovered turn runs every interrupted call again.
     original = _turn.Turn._execute
 
-    async def run_everything_again(self: _turn.Turn, calls: tuple, *, recovering: bool) -> None:  # type: ignore[type-arg]
-        await original(self, calls, recovering=False)
+    async def run_everything_again(
+        self: _turn.Turn, calls: tuple[ToolCallInfo, ...], **options: Any
+    ) -> None:
+        await original(self, calls, **{**options, "recovering": False})
 
     monkeypatch.setattr(_turn.Turn, "_execute", run_everything_again)
     with pytest.raises(AssertionError, match=r"ran [2-9] times"):

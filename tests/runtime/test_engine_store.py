@@ -17,6 +17,7 @@ from toolrelay.machines import RunStatus
 from toolrelay.protocol import Interrupt, Message, ResumeEntry, SystemMessage, UserMessage
 from toolrelay.runtime import Engine
 from toolrelay.store import (
+    FencedStore,
     MemoryStore,
     MessageSaved,
     SQLiteStore,
@@ -25,6 +26,7 @@ from toolrelay.store import (
     ToolsStarted,
     TurnEnded,
     TurnStarted,
+    message_to_record,
     replay,
 )
 from toolrelay.testing import Hang, Raise, ScriptedAgent, run_interrupted, text, tool_call
@@ -292,3 +294,82 @@ async def test_recover_resumes_a_turn_the_log_shows_live(store: Store) -> None:
 def test_engine_refuses_a_store_that_is_not_one() -> None:
     with pytest.raises(TypeError, match="toolrelay.store.Store"):
         Engine(ScriptedAgent(), store="toolrelay.db")  # type: ignore[arg-type]
+
+
+async def test_a_store_failure_mid_batch_stops_the_other_tools_of_the_turn(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.db"
+    locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    stopped = anyio.Event()
+
+    def lock_the_store() -> str:
+        locker.execute("BEGIN EXCLUSIVE")
+        return "locked"
+
+    async def hang() -> str:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stopped.set()
+        return "never"
+
+    agent = ScriptedAgent([tool_call("lock_the_store", id="c1"), tool_call("hang", id="c2")])
+    store = SQLiteStore(path, timeout=0.05)
+    tools = ToolRegistry.of(lock_the_store, hang)
+    async with Engine(agent, tools=tools, store=store, tool_timeout=None) as engine:
+        with anyio.fail_after(10):
+            turn = await engine.run_turn(KEY, "go")
+        assert turn.reason is not None and turn.reason.kind is ReasonKind.STORE_ERROR
+        assert stopped.is_set()  # the hanging sibling was cancelled with the turn
+    locker.execute("ROLLBACK")
+    locker.close()
+
+
+async def test_recover_resumes_only_the_threads_it_is_given(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "t.db")
+    for thread in ("t1", "t2"):  # two turns a crash left live
+        await store.append(ThreadKey(thread), [TurnStarted(turn_id=f"turn-{thread}")])
+        await store.append(
+            ThreadKey(thread),
+            [
+                MessageSaved(
+                    turn_id=f"turn-{thread}",
+                    message=message_to_record(UserMessage(id=f"u-{thread}", content="hello")),
+                )
+            ],
+        )
+    agent = ScriptedAgent(respond=lambda key, run: [text("back")])
+    async with Engine(agent, store=store, recover=False) as engine:
+        (turn,) = await engine.recover(["t1"])
+        assert turn.key == ThreadKey("t1")
+        await turn.wait_finished()
+        assert turn.status is RunStatus.completed
+        assert engine.turn("t2") is None
+    assert [i.key for i in await SQLiteStore(tmp_path / "t.db").threads(live=True)] == [
+        ThreadKey("t2")
+    ]
+
+
+async def test_a_write_refused_under_a_stale_claim_is_dropped_and_the_thread_forgotten(
+    tmp_path: Path,
+) -> None:
+    shared = SQLiteStore(tmp_path / "t.db")
+    fenced = FencedStore(shared, worker="a", lease=5)
+    agent = ScriptedAgent([text("never written")], [text("written")])
+    async with Engine(agent, store=fenced) as engine:
+        # This worker does not hold the thread: its writes are refused, typed, and
+        # nothing of the turn lands or is written later under another claim.
+        turn = await engine.run_turn(KEY, "hello")
+        assert turn.reason is not None and turn.reason.kind is ReasonKind.STORE_ERROR
+        assert engine.conversation(KEY) is None  # forgotten: another worker's thread
+        assert await shared.read(KEY) == []
+        claim = await fenced.claim(KEY)
+        assert claim is not None
+        async with fenced.holding(claim):
+            turn = await engine.run_turn(KEY, "hello again")
+            assert turn.status is RunStatus.completed
+    records = [e.record for e in await shared.read(KEY)]
+    assert _kinds(records) == ["TurnStarted", "MessageSaved", "MessageSaved", "TurnEnded"]
+    user = records[1]
+    assert isinstance(user, MessageSaved) and user.message.message.content == "hello again"  # type: ignore[union-attr]

@@ -144,3 +144,17 @@ async def test_a_closed_store_reopens_on_next_use(tmp_path: Path) -> None:
     await store.aclose()
     assert len(await store.read(KEY)) == 1
     await store.aclose()
+
+
+async def test_a_read_only_database_fails_typed_and_keeps_what_was_committed(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "toolrelay.db")
+    await store.append(KEY, [TurnStarted(turn_id="a")])
+    assert store._connection is not None
+    # SQLite's own read-only state (root ignores file modes, so chmod would not do).
+    store._connection.execute("PRAGMA query_only=ON")
+    with pytest.raises(StoreUnavailableError, match="readonly"):
+        await store.append(KEY, [TurnStarted(turn_id="b")])
+    assert [e.record for e in await store.read(KEY)] == [TurnStarted(turn_id="a")]
+    await store.aclose()

@@ -34,7 +34,7 @@ from toolrelay.core import (
     TurnEnded,
     TurnInterrupted,
 )
-from toolrelay.errors import StoreError
+from toolrelay.errors import StaleClaimError, StoreError
 from toolrelay.store import (
     MessageSaved,
     Record,
@@ -73,6 +73,7 @@ class ThreadLog:
         "_saved_state",
         "_store",
         "loaded",
+        "stale",
         "supplied",
         "waiting",
     )
@@ -85,6 +86,9 @@ class ThreadLog:
         self._lock = anyio.Lock(fast_acquire=True)
         self._saved_state: bytes | None = None
         self.loaded = False
+        #: A write was refused because another worker took the thread over (see
+        #: :class:`~toolrelay.errors.StaleClaimError`): the engine forgets the thread.
+        self.stale = False
         self.supplied = 0
         self.waiting: list[Turn] = []
 
@@ -175,6 +179,12 @@ class ThreadLog:
             # is short, and bounded by the store's own timeout).
             with anyio.CancelScope(shield=True):
                 await self._store.append(self._key, records, owner=self._owner)
+        except StaleClaimError:
+            # Another worker owns the thread now: what this one wrote is not the
+            # thread's any more (never written later under a new claim), and what it
+            # holds in memory is stale.
+            self.stale = True
+            raise
         except StoreError:
             self._outbox[0:0] = records
             raise

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -481,7 +481,7 @@ class Engine:
             log.waiting.clear()
             log.loaded = True
 
-    async def recover(self) -> tuple[Turn, ...]:
+    async def recover(self, keys: Iterable[ThreadKey | str] | None = None) -> tuple[Turn, ...]:
         """Resume the turns the store shows live: those a crash (or a killed process)
         left between their start and their end.
 
@@ -494,6 +494,10 @@ class Engine:
         are left alone. Entering an engine with a store calls it (unless
         ``recover=False``).
 
+        Args:
+            keys: Only these threads (a worker of a multi-process server recovers
+                the threads it claimed); ``None``: every thread the store shows live.
+
         Returns:
             The resumed turns (detached, like :meth:`start_turn`'s).
 
@@ -505,9 +509,16 @@ class Engine:
         store = self.store
         if store is None:
             return ()
+        wanted = (
+            None
+            if keys is None
+            else {k if isinstance(k, ThreadKey) else ThreadKey(k) for k in keys}
+        )
         resumed: list[Turn] = []
         for info in await store.threads(live=True):
             key = info.key
+            if wanted is not None and key not in wanted:
+                continue
             current = self._turns.get(key)
             if current is not None and not current.finished:
                 continue
@@ -795,6 +806,12 @@ class Engine:
             self.registry.complete_run(handle, turn.status.value)
         self._live.discard(turn)
         self._finished[turn.status] += 1
+        log = self._logs.get(turn.key)
+        if log is not None and log.stale and self._turns.get(turn.key) is turn:
+            # Another worker took the thread over: what this engine holds of it is
+            # stale; its next turn here reads it afresh.
+            self._conversations.pop(turn.key, None)
+            self._logs.pop(turn.key, None)
         if self._turns.get(turn.key) is turn:
             # A superseded turn published its end when it was superseded; published
             # again now, after the newer turn's, it would flash over it (promise 5).

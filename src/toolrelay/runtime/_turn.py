@@ -387,9 +387,14 @@ class Turn:
     # -- what the engine asks of a turn ----------------------------------------------
 
     def _end(self, reason: TerminalReason) -> bool:
-        """End the turn from outside its task (cancel, supersede, the engine closing)."""
+        """End the turn from outside its task (cancel, supersede, the engine closing).
+
+        A turn that already ended but whose task still works (a store failure ended
+        it while its tools ran) has that work stopped too; ``False`` says it had ended.
+        """
         processor = self._processor
         if processor.status.is_final:
+            self._scope.cancel()
             return False
         if reason.kind is ReasonKind.SUPERSEDED:
             effects = processor.supersede(reason.message)
@@ -470,6 +475,7 @@ class Turn:
         except StoreError as exc:
             logger.error("the store failed for %s: %s", self.key, exc)
             self._perform(self._processor.fail(exc.reason))
+            self._scope.cancel()  # the turn is over: its tools and stream stop too
 
     async def _last_flush(self, log: ThreadLog) -> None:
         """The turn's last write (its end), whatever cancelled it; a store that still
