@@ -16,6 +16,7 @@ PUBLIC_NAMESPACES = (
     "toolrelay.core",
     "toolrelay.runtime",
     "toolrelay.backends",
+    "toolrelay.server",
     "toolrelay.testing",
     "toolrelay.errors",
     "toolrelay.diagrams",

@@ -17,6 +17,8 @@ Cases (each compares toolrelay with a floor measured in the same run):
    per evicted thread; 10,000 threads loaded and evicted with flat cost.
 7. postgres: PostgresStore writes per block vs raw psycopg, and claim latency with two
    workers (skipped where PostgreSQL is not installed).
+8. server: concurrent two-round turns against one ``toolrelay serve`` on SQLite:
+   turns/s, time to first event, catch-up latency, server vs client CPU per event.
 
 ``--quick`` (CI's smoke test) runs every case smaller and with fewer repeats, in well
 under a minute; the targets are read from the full run. The command exits 0 whether or
@@ -46,6 +48,7 @@ def _cases(quick: bool) -> dict[str, Callable[[Report], None]]:
     import bench_machines
     import bench_postgres
     import bench_processor
+    import bench_server
     import bench_store
 
     repeats = 3 if quick else 7
@@ -57,6 +60,7 @@ def _cases(quick: bool) -> dict[str, Callable[[Report], None]]:
         "5": lambda r: bench_http.run_http(r, repeats=3 if quick else 7, quick=quick),
         "6": lambda r: bench_store.run_store(r, quick=quick),
         "7": lambda r: bench_postgres.run_postgres(r, quick=quick),
+        "8": lambda r: bench_server.run_server(r, quick=quick),
     }
 
 
@@ -78,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller, faster (CI smoke test)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument(
-        "--only", metavar="CASES", default="1234567", help="which cases, e.g. 13 (default: all)"
+        "--only", metavar="CASES", default="12345678", help="which cases, e.g. 13 (default: all)"
     )
     parser.add_argument(
         "--profile",

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from toolrelay._version import __version__
-from toolrelay.cli import _demo, _diagrams, _replay, _run, _verify
+from toolrelay.cli import _demo, _diagrams, _replay, _run, _serve, _verify
 from toolrelay.cli._terminal import neutralise
 
 __all__ = ("ExitCode", "main")
@@ -44,7 +44,7 @@ class ExitCode(enum.IntEnum):
     INTERRUPTED = 6
 
 
-_COMMANDS = (_demo, _run, _replay, _diagrams, _verify)
+_COMMANDS = (_demo, _run, _replay, _diagrams, _verify, _serve)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,175 @@
+"""The server's view of the engine's store: every commit is seen as it happens.
+
+:class:`WatchedStore` is a :class:`~toolrelay.store.Store` that the server hands to
+its engine in place of the real one. Each ``append`` goes to the real store
+unchanged (one transaction, the store's own sequence numbers), and once it has
+committed:
+
+- streams waiting on the thread wake up and read what was written (the live tail of
+  every SSE stream is a read of the log, never a second copy of it);
+- metrics and the structured log record see each record with its sequence number.
+
+Before the write it does two things the engine cannot know about: it gives a new
+thread the owner the request that created it authenticated as, and it writes on a
+completed turn's ``TurnEnded`` the stop reason the server decided (its ``code``:
+``max_tool_rounds`` or ``tool_use``), so the reason is in the log, for catch-up too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+import anyio
+import msgspec
+
+from toolrelay.core import ThreadKey
+from toolrelay.store import Entry, Record, Store, ThreadInfo, TurnEnded, TurnStarted
+
+__all__ = ("WatchedStore",)
+
+logger = logging.getLogger("toolrelay.server")
+
+#: Called with each committed record and its sequence number, in order.
+CommitHook = Callable[[ThreadKey, Entry], None]
+
+
+class WatchedStore:
+    """A store wrapper that tells the server about every commit (module docstring).
+
+    Args:
+        store: The real store.
+        on_commit: Called with each record once its transaction committed.
+        on_write: Called with the seconds each ``append`` took (committed or not)
+            and whether it committed.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        on_commit: CommitHook | None = None,
+        on_write: Callable[[float, bool], None] | None = None,
+    ) -> None:
+        self.store = store
+        self._on_commit = on_commit
+        self._on_write = on_write
+        self._owners: dict[ThreadKey, str] = {}
+        self._stops: dict[ThreadKey, tuple[str, str]] = {}
+        self._waiters: dict[ThreadKey, anyio.Event] = {}
+        self._watching: dict[ThreadKey, int] = {}  # streams following each thread
+
+    def __repr__(self) -> str:
+        return f"WatchedStore({self.store!r})"
+
+    # -- what the server tells it -------------------------------------------------------
+
+    def claim(self, key: ThreadKey, owner: str) -> None:
+        """The next append that creates ``key`` records ``owner`` as its owner."""
+        self._owners[key] = owner
+
+    def stop_reason(self, key: ThreadKey, code: str, message: str) -> None:
+        """The thread's live turn stops for ``code``: written on its ``TurnEnded``."""
+        self._stops[key] = (code, message)
+
+    def changed(self, key: ThreadKey) -> anyio.Event:
+        """An event set at the next commit on ``key`` (take it *before* reading)."""
+        event = self._waiters.get(key)
+        if event is None:
+            event = self._waiters[key] = anyio.Event()
+        return event
+
+    def attach(self, key: ThreadKey) -> None:
+        """A stream starts following ``key`` (pair with :meth:`detach`)."""
+        self._watching[key] = self._watching.get(key, 0) + 1
+
+    def detach(self, key: ThreadKey) -> None:
+        """A stream stops following ``key``; the last one takes its waiter along."""
+        count = self._watching.get(key, 0) - 1
+        if count > 0:
+            self._watching[key] = count
+        else:
+            self._watching.pop(key, None)
+            self._waiters.pop(key, None)
+
+    def poke(self, key: ThreadKey) -> None:
+        """Wake the streams waiting on ``key`` without a commit (a live delta came)."""
+        event = self._waiters.pop(key, None)
+        if event is not None:
+            event.set()
+
+    def wake_all(self) -> None:
+        """Wake every waiting stream (the server is stopping)."""
+        waiters, self._waiters = self._waiters, {}
+        for event in waiters.values():
+            event.set()
+
+    # -- the Store protocol ---------------------------------------------------------------
+
+    async def open(self) -> None:
+        await self.store.open()
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+
+    async def append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> int:
+        records = [self._rewrite(key, record) for record in records]
+        if owner is None:
+            owner = self._owners.get(key)
+        started = time.perf_counter()
+        try:
+            last = await self.store.append(key, records, owner=owner)
+        except BaseException:
+            if self._on_write is not None:
+                self._on_write(time.perf_counter() - started, False)
+            raise
+        if self._on_write is not None:
+            self._on_write(time.perf_counter() - started, True)
+        first = last - len(records) + 1
+        for offset, record in enumerate(records):
+            if isinstance(record, TurnEnded):
+                self._stops.pop(key, None)
+            if self._on_commit is not None:
+                try:
+                    self._on_commit(key, Entry(first + offset, record))
+                except Exception:  # an observer's bug never fails a write
+                    logger.exception("commit hook failed on %s", key)
+        event = self._waiters.pop(key, None)
+        if event is not None:
+            event.set()
+        return last
+
+    async def read(
+        self, key: ThreadKey, *, after: int = 0, limit: int | None = None
+    ) -> list[Entry]:
+        return await self.store.read(key, after=after, limit=limit)
+
+    async def thread(self, key: ThreadKey) -> ThreadInfo | None:
+        return await self.store.thread(key)
+
+    async def threads(
+        self, *, owner: str | None = None, live: bool | None = None
+    ) -> list[ThreadInfo]:
+        return await self.store.threads(owner=owner, live=live)
+
+    async def delete_thread(self, key: ThreadKey) -> bool:
+        self._owners.pop(key, None)
+        return await self.store.delete_thread(key)
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _rewrite(self, key: ThreadKey, record: Record) -> Record:
+        if isinstance(record, TurnStarted):
+            self._stops.pop(key, None)  # a new turn: an old decision is void
+            return record
+        if not isinstance(record, TurnEnded) or record.status != "completed":
+            return record
+        stop = self._stops.get(key)
+        if stop is None:
+            return record
+        code, message = stop
+        reason = msgspec.structs.replace(record.reason, code=code, message=message)
+        return msgspec.structs.replace(record, reason=reason)

@@ -1,0 +1,183 @@
+"""Client tools: the run ends with the client's calls pending, the client's next
+RunAgentInput carries their results and the same turn goes on in the server."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from toolrelay.backends import AguiHttpBackend
+from toolrelay.core import TextMessage, ThreadKey, ToolRegistry
+from toolrelay.protocol import ToolMessage
+from toolrelay.runtime import Engine
+from toolrelay.server import AguiServer
+from toolrelay.store import MemoryStore, ToolFinished, TurnEnded, TurnStarted
+from toolrelay.testing import Gate, ScriptedAgent, text, tool_call
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _serving import HTTPX_GC_ON_TRIO, read_events, run_input, serving
+
+pytestmark = pytest.mark.anyio
+
+
+def server_tools(ran: list[str]) -> ToolRegistry:
+    async def get_secret_number(name: str) -> int:
+        """A person's secret number (runs in the server)."""
+        ran.append(f"server:{name}")
+        return {"alice": 42, "bob": 7}[name]
+
+    return ToolRegistry().register(get_secret_number)
+
+
+def client_tools(ran: list[str]) -> ToolRegistry:
+    async def confirm(question: str) -> str:
+        """Ask the person at the client (runs in the client)."""
+        ran.append(f"client:{question}")
+        return "yes"
+
+    return ToolRegistry().register(confirm)
+
+
+async def test_toolrelay_engine_completes_a_turn_with_a_mixed_batch() -> None:
+    ran: list[str] = []
+    store = MemoryStore()
+    model = ScriptedAgent(
+        [
+            tool_call("get_secret_number", {"name": "alice"}, id="s1"),
+            tool_call("confirm", {"question": "share it?"}, id="c1"),
+        ],
+        [text("Alice's number is 42, and you agreed to share it.")],
+    )
+    server = AguiServer(model, tools=server_tools(ran), store=store)
+    async with serving(server) as url:
+        backend = AguiHttpBackend(url + "/")
+        async with Engine(backend, tools=client_tools(ran)) as engine:
+            turn = await engine.run_turn("mixed", "What is Alice's number?")
+        await backend.aclose()
+    assert turn.status.value == "completed", turn.reason
+    assert sorted(ran) == ["client:share it?", "server:alice"]  # each call ran once
+    answer = [m for m in turn.messages if isinstance(m, TextMessage)]
+    assert answer[-1].text.startswith("Alice's number is 42")
+    # The model saw both results in its second run.
+    second = model.inputs[1]
+    tool_results = {
+        m.tool_call_id: m.content for m in second.messages if isinstance(m, ToolMessage)
+    }
+    assert tool_results == {"s1": "42", "c1": "yes"}
+    # One turn in the server's log, from start to end, with both results.
+    log = [e.record for e in await store.read(ThreadKey("mixed"))]
+    assert sum(isinstance(r, TurnStarted) for r in log) == 1
+    assert {r.call_id for r in log if isinstance(r, ToolFinished)} == {"s1", "c1"}
+    assert isinstance(log[-1], TurnEnded) and log[-1].status == "completed"
+
+
+async def test_the_handover_run_ends_with_the_client_calls_pending() -> None:
+    model = ScriptedAgent(
+        [tool_call("confirm", {"question": "ok?"}, id="c1")],
+        [text("Thanks.")],
+    )
+    declared = [
+        {
+            "name": "confirm",
+            "description": "Ask the person.",
+            "parameters": {"type": "object", "properties": {"question": {"type": "string"}}},
+        }
+    ]
+    server = AguiServer(model)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        first = await read_events(
+            client, "POST", "/", json_body=run_input("h1", "go", tools=declared)
+        )
+        assert [e.type for e in first][-4:] == [
+            "TOOL_CALL_START",
+            "TOOL_CALL_ARGS",
+            "TOOL_CALL_END",
+            "RUN_FINISHED",
+        ]
+        finished = first[-1].data
+        assert finished["result"]["stopReason"] == "client_tools"
+        assert finished["outcome"] == {"type": "success", "pendingToolCallIds": ["c1"]}
+        turn = server.engine.turn("h1")
+        assert turn is not None and not turn.finished  # the turn waits, running
+        body = run_input("h1", "go", tools=declared)
+        body["messages"] += [
+            {
+                "id": "a1",
+                "role": "assistant",
+                "toolCalls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "confirm", "arguments": '{"question":"ok?"}'},
+                    }
+                ],
+            },
+            {"id": "r1", "role": "tool", "toolCallId": "c1", "content": "yes"},
+        ]
+        second = await read_events(client, "POST", "/", json_body=body)
+    types = [e.type for e in second]
+    assert types[0] == "RUN_STARTED"
+    assert second[0].data["runId"] != first[0].data["runId"]
+    assert "TEXT_MESSAGE_CONTENT" in types
+    assert second[-1].data["result"]["stopReason"] == "end_turn"
+    assert second[0].seq >= first[-1].seq
+    assert turn.status.value == "completed"  # final, so finished
+
+
+async def test_a_result_for_a_call_nobody_waits_for_is_refused() -> None:
+    model = ScriptedAgent([text("hi")])
+    server = AguiServer(model)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        body = run_input("n1", "x")
+        body["messages"].append({"id": "r", "role": "tool", "toolCallId": "ghost", "content": "1"})
+        response = await client.post("/", json=body)
+        assert response.status_code == 409
+        assert response.json()["error"]["code"] == "no_pending_call"
+        assert await server.store.thread(ThreadKey("n1")) is None  # nothing written
+
+
+async def test_a_client_that_never_answers_gets_its_calls_failed_after_the_timeout() -> None:
+    model = ScriptedAgent(
+        [tool_call("confirm", {"question": "ok?"}, id="c1")],
+        [text("No answer came.")],
+    )
+    declared = [{"name": "confirm", "description": "Ask.", "parameters": {"type": "object"}}]
+    server = AguiServer(model, client_tool_timeout=0.3)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        first = await read_events(
+            client, "POST", "/", json_body=run_input("to", "go", tools=declared)
+        )
+        assert first[-1].data["result"]["stopReason"] == "client_tools"
+        turn = server.engine.turn("to")
+        assert turn is not None
+        with anyio.fail_after(10):
+            await turn.wait_finished()
+        rest = await read_events(client, "GET", f"/threads/to/events?after={first[-1].id}")
+    assert turn.status.value == "completed"
+    assert rest[0].type == "RUN_STARTED" and rest[-1].data["result"]["stopReason"] == "end_turn"
+    assert model.run_count == 2
+    # The model was told the call timed out (a handed-over call's result is not echoed
+    # on the stream: the log has it).
+    told = [m for m in model.inputs[1].messages if isinstance(m, ToolMessage)]
+    assert len(told) == 1 and "timed out" in str(told[0].content)
+
+
+@HTTPX_GC_ON_TRIO
+async def test_an_idle_stream_gets_heartbeats() -> None:
+    gate = anyio.Event()
+    model = ScriptedAgent([Gate(gate), text("late")])
+    server = AguiServer(model, heartbeat=0.05)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        async with client.stream("POST", "/", json=run_input("hb", "go")) as response:
+            comments = 0
+            async for line in response.aiter_lines():
+                if line.startswith(": keep-alive"):
+                    comments += 1
+                    if comments == 3:
+                        break
+        gate.set()
+    assert comments == 3

@@ -1,0 +1,279 @@
+"""``toolrelay serve`` as real processes: a turn from ``toolrelay run`` against it, a
+clean stop on Ctrl-C, and a server killed with SIGKILL mid-tool and restarted on the
+same SQLite file (promises 9 and 10 through the server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from toolrelay.store import Entry, ToolFinished, TurnEnded, decode_record
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+pytestmark = pytest.mark.slow
+
+SLOW_TOOLS = '''
+import asyncio, os
+from toolrelay.core import ToolRegistry, tool
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@tool
+async def get_secret_number(name: str) -> int:
+    """A person's secret number (alice's first call hangs: the test kills the server)."""
+    with open(os.path.join(HERE, "executions"), "a") as log:
+        log.write(name + "\\n")
+    marker = os.path.join(HERE, "alice-running")
+    if name == "alice" and not os.path.exists(marker):
+        open(marker, "w").close()
+        await asyncio.sleep(120)
+    return {"alice": 42, "bob": 7}[name]
+
+
+TOOLS = ToolRegistry().register(get_secret_number)
+'''
+
+
+def _env(workdir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(workdir)])
+    env.pop("TOOLRELAY_TOKEN", None)
+    return env
+
+
+@contextmanager
+def _server(workdir: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "toolrelay", "serve", "--port", "0", *args],
+        cwd=workdir,
+        env=_env(workdir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        match = re.search(r"on (http://\S+/)", line)
+        assert match, f"no address in {line!r}"
+        yield process, match.group(1)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _entries(db: Path) -> list[Entry]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        rows = connection.execute("SELECT seq, body FROM records ORDER BY seq").fetchall()
+    return [Entry(seq, decode_record(body)) for seq, body in rows]
+
+
+def test_toolrelay_run_completes_a_turn_and_ctrl_c_stops_cleanly(tmp_path: Path) -> None:
+    with _server(tmp_path, "--store", "served.db") as (process, url):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "toolrelay",
+                "run",
+                url,
+                "--json",
+                "--message",
+                "What are the secret numbers of alice and bob?",
+            ],
+            cwd=tmp_path,
+            env=_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        state = json.loads(done.stdout)
+        assert state["status"] == "completed"
+        said = json.dumps(state["messages"])
+        assert "secret number is 42" in said and "secret number is 7" in said
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
+        assert process.stdout is not None
+        assert "stopped" in process.stdout.read()
+    entries = _entries(tmp_path / "served.db")
+    assert [e.seq for e in entries] == list(range(1, len(entries) + 1))
+    assert isinstance(entries[-1].record, TurnEnded)
+    assert entries[-1].record.status == "completed"
+
+
+def test_a_token_is_required_when_given(tmp_path: Path) -> None:
+    with _server(tmp_path, "--store", "memory:", "--token", "s3cret") as (process, url):
+        body = {
+            "threadId": "t",
+            "runId": "r",
+            "messages": [{"id": "u", "role": "user", "content": "hi"}],
+        }
+        assert httpx.post(url, json=body).status_code == 401
+        ok = httpx.post(url, json=body, headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200 and "RUN_FINISHED" in ok.text
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
+
+
+def test_killed_mid_tool_the_restarted_server_resumes_the_turn_and_no_call_runs_twice(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "slowtools.py").write_text(SLOW_TOOLS)
+    args = ("--store", "crash.db", "--tools", "slowtools:TOOLS")
+    body = {
+        "threadId": "crash",
+        "runId": "r1",
+        "messages": [{"id": "u1", "role": "user", "content": "the secret numbers, please"}],
+    }
+    with _server(tmp_path, *args) as (process, url):
+        with httpx.Client(timeout=30) as client, client.stream("POST", url, json=body) as response:
+            assert response.status_code == 200
+            deadline = time.monotonic() + 30
+            while not (tmp_path / "alice-running").exists():
+                assert time.monotonic() < deadline, "alice's call never started"
+                time.sleep(0.02)
+            # bob's result is written; alice's call hangs: kill the server mid-tool.
+            while not any(
+                isinstance(e.record, ToolFinished) for e in _entries(tmp_path / "crash.db")
+            ):
+                assert time.monotonic() < deadline, "bob's result was never written"
+                time.sleep(0.02)
+            process.send_signal(signal.SIGKILL)
+            process.wait(10)
+    before = _entries(tmp_path / "crash.db")
+    assert not isinstance(before[-1].record, TurnEnded)  # the turn was live at the kill
+    with _server(tmp_path, *args) as (process, url):
+        with httpx.Client(timeout=30) as client:
+            deadline = time.monotonic() + 30
+            while True:
+                response = client.get(url + "threads/crash/events")
+                if response.status_code == 200 and "RUN_FINISHED" in response.text:
+                    break
+                assert time.monotonic() < deadline, response.text
+                time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
+    entries = _entries(tmp_path / "crash.db")
+    assert entries[: len(before)] == before  # nothing committed was lost
+    assert [e.seq for e in entries] == list(range(1, len(entries) + 1))  # gapless
+    finished = Counter(e.record.call_id for e in entries if isinstance(e.record, ToolFinished))
+    assert set(finished.values()) == {1}, finished  # one result per call
+    executions = Counter((tmp_path / "executions").read_text().split())
+    assert executions == {"alice": 1, "bob": 1}  # no call ran twice
+    end = entries[-1].record
+    assert isinstance(end, TurnEnded) and end.status == "completed"
+    alice = next(
+        e.record.result
+        for e in entries
+        if isinstance(e.record, ToolFinished) and e.record.result.error is not None
+    )
+    assert "was not run again" in (alice.error or "")
+
+
+def test_ctrl_c_lets_a_running_turn_finish_before_the_server_stops(tmp_path: Path) -> None:
+    (tmp_path / "slowish.py").write_text(
+        "import asyncio\n"
+        "from toolrelay.core import ToolRegistry\n\n"
+        "async def get_secret_number(name: str) -> int:\n"
+        '    """Slow but finishes."""\n'
+        "    await asyncio.sleep(1.5)\n"
+        '    return {"alice": 42, "bob": 7}[name]\n\n'
+        "TOOLS = ToolRegistry().register(get_secret_number)\n"
+    )
+    body = {
+        "threadId": "drain",
+        "runId": "r1",
+        "messages": [{"id": "u1", "role": "user", "content": "the secret numbers"}],
+    }
+    with _server(tmp_path, "--store", "drain.db", "--tools", "slowish:TOOLS") as (process, url):
+        with httpx.Client(timeout=30) as client, client.stream("POST", url, json=body) as response:
+            lines = response.iter_lines()
+            for line in lines:  # the batch has started: the tools are running
+                if "TOOL_CALL_END" in line:
+                    break
+            process.send_signal(signal.SIGINT)
+            rest = "\n".join(lines)
+        assert process.wait(30) == 0
+    assert "RUN_FINISHED" in rest and "end_turn" in rest  # the turn finished, streamed
+    end = _entries(tmp_path / "drain.db")[-1].record
+    assert isinstance(end, TurnEnded) and end.status == "completed"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--provider", "openai"], "needs --model"),
+        (["--provider", "openai", "--model", "m", "--upstream", "http://x/"], "not both"),
+        (["--store", "postgres://db"], "unknown store"),
+        (["--tools", "no_such_module_here:TOOLS"], "cannot import"),
+        (["--max-tool-rounds", "0"], "at least 1"),
+    ],
+)
+def test_serve_refuses_bad_usage_before_it_starts(argv: list[str], says: str) -> None:
+    import io
+
+    from toolrelay.cli import ExitCode, main
+
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["serve", *argv], stdout=out, stderr=err) == ExitCode.USAGE
+    assert says in err.getvalue()
+    assert out.getvalue() == ""
+
+
+def test_toolrelay_run_executes_client_tools_the_server_hands_over(tmp_path: Path) -> None:
+    (tmp_path / "nothing.py").write_text(
+        "from toolrelay.core import ToolRegistry\nTOOLS = ToolRegistry()\n"
+    )
+    with _server(tmp_path, "--store", "client.db", "--tools", "nothing:TOOLS") as (process, url):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "toolrelay",
+                "run",
+                url,
+                "--json",
+                "--tools",
+                "toolrelay.demo:DEMO_TOOLS",
+                "--message",
+                "What are the secret numbers of alice and bob?",
+            ],
+            cwd=tmp_path,
+            env=_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
+    assert done.returncode == 0, done.stderr
+    state = json.loads(done.stdout)
+    assert state["status"] == "completed"
+    assert state["toolCalls"]["completed"] == 2  # run by the client, not the server
+    said = json.dumps(state["messages"])
+    assert "secret number is 42" in said and "secret number is 7" in said
+    entries = _entries(tmp_path / "client.db")
+    results = [e.record for e in entries if isinstance(e.record, ToolFinished)]
+    assert sorted(r.result.content for r in results) == ["42", "7"]
+    assert isinstance(entries[-1].record, TurnEnded) and entries[-1].record.status == "completed"
