@@ -6,8 +6,11 @@ loopback driven by one engine, turns on both running at once.
 
 from __future__ import annotations
 
+import socket
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import ClassVar
 
 import anyio
@@ -28,9 +31,13 @@ from toolrelay.protocol import (
     RunAgentInput,
     TextMessageContentEvent,
 )
-from toolrelay.runtime import Engine, EventReceived, Turn
+from toolrelay.runtime import Engine, EventReceived, RunRetrying, Turn
 from toolrelay.testing import Gate, ScriptedAgent, text, tool_call
 from toolrelay.testing._scripted import Script
+
+# The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
+sys.path.insert(0, str(Path(__file__).parent))
+from _hostile import HostileServer, Request, event, head, normal_run
 
 pytestmark = pytest.mark.anyio
 
@@ -350,3 +357,45 @@ async def test_an_unknown_server_makes_no_request_to_the_real_servers(
     assert turn.reason is not None and turn.reason.code == "unknown_server"
     assert (len(alpha_server.app.requests), len(beta_server.app.requests)) == before
     assert "lost" not in thread_ids(alpha_server) | thread_ids(beta_server)
+
+
+@HTTPX_GC_ON_TRIO
+async def test_a_routes_retries_reach_the_engines_observers(
+    two_servers: tuple[DemoServer, DemoServer],
+) -> None:
+    alpha_server, _ = two_servers
+
+    def busy_once(conn: socket.socket, request: Request, number: int) -> None:
+        if number == 0:
+            conn.sendall(head("503 Service Unavailable", "text/plain", ["Retry-After: 0"]))
+        else:
+            conn.sendall(head() + normal_run(text="busy no more"))
+
+    with HostileServer(busy_once) as busy:
+        routing = RoutingBackend(
+            {"alpha": AguiHttpBackend(alpha_server.url), "busy": AguiHttpBackend(busy.url)}
+        )
+        b_key = ThreadKey("t", server="busy")
+        async with routing, Engine(routing) as engine:
+            seen = engine.subscribe()
+            turn = await engine.run_turn(b_key, "hi")
+        with seen:
+            notes = [n async for n in seen if isinstance(n, RunRetrying)]
+    assert texts(turn) == ["busy no more"]
+    assert [(n.key, n.attempt, n.code) for n in notes] == [(b_key, 1, "503")]
+    assert len(busy.requests) == 2
+
+
+@HTTPX_GC_ON_TRIO
+async def test_the_engines_limits_govern_every_route() -> None:
+    big = event('{"type":"CUSTOM","name":"x","value":"' + "y" * 5000 + '"}')
+
+    def oversized(conn: socket.socket, request: Request, number: int) -> None:
+        conn.sendall(head() + normal_run()[:-100] + big)
+
+    with HostileServer(oversized) as server:
+        # The route keeps its default bounds (8 MiB); the engine's are what count.
+        routing = RoutingBackend({"big": AguiHttpBackend(server.url)})
+        async with routing, Engine(routing, limits=Limits(max_event_bytes=1000)) as engine:
+            turn = await engine.run_turn(ThreadKey("t", server="big"), "hi")
+    assert turn.reason is not None and turn.reason.code == "max_event_bytes"
