@@ -72,6 +72,7 @@ __all__ = (
     "ToolDefinitionError",
     "ToolrelayError",
     "TransportError",
+    "UnknownServerError",
 )
 
 
@@ -229,6 +230,25 @@ class RunAllocationError(RemoteProtocolError):
     """The backend could not allocate or start a run."""
 
     reason_kind = ReasonKind.BACKEND_ERROR
+
+
+class UnknownServerError(RunAllocationError):
+    """A thread names an agent server the routing backend has no backend for
+    (``code="unknown_server"``); raised before any request is made.
+
+    Attributes:
+        server: The ``ThreadKey.server`` asked for (``""``: the thread named none).
+        known: The servers the routing backend knows, sorted.
+    """
+
+    def __init__(self, server: str, known: tuple[str, ...]) -> None:
+        self.server = server
+        self.known = known
+        asked = f"unknown agent server {server!r}" if server else "the thread names no server"
+        super().__init__(
+            f"{asked}; the servers routed to are {', '.join(map(repr, known))}",
+            code="unknown_server",
+        )
 
 
 class DeadlineError(RemoteProtocolError):

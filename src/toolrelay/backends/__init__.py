@@ -23,6 +23,7 @@ from toolrelay.backends._retry import (
     NO_RETRY as NO_RETRY,
     RetryPolicy as RetryPolicy,
 )
+from toolrelay.backends._routing import RoutingBackend as RoutingBackend
 
 __all__ = (
     "AgentBackend",
@@ -33,6 +34,7 @@ __all__ = (
     "NO_RETRY",
     "RetryNotice",
     "RetryPolicy",
+    "RoutingBackend",
     "RunAllocator",
     "RunSettings",
     "ThreadKey",

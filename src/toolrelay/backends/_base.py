@@ -101,10 +101,15 @@ class RunSettings:
             against these rather than its own defaults.
         on_retry: Called (synchronously, from the run's task) before each retry, so
             that the engine can tell its observers.
+        include_reasoning: The engine's ``include_reasoning`` as its caller gave it:
+            ``None`` when the engine was left to ask the backend (``takes_reasoning``),
+            so that a backend in front of several (a
+            :class:`~toolrelay.backends.RoutingBackend`) can decide per run.
     """
 
     limits: Limits
     on_retry: Callable[[RetryNotice], None] | None = None
+    include_reasoning: bool | None = None
 
 
 _RUN_SETTINGS: ContextVar[RunSettings | None] = ContextVar("toolrelay_run_settings", default=None)

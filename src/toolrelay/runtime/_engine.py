@@ -192,6 +192,8 @@ class Engine:
         self._forwarded_props = forwarded_props
         self._run_id_factory = run_id_factory
         self._id_factory = id_factory
+        # As given: the backend is told (RunSettings) whether the choice was left to it.
+        self._include_reasoning_given = include_reasoning
         if include_reasoning is None:
             include_reasoning = getattr(backend, "takes_reasoning", False) is True
         self._include_reasoning = include_reasoning
@@ -787,7 +789,11 @@ class Engine:
         def on_retry(notice: RetryNotice) -> None:
             self._notify(RunRetrying(key, notice.attempt, notice.delay, notice.reason, notice.code))
 
-        return RunSettings(limits=self.limits, on_retry=on_retry)
+        return RunSettings(
+            limits=self.limits,
+            on_retry=on_retry,
+            include_reasoning=self._include_reasoning_given,
+        )
 
     def _deadline_reason(self) -> TerminalReason:
         """Why a turn that outlived ``limits.turn_seconds`` ended."""
