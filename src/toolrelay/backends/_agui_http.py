@@ -51,8 +51,8 @@ place, :func:`map_transport_errors`, and chained (``raise ... from exc``), as ht
 ``map_httpcore_exceptions`` does.
 
 Tolerated, as the SSE specification asks: a leading byte order mark, comments
-(``: keep-alive``), ``event:`` names (the data is decoded whatever the name), ``id:``
-and ``retry:`` fields (ignored: a run is not resumed by reconnecting), multi-line data
+(``: keep-alive``), ``event:`` names (the data is decoded whatever the name),
+``retry:`` fields (ignored), multi-line data
 (joined with newlines, which JSON reads as whitespace) and events with empty data
 (skipped). An unknown event ``type`` passes through as
 :class:`~toolrelay.protocol.UnknownEvent`; a lone surrogate escape in a string costs
@@ -64,6 +64,20 @@ bound also applies while the bytes stream: an event block larger than
 together) is refused before it is complete, whatever the compression ratio. Events per
 run and argument bytes are bounded by the processor; time by ``Limits.run_seconds``
 (here) and ``turn_seconds`` (the engine). docs/limits.md lists them all.
+
+Reconnecting: a stream that breaks mid-run (``StreamDroppedError``) after the server
+sent event ids (``id:``) is resumed, not restarted: the same POST goes again with
+``Last-Event-ID`` set to the last id received, within the ``reconnect`` policy's
+attempts and seconds, each attempt reported like a retry
+(:class:`~toolrelay.runtime.RunRetrying` with ``resume_from``). A server that resumes
+sends, under that same id, what it had sent after it, so the part of a message or call
+cut in the middle may come again whole; :class:`_Replay` drops what was already
+delivered (equal events, a repeated ``RUN_STARTED``, the text and argument characters
+already yielded) until the ids move on. A stream with no ids, a run that ended, or a
+server that answers the reconnection with anything but an event stream (``toolrelay``'s
+own server answers 204 when the position has no open run, 416 when it does not know it)
+fails the run with the original drop, as without reconnecting. A stream that had not
+started (no response yet) is the retry policy's, never resumed.
 
 Cancellation: leaving :meth:`AguiHttpBackend.run`'s context (the engine does, on
 RUN_FINISHED, on cancel and on error) closes the response at once, and with it the
@@ -83,7 +97,13 @@ import httpx
 import msgspec
 from httpx_sse import SSEError
 
-from toolrelay.backends._base import EventStream, ThreadKey, effective_limits
+from toolrelay.backends._base import (
+    EventStream,
+    RetryNotice,
+    ThreadKey,
+    current_run_settings,
+    effective_limits,
+)
 from toolrelay.backends._retry import RetryPolicy, parse_retry_after, start_with_retries
 from toolrelay.backends._wire import (
     ACCEPT_ENCODING,
@@ -110,6 +130,9 @@ from toolrelay.protocol import (
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
+    RunStartedEvent,
+    TextMessageContentEvent,
+    ToolCallArgsEvent,
     UnknownEvent,
     decode_event,
     encode,
@@ -138,6 +161,8 @@ RunAllocator: TypeAlias = Callable[[ThreadKey], Awaitable[str | None]]
 
 _SSE_MEDIA_TYPE = "text/event-stream"
 _DRAIN_SECONDS = 0.25  # to read the rest of a finished run's body
+_MAX_EVENT_ID = 256  # the longest SSE id sent back as Last-Event-ID
+_MAX_REPLAY = 4096  # events (other than deltas) kept to reconcile a resumed stream
 
 logger = logging.getLogger("toolrelay.backends")
 
@@ -228,6 +253,12 @@ class AguiHttpBackend:
         retry: How a run that could not start (HTTP 429 or 503, the connection reset
             before the answer) is retried; :data:`~toolrelay.backends.NO_RETRY` turns
             it off. A run whose response was accepted is never retried.
+        reconnect: How a run whose stream broke mid-run (``StreamDroppedError``) is
+            resumed: the same POST again with ``Last-Event-ID``, the id of the last
+            event received, within the policy's attempts and seconds (counted afresh
+            once the resumed stream moves past that id); :data:`~toolrelay.backends.NO_RETRY`
+            turns it off. A server that sent no id, or refuses the resumption, fails the
+            run as before.
         allocate_run: For servers that allocate run ids before a run: called by
             :meth:`allocate_run`. Without it the client chooses the run id.
     """
@@ -244,10 +275,12 @@ class AguiHttpBackend:
         limits: Limits | None = None,
         allocate_run: RunAllocator | None = None,
         retry: RetryPolicy | None = None,
+        reconnect: RetryPolicy | None = None,
     ) -> None:
         self.url = httpx.URL(url) if isinstance(url, str) else url
         self.limits = limits if limits is not None else Limits()
         self.retry = retry if retry is not None else RetryPolicy()
+        self.reconnect = reconnect if reconnect is not None else RetryPolicy()
         self._headers = dict(headers or {})
         self._auth = auth
         self._allocator = allocate_run
@@ -337,14 +370,17 @@ class AguiHttpBackend:
         auth = self._auth if self._auth is not None else httpx.USE_CLIENT_DEFAULT
         timeout = self._timeout if self._timeout is not None else httpx.USE_CLIENT_DEFAULT
 
-        async def start(stack: contextlib.AsyncExitStack) -> httpx.Response:
+        async def start(
+            stack: contextlib.AsyncExitStack, last_event_id: str | None = None
+        ) -> httpx.Response:
+            sent = headers if last_event_id is None else {**headers, "Last-Event-ID": last_event_id}
             async with contextlib.AsyncExitStack() as attempt:
                 with map_transport_errors():
                     request = self._client.stream(
                         "POST",
                         str(self.url),
                         content=body,
-                        headers=headers,
+                        headers=sent,
                         auth=auth,
                         timeout=timeout,
                     )
@@ -357,14 +393,21 @@ class AguiHttpBackend:
         async with contextlib.AsyncExitStack() as stack:
             with anyio.CancelScope(deadline=deadline) as timer:
                 response = await start_with_retries(self.retry, lambda: start(stack))
+
+                async def reopen(last_event_id: str) -> SseReader:
+                    resumed = await start(stack, last_event_id)
+                    assert isinstance(resumed.stream, httpx.AsyncByteStream)
+                    return SseReader(resumed.stream)
+
                 assert isinstance(response.stream, httpx.AsyncByteStream)
-                sse_events = SseReader(response.stream)
-                run = _RunStream(sse_events, limits.max_event_bytes)
+                run = _RunStream(
+                    SseReader(response.stream), limits.max_event_bytes, self.reconnect, reopen
+                )
                 events = run.events()
                 try:
                     yield events
                     if run.ended:
-                        await _drain(sse_events)
+                        await _drain(run.sse_events)
                 finally:
                     await events.aclose()
             if timer.cancelled_caught:
@@ -373,35 +416,203 @@ class AguiHttpBackend:
 
 
 class _RunStream:
-    """Decodes one run's SSE events and remembers whether the run said it ended."""
+    """Decodes one run's SSE events, remembers whether the run said it ended, and
+    resumes the stream after a drop (see the module docstring, "Reconnecting")."""
 
-    def __init__(self, sse_events: SseReader, max_event_bytes: int) -> None:
-        self._sse_events = sse_events
+    def __init__(
+        self,
+        sse_events: SseReader,
+        max_event_bytes: int,
+        policy: RetryPolicy,
+        reopen: Callable[[str], Awaitable[SseReader]],
+    ) -> None:
+        self.sse_events = sse_events
         self._max_event_bytes = max_event_bytes
+        self._policy = policy
+        self._reopen = reopen
         #: RUN_FINISHED or RUN_ERROR was yielded.
         self.ended = False
+        self._run_id: str | None = None
+        # What was yielded under the last id: a resumed stream sends it again.
+        self._last_id = ""
+        self._since = _Delivered()
+        self._replay: _Replay | None = None  # after a reconnect, until the replay is past
+        self._attempt = 0  # reconnections since the last new id
+        self._waited = 0.0
 
     async def events(self) -> AsyncGenerator[Event | UnknownEvent, None]:
         # Once per event, so written out: decode_event's fast path is called inline.
         max_bytes = self._max_event_bytes
-        with map_transport_errors():
-            async for sse in self._sse_events:
-                data = sse.data
-                if not data:
-                    continue  # an event with no data: a named ping, an id, a retry
-                if len(data) > max_bytes:
-                    raise LimitExceededError(
-                        "max_event_bytes", max_bytes, f"an SSE event of {len(data)} bytes"
-                    )
-                try:
-                    event: Event | UnknownEvent = decode_known_event(data)
-                except (msgspec.MsgspecError, ValueError, RecursionError):
-                    # Unknown type, snake_case, a lone surrogate, or the typed error
-                    # (deep nesting and bad UTF-8 included).
-                    event = decode_event(data)
-                if type(event) in _RUN_ENDS:
-                    self.ended = True
-                yield event
+        while True:
+            try:
+                with map_transport_errors():
+                    async for sse in self.sse_events:
+                        data = sse.data
+                        if not data:
+                            continue  # an event with no data: a named ping, an id, a retry
+                        if len(data) > max_bytes:
+                            raise LimitExceededError(
+                                "max_event_bytes", max_bytes, f"an SSE event of {len(data)} bytes"
+                            )
+                        try:
+                            event: Event | UnknownEvent = decode_known_event(data)
+                        except (msgspec.MsgspecError, ValueError, RecursionError):
+                            # Unknown type, snake_case, a lone surrogate, or the typed
+                            # error (deep nesting and bad UTF-8 included).
+                            event = decode_event(data)
+                        if self._replay is not None:
+                            kept = self._replay.admit(sse.id, event)
+                            if kept is None:
+                                continue
+                            event = kept
+                            if not self._replay.active:
+                                self._replay = None
+                        event_type = type(event)
+                        if event_type in _RUN_ENDS:
+                            self.ended = True
+                        elif event_type is RunStartedEvent:
+                            self._run_id = event.run_id  # type: ignore[union-attr]
+                        if sse.id != self._last_id:
+                            self._last_id = sse.id
+                            self._since.clear()
+                            if self._attempt:  # progress: the next drop starts afresh
+                                self._attempt = 0
+                                self._waited = 0.0
+                        elif sse.id:
+                            self._since.add(event)
+                        yield event
+                return
+            except StreamDroppedError as dropped:
+                if self.ended or not _resumable(self._last_id) or self._since.overflowed:
+                    raise
+                self.sse_events = await self._resume(dropped)
+                self._replay = _Replay(self._last_id, self._since, self._run_id)
+
+    async def _resume(self, dropped: StreamDroppedError) -> SseReader:
+        """The stream reopened after the last id, within the policy; raises ``dropped``
+        when it cannot be."""
+        error: RemoteProtocolError = dropped
+        while True:
+            self._attempt += 1
+            delay = self._policy.delay(error, self._attempt, self._waited)
+            if delay is None:
+                raise dropped from (None if error is dropped else error)
+            self._announce(error, delay)
+            await anyio.sleep(delay)
+            self._waited += delay
+            try:
+                return await self._reopen(self._last_id)
+            except RemoteProtocolError as refused:
+                if not self._policy.retries(refused):
+                    # The server cannot resume (no such position, 404, not a stream):
+                    # the run fails as it would have without reconnecting.
+                    logger.info("reconnect refused: %s", refused.message)
+                    raise dropped from refused
+                error = refused
+
+    def _announce(self, error: RemoteProtocolError, delay: float) -> None:
+        logger.info(
+            "stream dropped (%s); reconnect %d after id %r in %.2f s",
+            error.message,
+            self._attempt,
+            self._last_id,
+            delay,
+        )
+        settings = current_run_settings()
+        if settings is not None and settings.on_retry is not None:
+            settings.on_retry(
+                RetryNotice(
+                    attempt=self._attempt,
+                    delay=delay,
+                    reason=error.message,
+                    code=error.code,
+                    resume_from=self._last_id,
+                )
+            )
+
+
+def _resumable(last_id: str) -> bool:
+    """Whether ``last_id`` can be sent back as ``Last-Event-ID``: one was received, and
+    it is short printable ASCII (a header value httpx sends as it is)."""
+    return 0 < len(last_id) <= _MAX_EVENT_ID and last_id.isascii() and last_id.isprintable()
+
+
+class _Delivered:
+    """What a stream yielded under one event id: the characters of each message's text
+    and each call's arguments, and the other events (at most :data:`_MAX_REPLAY`; past
+    that the position is not resumable)."""
+
+    __slots__ = ("chars", "events", "overflowed")
+
+    def __init__(self) -> None:
+        self.chars: dict[tuple[type, str], int] = {}
+        self.events: list[Event | UnknownEvent] = []
+        self.overflowed = False
+
+    def clear(self) -> None:
+        if self.chars:
+            self.chars.clear()
+        if self.events:
+            self.events.clear()
+        self.overflowed = False
+
+    def add(self, event: Event | UnknownEvent) -> None:
+        if isinstance(event, TextMessageContentEvent):
+            key: tuple[type, str] = (TextMessageContentEvent, event.message_id)
+            self.chars[key] = self.chars.get(key, 0) + len(event.delta)
+        elif isinstance(event, ToolCallArgsEvent):
+            key = (ToolCallArgsEvent, event.tool_call_id)
+            self.chars[key] = self.chars.get(key, 0) + len(event.delta)
+        elif len(self.events) < _MAX_REPLAY:
+            self.events.append(event)
+        else:
+            self.overflowed = True
+
+
+class _Replay:
+    """Reconciles a resumed stream with what the broken one already delivered.
+
+    A server resuming after id ``X`` sends again what it had sent after ``X`` under
+    the same id: the rest of a unit (message, call) cut in the middle is resent whole,
+    and text that went out live before its record may come back as the record's one
+    ``TEXT_MESSAGE_CONTENT``. So, while the resumed stream's ids are still ``X``: an
+    event equal to one delivered is dropped, text and arguments already delivered are
+    cut from their deltas, and a repeated ``RUN_STARTED`` of the run is dropped. The
+    first event with another id ends the replay: from there on, everything is new.
+    """
+
+    def __init__(self, last_id: str, delivered: _Delivered, run_id: str | None) -> None:
+        self._last_id = last_id
+        self._events = list(delivered.events)
+        self._sent = dict(delivered.chars)
+        self._run_id = run_id
+        self.active = True
+
+    def admit(self, event_id: str, event: Event | UnknownEvent) -> Event | UnknownEvent | None:
+        """``event`` as the engine gets it (``None``: already delivered)."""
+        if event_id != self._last_id:
+            self.active = False
+            return event
+        if isinstance(event, RunStartedEvent) and event.run_id == self._run_id:
+            return None
+        if isinstance(event, TextMessageContentEvent | ToolCallArgsEvent):
+            unit = (
+                event.message_id
+                if isinstance(event, TextMessageContentEvent)
+                else event.tool_call_id
+            )
+            key = (type(event), unit)
+            sent = self._sent.get(key, 0)
+            if sent <= 0:
+                return event
+            self._sent[key] = sent - len(event.delta)
+            if len(event.delta) <= sent:
+                return None
+            return msgspec.structs.replace(event, delta=event.delta[sent:])
+        if event in self._events:
+            self._events.remove(event)
+            return None
+        return event
 
 
 async def _drain(sse_events: SseReader) -> None:

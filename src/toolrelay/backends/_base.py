@@ -83,12 +83,15 @@ class RetryNotice:
         reason: What happened, for a person (``"HTTP 503: ..."``, ``"connection
             reset"``).
         code: The HTTP status or the transport error's code.
+        resume_from: For a stream that broke mid-run and is resumed (not restarted):
+            the last SSE event id received, sent as ``Last-Event-ID``.
     """
 
     attempt: int
     delay: float
     reason: str
     code: str | None = None
+    resume_from: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

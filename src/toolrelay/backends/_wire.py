@@ -404,14 +404,16 @@ async def body_excerpt(
 
 
 class SseEvent:
-    """One Server-Sent Event: its ``event`` name (``"message"`` when unnamed) and
-    its ``data`` lines joined with newlines, as UTF-8 bytes."""
+    """One Server-Sent Event: its ``event`` name (``"message"`` when unnamed), its
+    ``data`` lines joined with newlines, as UTF-8 bytes, and the stream's last event
+    id when it was dispatched (``""`` when the stream has sent none)."""
 
-    __slots__ = ("data", "event")
+    __slots__ = ("data", "event", "id")
 
-    def __init__(self, event: str, data: bytes) -> None:
+    def __init__(self, event: str, data: bytes, id: str = "") -> None:
         self.event = event
         self.data = data
+        self.id = id
 
 
 class SseReader:
@@ -419,11 +421,12 @@ class SseReader:
     a byte stream that :func:`bound_body` already bounds and checks.
 
     Lines end with CR, LF or CRLF (a CR at the end of one read and an LF at the start
-    of the next are one line ending); comments, ``id`` and ``retry`` fields and
+    of the next are one line ending); comments, ``retry`` fields and
     unknown fields are skipped; one space after the colon is dropped; an event with
     no data line is not dispatched; an event cut off by the end of the body is
-    discarded, as the specification says. An iterator class, not an async generator:
-    leaving it early leaves nothing suspended.
+    discarded, as the specification says. The last ``id`` field (one without a NUL)
+    is the stream's last event id, which each dispatched event carries. An iterator
+    class, not an async generator: leaving it early leaves nothing suspended.
     """
 
     def __init__(self, stream: httpx.AsyncByteStream) -> None:
@@ -434,6 +437,7 @@ class SseReader:
         self._skip_lf = False
         self._data: bytes | bytearray | None = None
         self._name = b""
+        self._id = ""  # the last event id buffer
         self._ready: list[SseEvent] = []
         self._next = 0
 
@@ -475,7 +479,9 @@ class SseReader:
             data = self._data
             if data is not None:
                 name = self._name.decode(errors="replace") if self._name else "message"
-                self._ready.append(SseEvent(name, data if type(data) is bytes else bytes(data)))
+                self._ready.append(
+                    SseEvent(name, data if type(data) is bytes else bytes(data), self._id)
+                )
                 self._data = None
             self._name = b""
             return
@@ -495,7 +501,9 @@ class SseReader:
                 data += value
         elif field == b"event":
             self._name = value
-        # id, retry and unknown fields: ignored (a run is not resumed by reconnecting)
+        elif field == b"id" and b"\0" not in value:
+            self._id = value.decode(errors="replace")
+        # retry and unknown fields: ignored
 
 
 class LineReader:

@@ -787,7 +787,16 @@ class Engine:
         where a retry is reported)."""
 
         def on_retry(notice: RetryNotice) -> None:
-            self._notify(RunRetrying(key, notice.attempt, notice.delay, notice.reason, notice.code))
+            self._notify(
+                RunRetrying(
+                    key,
+                    notice.attempt,
+                    notice.delay,
+                    notice.reason,
+                    notice.code,
+                    notice.resume_from,
+                )
+            )
 
         return RunSettings(
             limits=self.limits,

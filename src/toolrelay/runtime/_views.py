@@ -131,6 +131,9 @@ class RunRetrying:
         delay: Seconds until the next attempt.
         reason: What happened, for a person.
         code: The HTTP status or the transport error's code.
+        resume_from: Set when the run's stream broke mid-run and the backend
+            reconnects to resume it after this SSE event id (``Last-Event-ID``, see
+            docs/agui-http.md), rather than starting it again.
     """
 
     key: ThreadKey
@@ -138,6 +141,7 @@ class RunRetrying:
     delay: float
     reason: str
     code: str | None = None
+    resume_from: str | None = None
 
 
 Notification = StateChanged | EventReceived | ToolCallFinished | RunRetrying

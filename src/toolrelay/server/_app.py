@@ -641,6 +641,18 @@ class AguiServer:
             raise HTTPError(422, "invalid_run_input", "threadId must not be empty")
         key = ThreadKey(run_input.thread_id)
         exists = await self._check_owner(key, principal)
+        if "last-event-id" in request.headers:
+            # A client whose stream broke reconnecting (the same POST, plus the id of
+            # the last event it got): the rest of that run from there, nothing started.
+            if not exists:
+                raise HTTPError(404, "not_found", f"no thread {key.thread_id!r}")
+            feed, head = await self._resume_at(key, *_position(scope, request.headers))
+            if not head and not feed.run_open:
+                # No run open at that position: the run it asks for had ended there.
+                await _respond(send, 204, b"", None)
+                return
+            await self._stream(scope, receive, send, key, feed, head, post=True)
+            return
         info = await self._thread_info(key) if exists else None
         last_seq = info.last_seq if info is not None else 0
         feed = await self._warm(key, last_seq)
@@ -823,7 +835,19 @@ class AguiServer:
         if not await self._check_owner(key, principal):
             raise HTTPError(404, "not_found", f"no thread {key.thread_id!r}")
         self._check_streams()
-        seq, index = _position(scope, request.headers)
+        feed, head = await self._resume_at(key, *_position(scope, request.headers))
+        info = await self._thread_info(key)
+        idle = info is None or info.last_seq <= feed.position
+        if not head and idle and not feed.run_open and (info is None or info.live_turn is None):
+            await _respond(send, 204, b"", None)
+            return
+        await self._stream(scope, receive, send, key, feed, head, post=False)
+
+    async def _resume_at(
+        self, key: ThreadKey, seq: int, index: int | None
+    ) -> tuple[LogFeed, bytes]:
+        """A feed folded up to a client's position (``N`` or ``N:i``) and the events a
+        stream resumed there sends first; 416 when the thread has no such position."""
         if index is None:
             feed = await self._warm(key, seq)
             if feed.position < seq:
@@ -854,12 +878,7 @@ class AguiServer:
             head = _frames(seq, resumed, at) + b"".join(
                 _frame(ids[position], group[position]) for position in range(index + 1, len(group))
             )
-        info = await self._thread_info(key)
-        idle = info is None or info.last_seq <= feed.position
-        if not head and idle and not feed.run_open and (info is None or info.live_turn is None):
-            await _respond(send, 204, b"", None)
-            return
-        await self._stream(scope, receive, send, key, feed, head, post=False)
+        return feed, head
 
     # -- streaming ---------------------------------------------------------------------------
 
