@@ -58,9 +58,13 @@ def text_end(message: str = "m1") -> dict[str, Any]:
     return {"type": "TEXT_MESSAGE_END", "messageId": message}
 
 
-def cut(conn: socket.socket, body: bytes) -> None:
-    """Send ``body``, give the client time to read it, then break the connection."""
-    conn.sendall(head() + body)
+RESUMES = ["Toolrelay-Resume: last-event-id"]
+
+
+def cut(conn: socket.socket, body: bytes, declared: bool = True) -> None:
+    """Send ``body`` (from a server that says it resumes, unless not ``declared``),
+    give the client time to read it, then break the connection."""
+    conn.sendall(head(extra=RESUMES if declared else ()) + body)
     time.sleep(0.2)  # a reset drops what the client has not read yet
     reset(conn)
 
@@ -185,6 +189,35 @@ async def test_events_past_the_resumed_id_are_all_new_even_when_equal() -> None:
     assert turn.status is RunStatus.completed, turn.reason
     assert texts(turn) == ["abab"]
     assert server.requests[1].header("last-event-id") == "2"
+
+
+@pytest.mark.parametrize("resume", ["declared", "ids"])
+async def test_a_server_that_does_not_say_it_resumes_is_not_asked_to(resume: str) -> None:
+    # Sending the POST again to a server that ignores Last-Event-ID would start the run
+    # again: only with resume="ids" does the backend take the ids as the promise.
+    def scenario(conn: socket.socket, request: Request, number: int) -> None:
+        if number == 0:
+            cut(
+                conn,
+                frame(started(), "1") + frame(text_start(), "1") + frame(content("Hel"), "1"),
+                declared=False,
+            )
+        else:
+            conn.sendall(
+                head()
+                + frame(content("Hello"), "1")
+                + frame(text_end(), "2")
+                + frame(finished(), "3")
+            )
+
+    with HostileServer(scenario) as server:
+        turn, _ = await run_on(server.url, reconnect=FAST, resume=resume)
+    if resume == "declared":
+        assert turn.reason is not None and turn.reason.code == "stream_dropped"
+        assert len(server.requests) == 1
+    else:
+        assert turn.status is RunStatus.completed, turn.reason
+        assert texts(turn) == ["Hello"]
 
 
 async def test_a_stream_without_ids_is_not_resumed() -> None:

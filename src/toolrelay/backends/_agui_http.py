@@ -66,18 +66,19 @@ run and argument bytes are bounded by the processor; time by ``Limits.run_second
 (here) and ``turn_seconds`` (the engine). docs/limits.md lists them all.
 
 Reconnecting: a stream that breaks mid-run (``StreamDroppedError``) after the server
-sent event ids (``id:``) is resumed, not restarted: the same POST goes again with
-``Last-Event-ID`` set to the last id received, within the ``reconnect`` policy's
-attempts and seconds, each attempt reported like a retry
+sent event ids (``id:``), from a server that said it resumes (the response header
+``Toolrelay-Resume: last-event-id``, or ``resume="ids"``), is resumed, not restarted:
+the same POST goes again with ``Last-Event-ID`` set to the last id received, within
+the ``reconnect`` policy's attempts and seconds, each attempt reported like a retry
 (:class:`~toolrelay.runtime.RunRetrying` with ``resume_from``). A server that resumes
 sends, under that same id, what it had sent after it, so the part of a message or call
 cut in the middle may come again whole; :class:`_Replay` drops what was already
 delivered (equal events, a repeated ``RUN_STARTED``, the text and argument characters
 already yielded) until the ids move on. A stream with no ids, a run that ended, or a
-server that answers the reconnection with anything but an event stream (``toolrelay``'s
-own server answers 204 when the position has no open run, 416 when it does not know it)
-fails the run with the original drop, as without reconnecting. A stream that had not
-started (no response yet) is the retry policy's, never resumed.
+server that answers the reconnection with anything but an event stream (toolrelay's
+own server answers 204 when the position has no open run, 416 when it does not know
+it) fails the run with the original drop, as without reconnecting. A stream that had
+not started (no response yet) is the retry policy's, never resumed.
 
 Cancellation: leaving :meth:`AguiHttpBackend.run`'s context (the engine does, on
 RUN_FINISHED, on cancel and on error) closes the response at once, and with it the
@@ -90,7 +91,7 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from types import TracebackType
-from typing import Final, Self, TypeAlias
+from typing import Final, Literal, Self, TypeAlias
 
 import anyio
 import httpx
@@ -104,7 +105,7 @@ from toolrelay.backends._base import (
     current_run_settings,
     effective_limits,
 )
-from toolrelay.backends._retry import RetryPolicy, parse_retry_after, start_with_retries
+from toolrelay.backends._retry import NO_RETRY, RetryPolicy, parse_retry_after, start_with_retries
 from toolrelay.backends._wire import (
     ACCEPT_ENCODING,
     SseReader,
@@ -161,6 +162,9 @@ RunAllocator: TypeAlias = Callable[[ThreadKey], Awaitable[str | None]]
 
 _SSE_MEDIA_TYPE = "text/event-stream"
 _DRAIN_SECONDS = 0.25  # to read the rest of a finished run's body
+#: The response header by which a server says it resumes a POST sent again with
+#: ``Last-Event-ID`` (see "Reconnecting" above).
+RESUME_HEADER: Final = "toolrelay-resume"
 _MAX_EVENT_ID = 256  # the longest SSE id sent back as Last-Event-ID
 _MAX_REPLAY = 4096  # events (other than deltas) kept to reconcile a resumed stream
 
@@ -259,6 +263,11 @@ class AguiHttpBackend:
             once the resumed stream moves past that id); :data:`~toolrelay.backends.NO_RETRY`
             turns it off. A server that sent no id, or refuses the resumption, fails the
             run as before.
+        resume: Which servers are asked to resume: ``"declared"`` (the default) only
+            one whose response said it can, with the header ``Toolrelay-Resume:
+            last-event-id`` (toolrelay's server does), since a server that ignored
+            ``Last-Event-ID`` would start the run again; ``"ids"`` any server that sent
+            event ids, for servers known to resume a POST that carries it.
         allocate_run: For servers that allocate run ids before a run: called by
             :meth:`allocate_run`. Without it the client chooses the run id.
     """
@@ -276,11 +285,15 @@ class AguiHttpBackend:
         allocate_run: RunAllocator | None = None,
         retry: RetryPolicy | None = None,
         reconnect: RetryPolicy | None = None,
+        resume: Literal["declared", "ids"] = "declared",
     ) -> None:
+        if resume not in ("declared", "ids"):
+            raise ValueError(f"resume must be 'declared' or 'ids', not {resume!r}")
         self.url = httpx.URL(url) if isinstance(url, str) else url
         self.limits = limits if limits is not None else Limits()
         self.retry = retry if retry is not None else RetryPolicy()
         self.reconnect = reconnect if reconnect is not None else RetryPolicy()
+        self.resume = resume
         self._headers = dict(headers or {})
         self._auth = auth
         self._allocator = allocate_run
@@ -400,8 +413,14 @@ class AguiHttpBackend:
                     return SseReader(resumed.stream)
 
                 assert isinstance(response.stream, httpx.AsyncByteStream)
+                resumable = self.resume == "ids" or (
+                    response.headers.get(RESUME_HEADER, "").strip().lower() == "last-event-id"
+                )
                 run = _RunStream(
-                    SseReader(response.stream), limits.max_event_bytes, self.reconnect, reopen
+                    SseReader(response.stream),
+                    limits.max_event_bytes,
+                    self.reconnect if resumable else NO_RETRY,
+                    reopen,
                 )
                 events = run.events()
                 try:

@@ -919,6 +919,9 @@ class AguiServer:
                     (b"content-type", b"text/event-stream; charset=utf-8"),
                     (b"cache-control", b"no-cache"),
                     (b"x-accel-buffering", b"no"),
+                    # A POST sent again with Last-Event-ID resumes (AguiHttpBackend
+                    # reconnects only to a server that says so).
+                    (b"toolrelay-resume", b"last-event-id"),
                 ],
             }
         )
