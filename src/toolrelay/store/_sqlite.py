@@ -109,6 +109,10 @@ _CLAIM_KEY = "server = ? AND room = ? AND thread = ?"
 _THREAD_COLUMNS = "server, room, thread, owner, last_seq, live_turn, created_at, updated_at"
 
 
+#: The records that may change a thread's live turn.
+_TURN_BOUNDS = frozenset((TurnStarted, TurnEnded))
+
+
 class _Append:
     """One ``append`` waiting to be written; ``done`` is its last sequence number, or
     the error that stopped it."""
@@ -131,7 +135,7 @@ class _Append:
         self.done: int | BaseException | None = None
         self.woken = anyio.Event()
         #: Whether the records may change the thread's live turn.
-        self.turns = any(isinstance(r, TurnStarted | TurnEnded) for r in records)
+        self.turns = any(type(r) in _TURN_BOUNDS for r in records)
 
 
 def _error(exc: sqlite3.Error, doing: str) -> StoreError:
