@@ -61,6 +61,15 @@ def text_end(message: str = "m1") -> dict[str, Any]:
 RESUMES = ["Toolrelay-Resume: last-event-id"]
 
 
+def answer(*events: tuple[dict[str, Any], str]) -> bytes:
+    """A response that sends ``events``, each with its id."""
+    return head() + b"".join(frame(data, event_id) for data, event_id in events)
+
+
+#: A run cut inside its first message, every event under id 1.
+HEL = frame(started(), "1") + frame(text_start(), "1") + frame(content("Hel"), "1")
+
+
 def cut(conn: socket.socket, body: bytes, declared: bool = True) -> None:
     """Send ``body`` (from a server that says it resumes, unless not ``declared``),
     give the client time to read it, then break the connection."""
@@ -104,12 +113,13 @@ async def test_a_drop_mid_message_is_resumed_and_the_text_arrives_once() -> None
             # Resumed after 1: the message again, whole, from its record (as toolrelay's
             # server sends it), then the rest.
             conn.sendall(
-                head()
-                + frame(started(), "1")
-                + frame(text_start(), "1")
-                + frame(content("Hello, world"), "1")
-                + frame(text_end(), "2")
-                + frame(finished(), "3")
+                answer(
+                    (started(), "1"),
+                    (text_start(), "1"),
+                    (content("Hello, world"), "1"),
+                    (text_end(), "2"),
+                    (finished(), "3"),
+                )
             )
 
     with HostileServer(scenario) as server:
@@ -141,24 +151,26 @@ async def test_a_call_cut_mid_arguments_runs_once_with_its_whole_arguments() -> 
         body = json.loads(request.body)
         if len([m for m in body["messages"] if m["role"] == "tool"]):
             conn.sendall(
-                head()
-                + frame(started("r2"), "10")
-                + frame(text_start("m2"), "10")
-                + frame(content("Found.", "m2"), "10")
-                + frame(text_end("m2"), "11")
-                + frame(finished("r2"), "12")
+                answer(
+                    (started("r2"), "10"),
+                    (text_start("m2"), "10"),
+                    (content("Found.", "m2"), "10"),
+                    (text_end("m2"), "11"),
+                    (finished("r2"), "12"),
+                )
             )
         elif number == 0:
             cut(conn, frame(started(), "1") + frame(start, "1") + frame(args('{"na'), "1"))
         else:
             assert request.header("last-event-id") == "1"
             conn.sendall(
-                head()
-                + frame(start, "1")
-                + frame(args('{"name":'), "1")
-                + frame(args('"ada"}'), "1")
-                + frame({"type": "TOOL_CALL_END", "toolCallId": call}, "2")
-                + frame(finished(), "3")
+                answer(
+                    (start, "1"),
+                    (args('{"name":'), "1"),
+                    (args('"ada"}'), "1"),
+                    ({"type": "TOOL_CALL_END", "toolCallId": call}, "2"),
+                    (finished(), "3"),
+                )
             )
 
     with HostileServer(scenario) as server:
@@ -177,11 +189,7 @@ async def test_events_past_the_resumed_id_are_all_new_even_when_equal() -> None:
             cut(conn, frame(started(), "1") + frame(text_start(), "1") + frame(content("ab"), "2"))
         else:
             conn.sendall(
-                head()
-                + frame(started(), "2")
-                + frame(content("ab"), "3")
-                + frame(text_end(), "4")
-                + frame(finished(), "5")
+                answer((started(), "2"), (content("ab"), "3"), (text_end(), "4"), (finished(), "5"))
             )
 
     with HostileServer(scenario) as server:
@@ -199,16 +207,11 @@ async def test_a_server_that_does_not_say_it_resumes_is_not_asked_to(resume: str
         if number == 0:
             cut(
                 conn,
-                frame(started(), "1") + frame(text_start(), "1") + frame(content("Hel"), "1"),
+                HEL,
                 declared=False,
             )
         else:
-            conn.sendall(
-                head()
-                + frame(content("Hello"), "1")
-                + frame(text_end(), "2")
-                + frame(finished(), "3")
-            )
+            conn.sendall(answer((content("Hello"), "1"), (text_end(), "2"), (finished(), "3")))
 
     with HostileServer(scenario) as server:
         turn, _ = await run_on(server.url, reconnect=FAST, resume=resume)
@@ -233,7 +236,7 @@ async def test_a_stream_without_ids_is_not_resumed() -> None:
 
 
 @pytest.mark.parametrize(
-    "answer",
+    "refusal",
     [
         head("404 Not Found", "application/json") + b'{"error":{}}',
         head("416 Range Not Satisfiable", "application/json") + b"{}",
@@ -243,13 +246,13 @@ async def test_a_stream_without_ids_is_not_resumed() -> None:
     ids=["404", "416", "204", "not-a-stream"],
 )
 async def test_a_server_that_refuses_the_resumption_fails_the_run_with_the_drop(
-    answer: bytes,
+    refusal: bytes,
 ) -> None:
     def scenario(conn: socket.socket, request: Request, number: int) -> None:
         if number == 0:
-            cut(conn, frame(started(), "1") + frame(text_start(), "1") + frame(content("Hel"), "1"))
+            cut(conn, HEL)
         else:
-            conn.sendall(answer)
+            conn.sendall(refusal)
 
     with HostileServer(scenario) as server:
         turn, _ = await run_on(server.url, reconnect=FAST)
@@ -262,16 +265,11 @@ async def test_a_server_that_refuses_the_resumption_fails_the_run_with_the_drop(
 async def test_a_busy_server_is_asked_again_within_the_attempts() -> None:
     def scenario(conn: socket.socket, request: Request, number: int) -> None:
         if number == 0:
-            cut(conn, frame(started(), "1") + frame(text_start(), "1") + frame(content("Hel"), "1"))
+            cut(conn, HEL)
         elif number == 1:
             conn.sendall(head("503 Service Unavailable", "text/plain", ["Retry-After: 0"]))
         else:
-            conn.sendall(
-                head()
-                + frame(content("Hello"), "1")
-                + frame(text_end(), "2")
-                + frame(finished(), "3")
-            )
+            conn.sendall(answer((content("Hello"), "1"), (text_end(), "2"), (finished(), "3")))
 
     with HostileServer(scenario) as server:
         turn, retries = await run_on(server.url, reconnect=FAST)
@@ -284,7 +282,7 @@ async def test_a_busy_server_is_asked_again_within_the_attempts() -> None:
 async def test_reconnections_are_bounded_by_the_policy() -> None:
     # A server that drops every stream at the same point: 1 + attempts requests.
     def scenario(conn: socket.socket, request: Request, number: int) -> None:
-        cut(conn, frame(started(), "1") + frame(text_start(), "1") + frame(content("Hel"), "1"))
+        cut(conn, HEL)
 
     with HostileServer(scenario) as server:
         turn, retries = await run_on(server.url, reconnect=RetryPolicy(attempts=2, base_delay=0.01))
@@ -306,12 +304,7 @@ async def test_a_stream_that_moves_on_gets_its_attempts_afresh() -> None:
         elif number < len(pieces):
             cut(conn, frame(content(pieces[number - 1]), str(number)))
         else:
-            conn.sendall(
-                head()
-                + frame(content(pieces[-1]), "9")
-                + frame(text_end(), "10")
-                + frame(finished(), "11")
-            )
+            conn.sendall(answer((content(pieces[-1]), "9"), (text_end(), "10"), (finished(), "11")))
 
     with HostileServer(scenario) as server:
         turn, retries = await run_on(server.url, reconnect=RetryPolicy(attempts=1, base_delay=0.01))
@@ -322,7 +315,7 @@ async def test_a_stream_that_moves_on_gets_its_attempts_afresh() -> None:
 
 async def test_reconnecting_can_be_turned_off() -> None:
     def scenario(conn: socket.socket, request: Request, number: int) -> None:
-        cut(conn, frame(started(), "1") + frame(text_start(), "1") + frame(content("Hel"), "1"))
+        cut(conn, HEL)
 
     with HostileServer(scenario) as server:
         turn, _ = await run_on(server.url, reconnect=NO_RETRY)
