@@ -472,3 +472,23 @@ def test_the_console_script_runs_the_demo() -> None:
     assert done.returncode == 0, done.stderr
     assert "Final answer: Alice's secret number is 42 and Bob's secret number is 7." in done.stdout
     assert done.stderr == ""
+
+
+@pytest.mark.parametrize("max_depth", ["5", "1"])
+def test_demo_loop_text_and_json_count_the_same_calls(max_depth: str) -> None:
+    argv = ("demo", "--delay", "0", "--scenario", "loop", "--max-depth", max_depth)
+    code, out, _ = cli(*argv)
+    json_code, json_out, _ = cli(*argv, "--json")
+    assert code == json_code == ExitCode.FAILED
+    state = json.loads(json_out)
+    calls = state["toolCalls"]
+    assert calls["abandoned"] == len(state["abandonedCalls"]) == 1
+    assert calls["executed"] == calls["completed"] + calls["failed"]
+    assert calls["executed"] == sum(m["role"] == "tool" for m in state["messages"])
+    (summary,) = [line for line in out.splitlines() if line.startswith("Runs: ")]
+    assert summary.startswith(
+        f"Runs: {state['runs']} | tool calls: {calls['executed']} executed "
+        f"({calls['completed']} completed, {calls['failed']} failed), "
+        f"{calls['abandoned']} abandoned | depth: {state['depth']} | "
+    )
+    assert f"Failed ({state['reason']['kind']}): " in out

@@ -4,7 +4,7 @@
 
     toolrelay demo                       # the "secret" scenario: two tool calls, one answer
     toolrelay demo --scenario multihop   # one tool, then another using its result
-    toolrelay demo --scenario loop       # the circuit breaker trips (exit 1)
+    toolrelay demo --scenario loop       # loop detection stops the turn (exit 1)
     toolrelay demo --scenario broken     # the connection drops mid-stream (exit 1)
     toolrelay demo --json                # the final state as JSON
 

@@ -71,6 +71,7 @@ __all__ = (
     "LivePrinter",
     "ToolsUsageError",
     "TurnOutcome",
+    "call_counts",
     "exit_code",
     "httpx_timeout",
     "load_tools",
@@ -614,15 +615,27 @@ def write_summary(outcome: TurnOutcome, out: TextIO) -> None:
             f"... and {len(violations) - _VIOLATIONS_SHOWN} more protocol violation(s) "
             f"({summarise_counts(rest)})\n"
         )
-    executed = list(turn.conversation.tool_calls())
-    failed = sum(1 for call in executed if call.status is ToolCallStatus.failed)
-    abandoned = len(turn.abandoned_calls)
+    calls = call_counts(turn)
     safe.write(
-        f"Runs: {stats.runs} | tool calls: {len(executed)} executed "
-        f"({len(executed) - failed} completed, {failed} failed)"
-        + (f", {abandoned} abandoned" if abandoned else "")
+        f"Runs: {stats.runs} | tool calls: {calls['executed']} executed "
+        f"({calls['completed']} completed, {calls['failed']} failed)"
+        + (f", {calls['abandoned']} abandoned" if calls["abandoned"] else "")
         + f" | depth: {stats.depth} | time: {outcome.seconds:.2f} s\n"
     )
+
+
+def call_counts(turn: Turn) -> dict[str, int]:
+    """The turn's tool calls, counted once for the summary and the JSON state alike:
+    ``executed`` (``completed`` + ``failed``, denied calls among the failed) and
+    ``abandoned`` (never executed: the turn ended while they streamed or waited)."""
+    statuses = Counter(call.status for call in turn.conversation.tool_calls())
+    completed, failed = statuses[ToolCallStatus.completed], statuses[ToolCallStatus.failed]
+    return {
+        "executed": completed + failed,
+        "completed": completed,
+        "failed": failed,
+        "abandoned": len(turn.abandoned_calls),
+    }
 
 
 class _SafeOut:
@@ -649,7 +662,7 @@ def state_json(outcome: TurnOutcome) -> str:
         "runs": stats.runs,
         "depth": stats.depth,
         "seconds": round(outcome.seconds, 3),
-        "toolCalls": {status.value: count for status, count in stats.tool_calls.items()},
+        "toolCalls": call_counts(turn),
         "abandonedCalls": [
             {"id": call.id, "name": call.name, "arguments": call.arguments}
             for call in turn.abandoned_calls
