@@ -18,11 +18,16 @@ it starts on:
 - an event cut off by the end of the file (SSE discards it);
 - every protocol violation the processor tolerated (its ``ViolationRaised`` effects).
 
+Each problem is printed once (the processor's own warnings about them are not logged
+as well, unless ``--debug``).
+
 Exit codes: 0 the recorded run completed, ended with tool calls ready (they are
 listed: "would execute: ..."), or was interrupted (the AG-UI ``interrupt`` outcome:
-the interrupts are listed); ``CANCELLED`` (3) the agent reported the run cancelled;
-``FAILED`` (1) it did not end well (RUN_ERROR, a stream that ends before
-RUN_FINISHED...); ``USAGE`` (2) the file cannot be read.
+the interrupts are listed), and nothing was wrong with the capture; ``CHECK_FAILED``
+(5) it ended so but problems were found (``--allow-violations``: 0 all the same);
+``CANCELLED`` (3) the agent reported the run cancelled; ``FAILED`` (1) it did not end
+well (RUN_ERROR, a stream that ends before RUN_FINISHED...); ``USAGE`` (2) the file
+cannot be read.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import msgspec
 from httpx_sse import EventSource
 
 from toolrelay._reasons import TerminalReason
-from toolrelay.cli._terminal import neutralise, summarise_counts
+from toolrelay.cli._terminal import neutralise, reported_violations, summarise_counts
 from toolrelay.core import (
     Conversation,
     Effect,
@@ -338,6 +343,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("file", type=Path, metavar="FILE", help="the capture (raw SSE bytes)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
+        "--allow-violations",
+        action="store_true",
+        help="exit 0 for a run that ended well even if protocol violations were found "
+        "(default: exit 5)",
+    )
+    parser.add_argument(
         "--diagram",
         type=Path,
         default=None,
@@ -353,7 +364,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     path: Path = args.file
     try:
-        with path.open("rb") as capture:  # streamed: a large capture is never held whole
+        # Streamed: a large capture is never held whole.
+        with path.open("rb") as capture, reported_violations(not args.debug):
             report = replay_capture(capture)
     except OSError as exc:
         stderr.write(f"toolrelay replay: cannot read {path}: {exc.strerror or exc}\n")
@@ -376,11 +388,13 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         stdout.write(_json(report, path))
     else:
         _print(report, path, _SafeOut(stdout))
-    if report.ok:
-        return ExitCode.OK
     if report.status is RunStatus.cancelled:
         return ExitCode.CANCELLED
-    return ExitCode.FAILED
+    if not report.ok:
+        return ExitCode.FAILED
+    if (report.findings or report.omitted) and not args.allow_violations:
+        return ExitCode.CHECK_FAILED
+    return ExitCode.OK
 
 
 class _SafeOut:

@@ -15,7 +15,9 @@ reason, the conversation as AG-UI messages.
 
 Exit codes: 0 the turn completed; ``FAILED`` (1) it failed; ``UNREACHABLE`` (4) the
 server could not be reached; ``USAGE`` (2) a bad flag or a ``--tools`` that does not
-import; ``CANCELLED`` (3) Ctrl-C, or the agent reported its run cancelled;
+import; ``CANCELLED`` (3) the agent reported its run cancelled; ``CTRL_C`` (130)
+Ctrl-C (SIGINT) cancelled the turn, whose summary (or JSON state) is printed all the
+same;
 ``INTERRUPTED`` (6) the agent paused the turn to ask something (each interrupt is
 printed with its id, the JSON state lists them under ``interrupts``).
 
@@ -26,24 +28,27 @@ the summary, the JSON state and the exit code of a finished turn.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import signal
 import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 import anyio
+import anyio.abc
 import httpx
 import msgspec
 
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AgentBackend, AguiHttpBackend, RetryPolicy, ThreadKey
 from toolrelay.backends.providers import PROVIDERS, ProviderBackend, provider_backend
-from toolrelay.cli._terminal import neutralise, summarise_counts
+from toolrelay.cli._terminal import neutralise, reported_violations, summarise_counts
 from toolrelay.core import (
     Activity,
     ActivityKind,
@@ -298,6 +303,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             max_depth=args.max_depth,
             out=None if args.json else stdout,
             limits=limits,
+            ctrl_c=True,
         )
 
     async def main() -> TurnOutcome:
@@ -311,8 +317,9 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         ) as backend:
             return await turn_on(backend)
 
-    outcome = anyio.run(main, backend=args.backend)
-    code = exit_code(outcome.turn)
+    with reported_violations(not args.debug):
+        outcome = anyio.run(main, backend=args.backend)
+    code = exit_code(outcome)
     if args.json:
         stdout.write(state_json(outcome))
     elif code != ExitCode.UNREACHABLE:
@@ -398,10 +405,11 @@ def _as_registry(obj: object) -> ToolRegistry:
 
 @dataclass(frozen=True, slots=True)
 class TurnOutcome:
-    """A finished turn and how long it took."""
+    """A finished turn, how long it took, and whether Ctrl-C (SIGINT) cancelled it."""
 
     turn: Turn
     seconds: float
+    ctrl_c: bool = False
 
 
 class LivePrinter:
@@ -535,8 +543,14 @@ async def run_turn(
     out: TextIO | None,
     forwarded_props: Mapping[str, Any] | None = None,
     limits: Limits | None = None,
+    ctrl_c: bool = False,
 ) -> TurnOutcome:
-    """Run one turn with an :class:`~toolrelay.runtime.Engine`; print it live to ``out``."""
+    """Run one turn with an :class:`~toolrelay.runtime.Engine`; print it live to ``out``.
+
+    With ``ctrl_c`` (the main thread only), the first SIGINT cancels the turn, which
+    ends ``cancelled`` and is returned (``TurnOutcome.ctrl_c``) for its summary; a
+    second one interrupts as Python does (the handler is restored after the first).
+    """
     from toolrelay.runtime import Engine
 
     key = ThreadKey(thread_id)
@@ -551,7 +565,7 @@ async def run_turn(
     ) as engine:
         notifications = engine.subscribe(key=key, events=printer is not None)
         turn = engine.start_turn(key, message)
-        async with notifications:
+        async with notifications, _cancelled_by_ctrl_c(turn, ctrl_c) as pressed:
             async for notification in notifications:
                 if printer is not None:
                     printer.handle(notification)
@@ -564,7 +578,36 @@ async def run_turn(
         await turn.wait_finished()
     if printer is not None:
         printer.finish()
-    return TurnOutcome(turn, time.perf_counter() - started)
+    return TurnOutcome(turn, time.perf_counter() - started, bool(pressed))
+
+
+@contextlib.asynccontextmanager
+async def _cancelled_by_ctrl_c(turn: Turn, enabled: bool) -> AsyncIterator[list[bool]]:
+    """Within it (when ``enabled``), the first SIGINT cancels ``turn``; yields a list
+    that holds ``True`` once it did. An error of the body comes out as itself, not in
+    an exception group."""
+    pressed: list[bool] = []
+    if not enabled:
+        yield pressed
+        return
+
+    async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            task_status.started()
+            async for _ in signals:
+                if turn.cancel("cancelled by Ctrl-C (SIGINT)"):
+                    pressed.append(True)
+                return  # the default handler is back: a second Ctrl-C interrupts
+
+    try:
+        async with anyio.create_task_group() as watchers:
+            await watchers.start(watch)
+            yield pressed
+            watchers.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
 
 
 def _final_answer(turn: Turn) -> str | None:
@@ -677,10 +720,13 @@ def state_json(outcome: TurnOutcome) -> str:
     return msgspec.json.format(encode(document), indent=2).decode() + "\n"
 
 
-def exit_code(turn: Turn) -> int:
+def exit_code(outcome: TurnOutcome) -> int:
     """The :class:`~toolrelay.cli.ExitCode` of a finished turn."""
     from toolrelay.cli import ExitCode
 
+    turn = outcome.turn
+    if outcome.ctrl_c:
+        return ExitCode.CTRL_C
     if turn.status is RunStatus.completed:
         return ExitCode.OK
     if turn.status is RunStatus.interrupted:

@@ -10,10 +10,12 @@ characters itself).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextlib
+import logging
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Final, TextIO
 
-__all__ = ("neutralise", "summarise_counts", "write_safe")
+__all__ = ("neutralise", "reported_violations", "summarise_counts", "write_safe")
 
 
 def _table() -> dict[int, str | None]:
@@ -54,3 +56,21 @@ def summarise_counts(counts: Mapping[str, int] | Iterable[tuple[str, int]]) -> s
     items = counts.items() if isinstance(counts, Mapping) else counts
     ranked = sorted(items, key=lambda item: (-item[1], item[0]))
     return ", ".join(f"{name}: {count}" for name, count in ranked)
+
+
+def _not_a_violation(record: logging.LogRecord) -> bool:
+    return not hasattr(record, "protocol_violation")
+
+
+@contextlib.contextmanager
+def reported_violations(enabled: bool = True) -> Iterator[None]:
+    """Within it, protocol violations are not logged: the command reports each one
+    itself (its summary, its JSON), so it is printed once. ``enabled=False`` (``--debug``)
+    keeps the log."""
+    core = logging.getLogger("toolrelay.core")
+    if enabled:
+        core.addFilter(_not_a_violation)
+    try:
+        yield
+    finally:
+        core.removeFilter(_not_a_violation)
