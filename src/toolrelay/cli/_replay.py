@@ -45,7 +45,7 @@ import msgspec
 from httpx_sse import EventSource
 
 from toolrelay._reasons import TerminalReason
-from toolrelay.cli._terminal import neutralise, reported_violations, summarise_counts
+from toolrelay.cli._terminal import SafeOut, reported_violations, summarise_counts
 from toolrelay.core import (
     Conversation,
     Effect,
@@ -387,7 +387,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if args.json:
         stdout.write(_json(report, path))
     else:
-        _print(report, path, _SafeOut(stdout))
+        _print(report, path, SafeOut(stdout))
     if report.status is RunStatus.cancelled:
         return ExitCode.CANCELLED
     if not report.ok:
@@ -397,22 +397,11 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return ExitCode.OK
 
 
-class _SafeOut:
-    """A text stream's ``write``, neutralised: a capture's text reaches no terminal as
-    control characters."""
-
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-
-    def write(self, text: str) -> int:
-        return self._out.write(neutralise(text))
-
-
 def _call_text(call: ToolCallInfo) -> str:
     return f"{call.name}({call.arguments or ''})"
 
 
-def _print(report: ReplayReport, path: Path, out: _SafeOut) -> None:
+def _print(report: ReplayReport, path: Path, out: SafeOut) -> None:
     processor = report.processor
     skipped = report.sse_events - report.events
     out.write(
@@ -433,7 +422,7 @@ def _print(report: ReplayReport, path: Path, out: _SafeOut) -> None:
         out.write("  (nothing)\n")
     if report.findings:
         total = len(report.findings) + sum(report.omitted.values())
-        out.write(f"\nProtocol violations ({total}):\n")
+        out.write(f"\nProtocol violations ({total}):\n", "yellow")
         for finding in report.findings:
             out.write(
                 f"  {finding.where()}: [{finding.code}] {finding.event_type}: {finding.message}\n"
@@ -441,12 +430,12 @@ def _print(report: ReplayReport, path: Path, out: _SafeOut) -> None:
         if report.omitted:
             out.write(f"  ... and more, counted: {summarise_counts(report.omitted)}\n")
     else:
-        out.write("\nProtocol violations: none.\n")
+        out.write("\nProtocol violations: none.\n", "green")
     reason = report.reason
     if report.status is RunStatus.completed:
-        out.write("\nResult: the recorded run completed.\n")
+        out.write("\nResult: the recorded run completed.\n", "green")
     elif report.status is RunStatus.interrupted:
-        out.write("\nResult: the run was interrupted; the agent asks:\n")
+        out.write("\nResult: the run was interrupted; the agent asks:\n", "yellow")
         for interrupt in processor.interrupts:
             asks = interrupt.message or "(no message)"
             out.write(f"  [{interrupt.id}, {interrupt.reason}]: {asks}\n")
@@ -454,11 +443,14 @@ def _print(report: ReplayReport, path: Path, out: _SafeOut) -> None:
             out.write("  (nothing: the outcome names no interrupt)\n")
     elif report.ready_calls:
         calls = ", ".join(_call_text(call) for call in report.ready_calls)
-        out.write(f"\nResult: the run ended with tool calls ready; would execute: {calls}\n")
+        out.write(
+            f"\nResult: the run ended with tool calls ready; would execute: {calls}\n", "green"
+        )
     elif reason is not None:
         code = f" [{reason.code}]" if reason.code else ""
         out.write(
-            f"\nResult: {report.status.value} ({reason.kind.value}): {reason.message}{code}\n"
+            f"\nResult: {report.status.value} ({reason.kind.value}): {reason.message}{code}\n",
+            "yellow" if report.status is RunStatus.cancelled else "red",
         )
 
 

@@ -48,7 +48,14 @@ import msgspec
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AgentBackend, AguiHttpBackend, RetryPolicy, ThreadKey
 from toolrelay.backends.providers import PROVIDERS, ProviderBackend, provider_backend
-from toolrelay.cli._terminal import neutralise, reported_violations, summarise_counts
+from toolrelay.cli._terminal import (
+    Colour,
+    Palette,
+    SafeOut,
+    neutralise,
+    reported_violations,
+    summarise_counts,
+)
 from toolrelay.core import (
     Activity,
     ActivityKind,
@@ -418,8 +425,9 @@ class LivePrinter:
     Fed the engine's notifications (subscribe with ``events=True``), in order.
     """
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, palette: Palette | None = None) -> None:
         self._out = out
+        self._palette = palette if palette is not None else Palette.for_stream(out)
         self._at_line_start = True
         self._open_text: str | None = None
         self._activity = Activity(ActivityKind.IDLE)
@@ -434,14 +442,22 @@ class LivePrinter:
                 if snapshot.run_count > self._runs:
                     self._runs = snapshot.run_count
                     if snapshot.depth > 0:
-                        self._line(f"Continuing: run {snapshot.run_count} (depth {snapshot.depth})")
+                        self._line(
+                            f"Continuing: run {snapshot.run_count} (depth {snapshot.depth})", "dim"
+                        )
                 if snapshot.activity != self._activity:
                     self._activity_changed(snapshot.activity)
             case ToolCallFinished(name=name, result=result, call_id=call_id):
                 arguments = _one_line("".join(self._arguments.pop(call_id, ())))
-                self._line(f"  {_outcome(result)} {name}({arguments}) -> {_shorten(result)}")
+                self._line(
+                    f"  {_outcome(result)}",
+                    "green" if result.ok else "red",
+                    f" {name}({arguments}) -> {_shorten(result)}",
+                )
             case RunRetrying(attempt=attempt, delay=delay, reason=reason):
-                self._line(f"Retrying in {delay:.1f} s (attempt {attempt} failed: {reason})")
+                self._line(
+                    f"Retrying in {delay:.1f} s (attempt {attempt} failed: {reason})", "yellow"
+                )
 
     def _activity_changed(self, activity: Activity) -> None:
         """Print each batch once as it starts executing (each call's name is printed as
@@ -449,7 +465,7 @@ class LivePrinter:
         self._activity = activity
         names = activity.tool_names
         if activity.kind is ActivityKind.EXECUTING_TOOLS:
-            self._line("Executing: " + _names(names, activity.more))
+            self._line("Executing:", "cyan", " " + _names(names, activity.more))
 
     def _event(self, event: object) -> None:
         match event:
@@ -467,7 +483,7 @@ class LivePrinter:
             case ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name):
                 self._arguments[call_id] = []
                 # Each call once, as it starts (the activity names only the first few).
-                self._line("Calling: " + name)
+                self._line("Calling:", "cyan", " " + name)
             case ToolCallArgsEvent(tool_call_id=call_id, delta=delta):
                 self._arguments.setdefault(call_id, []).append(delta)
 
@@ -477,15 +493,15 @@ class LivePrinter:
         if self._open_text != message_id:
             self._end_line()
             self._open_text = message_id
-            self._write("Agent: ")
+            self._write("Agent: ", "bold")
         self._write(delta)
 
-    def _write(self, text: str) -> None:
+    def _write(self, text: str, colour: Colour | None = None) -> None:
         if text:
             text = neutralise(text)  # text from the wire reaches no terminal as controls
             if not text:
                 return
-            self._out.write(text)
+            self._out.write(self._palette.paint(text, colour))
             self._out.flush()
             self._at_line_start = text.endswith("\n")
 
@@ -493,10 +509,13 @@ class LivePrinter:
         if not self._at_line_start:
             self._write("\n")
 
-    def _line(self, text: str) -> None:
+    def _line(self, text: str, colour: Colour | None = None, rest: str = "") -> None:
+        """One line: ``text`` (painted ``colour``), then ``rest`` (plain)."""
         self._end_line()
         self._open_text = None
-        self._write(text + "\n")
+        self._write(text + ("" if rest else "\n"), colour)
+        if rest:
+            self._write(rest + "\n")
 
     def finish(self) -> None:
         self._end_line()
@@ -623,19 +642,20 @@ def write_summary(outcome: TurnOutcome, out: TextIO) -> None:
     Text from the wire is neutralised (:func:`~toolrelay.cli._terminal.neutralise`);
     past a few, violations are counted by code rather than printed one by one.
     """
-    safe = _SafeOut(out)
+    safe = SafeOut(out)
     turn = outcome.turn
     reason = turn.reason
     stats = turn.statistics()
     if turn.status is RunStatus.completed:
         answer = _final_answer(turn)
-        safe.write("\nCompleted: the agent answered.\n")
+        safe.write("\nCompleted: the agent answered.\n", "green")
         if answer is not None:
             safe.write(f"Final answer: {answer}\n")
     elif reason is not None:
         code = f" [{reason.code}]" if reason.code else ""
         safe.write(
-            f"\n{turn.status.value.capitalize()} ({reason.kind.value}): {reason.message}{code}\n"
+            f"\n{turn.status.value.capitalize()} ({reason.kind.value}): {reason.message}{code}\n",
+            "red" if turn.status is RunStatus.failed else "yellow",
         )
         kept = len(turn.conversation.messages)
         safe.write(f"Kept: the {kept} message(s) of the conversation so far, nothing lost.\n")
@@ -651,12 +671,13 @@ def write_summary(outcome: TurnOutcome, out: TextIO) -> None:
             safe.write(f"Abandoned, never executed: {names}\n")
     violations = turn.violations
     for v in violations[:_VIOLATIONS_SHOWN]:
-        safe.write(f"Protocol violation ({v.code}) in {v.event_type}: {v.message}\n")
+        safe.write(f"Protocol violation ({v.code}) in {v.event_type}: {v.message}\n", "yellow")
     if len(violations) > _VIOLATIONS_SHOWN:
         rest = Counter(v.code for v in violations[_VIOLATIONS_SHOWN:])
         safe.write(
             f"... and {len(violations) - _VIOLATIONS_SHOWN} more protocol violation(s) "
-            f"({summarise_counts(rest)})\n"
+            f"({summarise_counts(rest)})\n",
+            "yellow",
         )
     calls = call_counts(turn)
     safe.write(
@@ -679,16 +700,6 @@ def call_counts(turn: Turn) -> dict[str, int]:
         "failed": failed,
         "abandoned": len(turn.abandoned_calls),
     }
-
-
-class _SafeOut:
-    """A text stream's ``write`` with every string neutralised."""
-
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-
-    def write(self, text: str) -> int:
-        return self._out.write(neutralise(text))
 
 
 def state_json(outcome: TurnOutcome) -> str:

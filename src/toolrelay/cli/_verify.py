@@ -67,14 +67,19 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """Run ``toolrelay verify``; returns an :class:`~toolrelay.cli.ExitCode`."""
     from toolrelay.cli import ExitCode
+    from toolrelay.cli._terminal import Palette
     from toolrelay.verify import CheckResult, format_result, format_summary, verify
 
+    palette = Palette.for_stream(stdout)
+
     def show(result: CheckResult) -> None:
-        stdout.write(format_result(result))
+        text = format_result(result)
+        verdict, rest = text[:4], text[4:]  # PASS or FAIL, ours to paint
+        stdout.write(palette.paint(verdict, "green" if result.ok else "red") + rest)
         stdout.flush()
 
     report = verify(examples=args.examples, seed=args.seed, backend=args.backend, on_result=show)
-    stdout.write(format_summary(report))
+    stdout.write(palette.paint(format_summary(report), "green" if report.ok else "red"))
     if report.ok:
         return ExitCode.OK
     stderr.write(f"toolrelay verify: {len(report.failures)} check(s) failed (details above)\n")
