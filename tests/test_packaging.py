@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import re
 import subprocess
 import sys
 import tomllib
@@ -120,3 +121,11 @@ def _name(requirement: str) -> str:
     for stop in "[<>=!~;":
         requirement = requirement.partition(stop)[0]
     return requirement.strip().lower().replace("_", "-")
+
+
+def test_the_readme_lists_every_extra() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Installing") :]
+    section = section[: section.index("\n## ")]
+    listed = re.findall(r"^\| `([a-z-]+)` \|", section, re.M)
+    assert sorted(listed) == sorted(PROJECT["optional-dependencies"])
