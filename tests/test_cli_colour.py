@@ -162,3 +162,26 @@ def test_in_colour_the_only_escapes_are_ours(monkeypatch: pytest.MonkeyPatch) ->
     leftover = SGR.sub("", text)
     assert "\x1b" not in leftover and "\x9b" not in leftover and "\x07" not in leftover
     assert "␛[31mred" in leftover  # the server's own "colour" shown, harmless
+
+
+def test_run_reports_each_violation_once(caplog: pytest.LogCaptureFixture) -> None:
+    """The summary prints the violation; the processor's warning about it is not logged
+    on top (``--debug`` keeps it)."""
+
+    def scenario(conn: socket.socket, request: Request, number: int) -> None:
+        conn.sendall(
+            head()
+            + event('{"type":"RUN_STARTED","threadId":"t","runId":"r"}')
+            + event('{"type":"TOOL_CALL_ARGS","toolCallId":"ghost","delta":"{}"}')
+            + event('{"type":"RUN_FINISHED","threadId":"t","runId":"r"}')
+        )
+
+    with HostileServer(scenario) as server:
+        for debug in ([], ["--debug"]):
+            caplog.clear()
+            out, err = io.StringIO(), io.StringIO()
+            argv = [*debug, "run", server.url, "--message", "hi", "--retries", "0"]
+            assert main(argv, stdout=out, stderr=err) == ExitCode.OK, err.getvalue()
+            assert out.getvalue().count("args_for_unknown_call") == 1
+            logged = [r for r in caplog.records if "args_for_unknown_call" in r.getMessage()]
+            assert len(logged) == (1 if debug else 0)
