@@ -606,8 +606,8 @@ async def _cancelled_by_ctrl_c(turn: Turn, enabled: bool) -> AsyncIterator[list[
     that holds ``True`` once it did. An error of the body comes out as itself, not in
     an exception group."""
     pressed: list[bool] = []
-    if not enabled:
-        yield pressed
+    if not enabled or sys.platform == "win32":  # no signal receiver there: Ctrl-C
+        yield pressed  # raises KeyboardInterrupt, and the command exits 130 all the same
         return
 
     async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
