@@ -70,7 +70,7 @@ def test_findings_past_the_cap_are_counted_and_the_cli_says_so(tmp_path: Path) -
     assert report.omitted == {"malformed_event": 25}
     out = io.StringIO()
     code = main(["replay", str(path)], stdout=out, stderr=io.StringIO())
-    assert code == ExitCode.OK
+    assert code == ExitCode.CHECK_FAILED  # the run completed; the capture is bad
     assert f"Protocol violations ({MAX_FINDINGS + 25})" in out.getvalue()
     assert "... and more, counted: malformed_event: 25" in out.getvalue()
 

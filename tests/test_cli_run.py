@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -375,11 +376,48 @@ def test_replay_reports_every_violation_with_its_event_and_line(tmp_path: Path) 
         (None, 21, "incomplete_sse_event"),
     ]
     assert report["status"] == "completed"
-    assert code == ExitCode.OK
+    assert code == ExitCode.CHECK_FAILED  # the run ended well, the capture did not
     assert report["messages"] == [{"role": "assistant", "id": "m", "content": "kept"}]
     code, out, _ = cli("replay", str(capture))
+    assert code == ExitCode.CHECK_FAILED
     assert "  event #3, line 7: [malformed_event] ?: event is not a JSON object" in out
     assert "  line 21: [incomplete_sse_event] ?: the capture ends inside an event" in out
+
+
+def test_replay_prints_each_violation_once(tmp_path: Path) -> None:
+    # A real process: in-process, pytest's handlers hold the log, not the CLI's stderr.
+    capture = tmp_path / "problems.sse"
+    capture.write_bytes(CAPTURE_WITH_PROBLEMS)
+
+    def replay(*flags: str) -> subprocess.CompletedProcess[str]:
+        src = str(Path(__file__).resolve().parents[1] / "src")
+        return subprocess.run(
+            [sys.executable, "-m", "toolrelay", *flags, "replay", str(capture)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, "PYTHONPATH": src},
+        )
+
+    done = replay()
+    assert done.returncode == ExitCode.CHECK_FAILED
+    codes = ["args_for_unknown_call", "text_message_not_ended", "event_after_run_end"]
+    for violation in codes:
+        assert (done.stdout + done.stderr).count(violation) == 1, violation
+    assert done.stderr == ""  # the processor's warnings are not logged on top of the report
+    debug = replay("--debug")
+    assert all(f"AG-UI protocol violation ({c})" in debug.stderr for c in codes)  # --debug logs
+
+
+def test_replay_allow_violations_exits_0_for_a_run_that_ended_well(tmp_path: Path) -> None:
+    capture = tmp_path / "problems.sse"
+    capture.write_bytes(CAPTURE_WITH_PROBLEMS)
+    code, out, _ = cli("replay", "--allow-violations", str(capture))
+    assert code == ExitCode.OK
+    assert "Protocol violations (6):" in out
+    broken = str(CAPTURES / "demo-broken.sse")
+    assert cli("replay", "--allow-violations", broken)[0] == ExitCode.FAILED  # still a failure
 
 
 def test_replay_of_a_missing_file_is_a_usage_error(tmp_path: Path) -> None:
@@ -443,7 +481,7 @@ def test_run_of_an_interrupted_turn_prints_the_questions_and_exits_6() -> None:
         )
         summary = io.StringIO()
         write_summary(outcome, summary)
-        return exit_code(outcome.turn), summary.getvalue(), state_json(outcome)
+        return exit_code(outcome), summary.getvalue(), state_json(outcome)
 
     code, summary, state = anyio.run(main)
     assert code == ExitCode.INTERRUPTED
@@ -472,3 +510,23 @@ def test_the_console_script_runs_the_demo() -> None:
     assert done.returncode == 0, done.stderr
     assert "Final answer: Alice's secret number is 42 and Bob's secret number is 7." in done.stdout
     assert done.stderr == ""
+
+
+@pytest.mark.parametrize("max_depth", ["5", "1"])
+def test_demo_loop_text_and_json_count_the_same_calls(max_depth: str) -> None:
+    argv = ("demo", "--delay", "0", "--scenario", "loop", "--max-depth", max_depth)
+    code, out, _ = cli(*argv)
+    json_code, json_out, _ = cli(*argv, "--json")
+    assert code == json_code == ExitCode.FAILED
+    state = json.loads(json_out)
+    calls = state["toolCalls"]
+    assert calls["abandoned"] == len(state["abandonedCalls"]) == 1
+    assert calls["executed"] == calls["completed"] + calls["failed"]
+    assert calls["executed"] == sum(m["role"] == "tool" for m in state["messages"])
+    (summary,) = [line for line in out.splitlines() if line.startswith("Runs: ")]
+    assert summary.startswith(
+        f"Runs: {state['runs']} | tool calls: {calls['executed']} executed "
+        f"({calls['completed']} completed, {calls['failed']} failed), "
+        f"{calls['abandoned']} abandoned | depth: {state['depth']} | "
+    )
+    assert f"Failed ({state['reason']['kind']}): " in out

@@ -193,8 +193,8 @@ def test_default_machines_are_the_compiled_run_and_tool_call_tables(
     stub_suite: Callable[[Any], list[dict[str, Any]]],
 ) -> None:
     stub_suite(_passes)
-    explicit = verify(machines=[RUN_MACHINE, TOOL_CALL_MACHINE], examples=1)
-    assert verify(examples=1) == explicit
+    explicit = verify(machines=[RUN_MACHINE, TOOL_CALL_MACHINE], examples=1, seed=5)
+    assert verify(examples=1, seed=5) == explicit
 
 
 # --- the property suite ------------------------------------------------------------------
@@ -347,8 +347,55 @@ def test_verify_command_passes_with_exit_0(
 
 def test_verify_command_defaults(stub_suite: Callable[[Any], list[dict[str, Any]]]) -> None:
     calls = stub_suite(_passes)
-    assert _run("verify")[0] == ExitCode.OK
-    assert calls == [{"examples": 100, "seed": None, "backend": "asyncio", "tools": None}]
+    code, out, _ = _run("verify")
+    assert code == ExitCode.OK
+    (call,) = calls
+    drawn = call.pop("seed")
+    assert isinstance(drawn, int)
+    assert call == {"examples": 100, "backend": "asyncio", "tools": None}
+    assert f"(100 examples, seed {drawn}, asyncio)" in out
+
+
+def test_a_drawn_seed_is_reported_and_replays_the_same_run(
+    stub_suite: Callable[[Any], list[dict[str, Any]]],
+) -> None:
+    stub_suite(_finds_a_counterexample)
+    first = verify(examples=50)
+    assert first.seed is not None and not first.ok
+    replayed = verify(examples=50, seed=first.seed)
+    assert replayed.seed == first.seed
+    assert replayed.results[-1].detail == first.results[-1].detail
+    assert f"replay the suite's run with --seed {first.seed}" in format_report(first)
+    assert verify(examples=1, properties=False).seed is None
+
+
+def test_each_check_is_reported_the_moment_it_finishes(
+    stub_suite: Callable[[Any], list[dict[str, Any]]],
+) -> None:
+    seen: list[tuple[str, int]] = []
+
+    def suite(**kwargs: Any) -> None:
+        seen.append(("suite starts", len(reported)))
+
+    reported: list[CheckResult] = []
+    stub_suite(suite)
+    report_ = verify(examples=1, seed=4, on_result=reported.append)
+    assert seen == [("suite starts", 6)]  # the six machine checks were out before it ran
+    assert tuple(reported) == report_.results
+
+
+def test_verify_command_writes_each_line_before_the_suite_runs(
+    stub_suite: Callable[[Any], list[dict[str, Any]]],
+) -> None:
+    stdout = io.StringIO()
+
+    def suite(**kwargs: Any) -> None:
+        printed = stdout.getvalue().splitlines()
+        assert len(printed) == 6 and all(line.startswith("PASS  ") for line in printed)
+
+    stub_suite(suite)
+    assert main(["verify", "--seed", "1"], stdout=stdout, stderr=io.StringIO()) == ExitCode.OK
+    assert len(stdout.getvalue().splitlines()) == 8
 
 
 def test_verify_command_fails_with_exit_5_and_prints_the_blob(
@@ -360,7 +407,10 @@ def test_verify_command_fails_with_exit_5_and_prints_the_blob(
     assert code == 5
     assert "FAIL  stateful property suite" in out
     assert "@reproduce_failure(" in out
-    assert out.splitlines()[-1] == "6 passed, 1 failed: verification FAILED"
+    assert out.splitlines()[-2:] == [
+        "6 passed, 1 failed: verification FAILED",
+        "replay the suite's run with --seed 2",
+    ]
     assert err == "toolrelay verify: 1 check(s) failed (details above)\n"
 
 
@@ -381,4 +431,11 @@ def test_compiled_machines_are_what_verify_reads() -> None:
 def test_the_public_surface_is_a_sorted_tuple() -> None:
     from toolrelay import verify as module
 
-    assert module.__all__ == ("CheckResult", "VerifyReport", "format_report", "verify")
+    assert module.__all__ == (
+        "CheckResult",
+        "VerifyReport",
+        "format_report",
+        "format_result",
+        "format_summary",
+        "verify",
+    )

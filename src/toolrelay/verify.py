@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import logging
+import random
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -46,7 +47,14 @@ from toolrelay.machines import (
     check_graph,
 )
 
-__all__ = ("CheckResult", "VerifyReport", "format_report", "verify")
+__all__ = (
+    "CheckResult",
+    "VerifyReport",
+    "format_report",
+    "format_result",
+    "format_summary",
+    "verify",
+)
 
 Backend = Literal["asyncio", "trio"]
 
@@ -75,9 +83,12 @@ class VerifyReport:
 
     Attributes:
         results: One :class:`CheckResult` per check.
+        seed: The seed the property suite ran with (the one drawn when none was given,
+            so a failure can be replayed with ``--seed``); ``None`` when it did not run.
     """
 
     results: tuple[CheckResult, ...]
+    seed: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -303,9 +314,8 @@ def _describe(exc: BaseException) -> list[str]:
     return lines
 
 
-def _properties(examples: int, seed: int | None, backend: str, tools: Any) -> CheckResult:
-    seeded = "random seed" if seed is None else f"seed {seed}"
-    name = f"stateful property suite, promises 1-7 ({examples} examples, {seeded}, {backend})"
+def _properties(examples: int, seed: int, backend: str, tools: Any) -> CheckResult:
+    name = f"stateful property suite, promises 1-7 ({examples} examples, seed {seed}, {backend})"
     try:
         # Lazily: the suite needs Hypothesis, a test dependency, not a runtime one.
         from hypothesis.reporting import with_reporter
@@ -313,7 +323,7 @@ def _properties(examples: int, seed: int | None, backend: str, tools: Any) -> Ch
         stateful = importlib.import_module("toolrelay.testing.stateful")
         run_promises: Callable[..., None] = stateful.run_promises
     except (ImportError, AttributeError) as exc:
-        hint = "; install toolrelay[test]" if getattr(exc, "name", None) == "hypothesis" else ""
+        hint = "; install toolrelay[verify]" if getattr(exc, "name", None) == "hypothesis" else ""
         return CheckResult(
             name,
             False,
@@ -346,17 +356,21 @@ def verify(
     tools: Any = None,
     machines: Sequence[CompiledMachine[Any, Any]] | None = None,
     properties: bool = True,
+    on_result: Callable[[CheckResult], object] | None = None,
 ) -> VerifyReport:
     """Run every check and return the report; never raises for a failed check.
 
     Args:
         examples: Examples the stateful property suite runs (Hypothesis ``max_examples``).
-        seed: The suite's seed (``None``: random; a failure prints its blob either way).
+        seed: The suite's seed (``None``: one is drawn at random, and the report's
+            ``seed`` says which, so ``verify(seed=report.seed)`` replays the run).
         backend: The anyio backend the suite runs on, ``"asyncio"`` or ``"trio"``.
         tools: The tools the suite's engine runs (``None``: the suite's own).
         machines: The compiled machines to check (default: ``RUN_MACHINE`` and
             ``TOOL_CALL_MACHINE``).
         properties: Run the stateful property suite (``False``: machine checks only).
+        on_result: Called with each check's result the moment it finishes (the command
+            prints it there, so a long suite shows its progress).
 
     Raises:
         ValueError: ``examples`` is less than 1 or ``backend`` is unknown.
@@ -366,22 +380,44 @@ def verify(
     if backend not in ("asyncio", "trio"):
         raise ValueError(f"unknown backend {backend!r}: use asyncio or trio")
     results: list[CheckResult] = []
+
+    def done(result: CheckResult) -> None:
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+
     for compiled in DEFAULT_MACHINES if machines is None else machines:
-        results += [_graph(compiled), _pairs(compiled), _table(compiled)]
-    if properties:
-        results.append(_properties(examples, seed, backend, tools))
-    return VerifyReport(tuple(results))
+        for check in (_graph, _pairs, _table):
+            done(check(compiled))
+    if not properties:
+        return VerifyReport(tuple(results))
+    if seed is None:
+        seed = random.randrange(2**32)  # drawn here, so the report can say which
+    done(_properties(examples, seed, backend, tools))
+    return VerifyReport(tuple(results), seed)
+
+
+def format_result(result: CheckResult) -> str:
+    """One check as text: its ``PASS``/``FAIL`` line, a failure's detail indented under
+    it. Ends with a newline."""
+    lines = [f"{'PASS' if result.ok else 'FAIL'}  {result.name}"]
+    lines.extend(f"      {line}".rstrip() for line in result.detail.splitlines())
+    return "\n".join(lines) + "\n"
+
+
+def format_summary(report: VerifyReport) -> str:
+    """The report's last line(s): the counts, the verdict and, after a failure with a
+    seed, how to replay it. Ends with a newline."""
+    failed = len(report.failures)
+    passed = len(report.results) - failed
+    verdict = "all checks passed" if report.ok else "verification FAILED"
+    text = f"{passed} passed, {failed} failed: {verdict}\n"
+    if not report.ok and report.seed is not None:
+        text += f"replay the suite's run with --seed {report.seed}\n"
+    return text
 
 
 def format_report(report: VerifyReport) -> str:
     """The report as text: one ``PASS``/``FAIL`` line per check, failure details
     indented under their line, then a summary line. Ends with a newline."""
-    lines: list[str] = []
-    for result in report.results:
-        lines.append(f"{'PASS' if result.ok else 'FAIL'}  {result.name}")
-        lines.extend(f"      {line}".rstrip() for line in result.detail.splitlines())
-    failed = len(report.failures)
-    passed = len(report.results) - failed
-    verdict = "all checks passed" if report.ok else "verification FAILED"
-    lines.append(f"{passed} passed, {failed} failed: {verdict}")
-    return "\n".join(lines) + "\n"
+    return "".join(map(format_result, report.results)) + format_summary(report)

@@ -32,16 +32,20 @@ class ExitCode(enum.IntEnum):
     FAILED = 1
     #: Wrong usage: a bad flag, a missing file, a tool module that does not import.
     USAGE = 2
-    #: The turn was cancelled (Ctrl-C), superseded, or the agent reported its run
-    #: cancelled (AG-UI ``cancelled`` outcome).
+    #: The turn was superseded, or the agent reported its run cancelled (AG-UI
+    #: ``cancelled`` outcome).
     CANCELLED = 3
     #: The agent's server could not be reached.
     UNREACHABLE = 4
-    #: A check failed (``diagrams --check`` drift, ``verify`` found a counterexample).
+    #: A check failed (``diagrams --check`` drift, ``verify`` found a counterexample,
+    #: ``replay`` found protocol violations).
     CHECK_FAILED = 5
     #: The turn ended ``interrupted``: the agent waits for answers (AG-UI ``interrupt``
     #: outcome; what it asks is printed). Not a failure, and not an answer either.
     INTERRUPTED = 6
+    #: Ctrl-C (SIGINT), 128 + 2 as shells report it: a turn is cancelled and its
+    #: summary printed first.
+    CTRL_C = 130
 
 
 _COMMANDS = (_demo, _run, _replay, _diagrams, _verify, _serve)
@@ -101,7 +105,7 @@ def main(
         return int(args.func(args, out, err))
     except KeyboardInterrupt:
         err.write("toolrelay: interrupted\n")
-        return ExitCode.CANCELLED
+        return ExitCode.CTRL_C
     except Exception as exc:
         if args.debug:
             raise

@@ -4,7 +4,7 @@
 
     toolrelay demo                       # the "secret" scenario: two tool calls, one answer
     toolrelay demo --scenario multihop   # one tool, then another using its result
-    toolrelay demo --scenario loop       # the circuit breaker trips (exit 1)
+    toolrelay demo --scenario loop       # loop detection stops the turn (exit 1)
     toolrelay demo --scenario broken     # the connection drops mid-stream (exit 1)
     toolrelay demo --json                # the final state as JSON
 
@@ -14,7 +14,8 @@ arrives, "Calling: ..." while calls stream, "Executing: ..." and each tool's out
 each continuation, then the final answer and a summary. The ``loop`` and ``broken``
 scenarios show the failure paths: they exit 1 and say what happened.
 
-Exit codes: as ``toolrelay run`` (0 completed, 1 failed, 6 interrupted).
+Exit codes: as ``toolrelay run`` (0 completed, 1 failed, 6 interrupted, 130 Ctrl-C:
+the turn is cancelled and its summary printed).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import anyio
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AguiHttpBackend
 from toolrelay.cli._run import TurnOutcome, exit_code, run_turn, state_json, write_summary
+from toolrelay.cli._terminal import reported_violations
 from toolrelay.demo import DEMO_TOOLS, SCENARIOS, DemoAgent, serve_demo
 from toolrelay.diagrams import trace_diagram_for_turn
 from toolrelay.machines import RunStatus
@@ -170,9 +172,11 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                     max_depth=args.max_depth,
                     out=live,
                     forwarded_props={"scenario": scenario, "delay": args.delay},
+                    ctrl_c=True,
                 )
 
-    outcome = anyio.run(main, backend=args.backend)
+    with reported_violations(not args.debug):
+        outcome = anyio.run(main, backend=args.backend)
     if args.diagram is not None:
         try:
             args.diagram.write_text(trace_diagram_for_turn(outcome.turn), encoding="utf-8")
@@ -189,4 +193,4 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             note = _NO_PROGRESS_NOTE
         if note is not None and outcome.turn.status is RunStatus.failed:
             stdout.write(note.format(max_depth=args.max_depth) + "\n")
-    return exit_code(outcome.turn)
+    return exit_code(outcome)

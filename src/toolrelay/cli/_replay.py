@@ -18,11 +18,16 @@ it starts on:
 - an event cut off by the end of the file (SSE discards it);
 - every protocol violation the processor tolerated (its ``ViolationRaised`` effects).
 
+Each problem is printed once (the processor's own warnings about them are not logged
+as well, unless ``--debug``).
+
 Exit codes: 0 the recorded run completed, ended with tool calls ready (they are
 listed: "would execute: ..."), or was interrupted (the AG-UI ``interrupt`` outcome:
-the interrupts are listed); ``CANCELLED`` (3) the agent reported the run cancelled;
-``FAILED`` (1) it did not end well (RUN_ERROR, a stream that ends before
-RUN_FINISHED...); ``USAGE`` (2) the file cannot be read.
+the interrupts are listed), and nothing was wrong with the capture; ``CHECK_FAILED``
+(5) it ended so but problems were found (``--allow-violations``: 0 all the same);
+``CANCELLED`` (3) the agent reported the run cancelled; ``FAILED`` (1) it did not end
+well (RUN_ERROR, a stream that ends before RUN_FINISHED...); ``USAGE`` (2) the file
+cannot be read.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import msgspec
 from httpx_sse import EventSource
 
 from toolrelay._reasons import TerminalReason
-from toolrelay.cli._terminal import neutralise, summarise_counts
+from toolrelay.cli._terminal import SafeOut, reported_violations, summarise_counts
 from toolrelay.core import (
     Conversation,
     Effect,
@@ -338,6 +343,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("file", type=Path, metavar="FILE", help="the capture (raw SSE bytes)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
+        "--allow-violations",
+        action="store_true",
+        help="exit 0 for a run that ended well even if protocol violations were found "
+        "(default: exit 5)",
+    )
+    parser.add_argument(
         "--diagram",
         type=Path,
         default=None,
@@ -353,7 +364,8 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     path: Path = args.file
     try:
-        with path.open("rb") as capture:  # streamed: a large capture is never held whole
+        # Streamed: a large capture is never held whole.
+        with path.open("rb") as capture, reported_violations(not args.debug):
             report = replay_capture(capture)
     except OSError as exc:
         stderr.write(f"toolrelay replay: cannot read {path}: {exc.strerror or exc}\n")
@@ -375,30 +387,21 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if args.json:
         stdout.write(_json(report, path))
     else:
-        _print(report, path, _SafeOut(stdout))
-    if report.ok:
-        return ExitCode.OK
+        _print(report, path, SafeOut(stdout))
     if report.status is RunStatus.cancelled:
         return ExitCode.CANCELLED
-    return ExitCode.FAILED
-
-
-class _SafeOut:
-    """A text stream's ``write``, neutralised: a capture's text reaches no terminal as
-    control characters."""
-
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-
-    def write(self, text: str) -> int:
-        return self._out.write(neutralise(text))
+    if not report.ok:
+        return ExitCode.FAILED
+    if (report.findings or report.omitted) and not args.allow_violations:
+        return ExitCode.CHECK_FAILED
+    return ExitCode.OK
 
 
 def _call_text(call: ToolCallInfo) -> str:
     return f"{call.name}({call.arguments or ''})"
 
 
-def _print(report: ReplayReport, path: Path, out: _SafeOut) -> None:
+def _print(report: ReplayReport, path: Path, out: SafeOut) -> None:
     processor = report.processor
     skipped = report.sse_events - report.events
     out.write(
@@ -419,7 +422,7 @@ def _print(report: ReplayReport, path: Path, out: _SafeOut) -> None:
         out.write("  (nothing)\n")
     if report.findings:
         total = len(report.findings) + sum(report.omitted.values())
-        out.write(f"\nProtocol violations ({total}):\n")
+        out.write(f"\nProtocol violations ({total}):\n", "yellow")
         for finding in report.findings:
             out.write(
                 f"  {finding.where()}: [{finding.code}] {finding.event_type}: {finding.message}\n"
@@ -427,12 +430,12 @@ def _print(report: ReplayReport, path: Path, out: _SafeOut) -> None:
         if report.omitted:
             out.write(f"  ... and more, counted: {summarise_counts(report.omitted)}\n")
     else:
-        out.write("\nProtocol violations: none.\n")
+        out.write("\nProtocol violations: none.\n", "green")
     reason = report.reason
     if report.status is RunStatus.completed:
-        out.write("\nResult: the recorded run completed.\n")
+        out.write("\nResult: the recorded run completed.\n", "green")
     elif report.status is RunStatus.interrupted:
-        out.write("\nResult: the run was interrupted; the agent asks:\n")
+        out.write("\nResult: the run was interrupted; the agent asks:\n", "yellow")
         for interrupt in processor.interrupts:
             asks = interrupt.message or "(no message)"
             out.write(f"  [{interrupt.id}, {interrupt.reason}]: {asks}\n")
@@ -440,11 +443,14 @@ def _print(report: ReplayReport, path: Path, out: _SafeOut) -> None:
             out.write("  (nothing: the outcome names no interrupt)\n")
     elif report.ready_calls:
         calls = ", ".join(_call_text(call) for call in report.ready_calls)
-        out.write(f"\nResult: the run ended with tool calls ready; would execute: {calls}\n")
+        out.write(
+            f"\nResult: the run ended with tool calls ready; would execute: {calls}\n", "green"
+        )
     elif reason is not None:
         code = f" [{reason.code}]" if reason.code else ""
         out.write(
-            f"\nResult: {report.status.value} ({reason.kind.value}): {reason.message}{code}\n"
+            f"\nResult: {report.status.value} ({reason.kind.value}): {reason.message}{code}\n",
+            "yellow" if report.status is RunStatus.cancelled else "red",
         )
 
 

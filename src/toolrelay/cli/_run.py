@@ -15,7 +15,9 @@ reason, the conversation as AG-UI messages.
 
 Exit codes: 0 the turn completed; ``FAILED`` (1) it failed; ``UNREACHABLE`` (4) the
 server could not be reached; ``USAGE`` (2) a bad flag or a ``--tools`` that does not
-import; ``CANCELLED`` (3) Ctrl-C, or the agent reported its run cancelled;
+import; ``CANCELLED`` (3) the agent reported its run cancelled; ``CTRL_C`` (130)
+Ctrl-C (SIGINT) cancelled the turn, whose summary (or JSON state) is printed all the
+same;
 ``INTERRUPTED`` (6) the agent paused the turn to ask something (each interrupt is
 printed with its id, the JSON state lists them under ``interrupts``).
 
@@ -26,24 +28,34 @@ the summary, the JSON state and the exit code of a finished turn.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import signal
 import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 import anyio
+import anyio.abc
 import httpx
 import msgspec
 
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AgentBackend, AguiHttpBackend, RetryPolicy, ThreadKey
 from toolrelay.backends.providers import PROVIDERS, ProviderBackend, provider_backend
-from toolrelay.cli._terminal import neutralise, summarise_counts
+from toolrelay.cli._terminal import (
+    Colour,
+    Palette,
+    SafeOut,
+    neutralise,
+    reported_violations,
+    summarise_counts,
+)
 from toolrelay.core import (
     Activity,
     ActivityKind,
@@ -71,6 +83,7 @@ __all__ = (
     "LivePrinter",
     "ToolsUsageError",
     "TurnOutcome",
+    "call_counts",
     "exit_code",
     "httpx_timeout",
     "load_tools",
@@ -297,6 +310,7 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             max_depth=args.max_depth,
             out=None if args.json else stdout,
             limits=limits,
+            ctrl_c=True,
         )
 
     async def main() -> TurnOutcome:
@@ -310,8 +324,9 @@ def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         ) as backend:
             return await turn_on(backend)
 
-    outcome = anyio.run(main, backend=args.backend)
-    code = exit_code(outcome.turn)
+    with reported_violations(not args.debug):
+        outcome = anyio.run(main, backend=args.backend)
+    code = exit_code(outcome)
     if args.json:
         stdout.write(state_json(outcome))
     elif code != ExitCode.UNREACHABLE:
@@ -397,10 +412,11 @@ def _as_registry(obj: object) -> ToolRegistry:
 
 @dataclass(frozen=True, slots=True)
 class TurnOutcome:
-    """A finished turn and how long it took."""
+    """A finished turn, how long it took, and whether Ctrl-C (SIGINT) cancelled it."""
 
     turn: Turn
     seconds: float
+    ctrl_c: bool = False
 
 
 class LivePrinter:
@@ -409,8 +425,9 @@ class LivePrinter:
     Fed the engine's notifications (subscribe with ``events=True``), in order.
     """
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, palette: Palette | None = None) -> None:
         self._out = out
+        self._palette = palette if palette is not None else Palette.for_stream(out)
         self._at_line_start = True
         self._open_text: str | None = None
         self._activity = Activity(ActivityKind.IDLE)
@@ -425,14 +442,22 @@ class LivePrinter:
                 if snapshot.run_count > self._runs:
                     self._runs = snapshot.run_count
                     if snapshot.depth > 0:
-                        self._line(f"Continuing: run {snapshot.run_count} (depth {snapshot.depth})")
+                        self._line(
+                            f"Continuing: run {snapshot.run_count} (depth {snapshot.depth})", "dim"
+                        )
                 if snapshot.activity != self._activity:
                     self._activity_changed(snapshot.activity)
             case ToolCallFinished(name=name, result=result, call_id=call_id):
                 arguments = _one_line("".join(self._arguments.pop(call_id, ())))
-                self._line(f"  {_outcome(result)} {name}({arguments}) -> {_shorten(result)}")
+                self._line(
+                    f"  {_outcome(result)}",
+                    "green" if result.ok else "red",
+                    f" {name}({arguments}) -> {_shorten(result)}",
+                )
             case RunRetrying(attempt=attempt, delay=delay, reason=reason):
-                self._line(f"Retrying in {delay:.1f} s (attempt {attempt} failed: {reason})")
+                self._line(
+                    f"Retrying in {delay:.1f} s (attempt {attempt} failed: {reason})", "yellow"
+                )
 
     def _activity_changed(self, activity: Activity) -> None:
         """Print each batch once as it starts executing (each call's name is printed as
@@ -440,7 +465,7 @@ class LivePrinter:
         self._activity = activity
         names = activity.tool_names
         if activity.kind is ActivityKind.EXECUTING_TOOLS:
-            self._line("Executing: " + _names(names, activity.more))
+            self._line("Executing:", "cyan", " " + _names(names, activity.more))
 
     def _event(self, event: object) -> None:
         match event:
@@ -458,7 +483,7 @@ class LivePrinter:
             case ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name):
                 self._arguments[call_id] = []
                 # Each call once, as it starts (the activity names only the first few).
-                self._line("Calling: " + name)
+                self._line("Calling:", "cyan", " " + name)
             case ToolCallArgsEvent(tool_call_id=call_id, delta=delta):
                 self._arguments.setdefault(call_id, []).append(delta)
 
@@ -468,15 +493,15 @@ class LivePrinter:
         if self._open_text != message_id:
             self._end_line()
             self._open_text = message_id
-            self._write("Agent: ")
+            self._write("Agent: ", "bold")
         self._write(delta)
 
-    def _write(self, text: str) -> None:
+    def _write(self, text: str, colour: Colour | None = None) -> None:
         if text:
             text = neutralise(text)  # text from the wire reaches no terminal as controls
             if not text:
                 return
-            self._out.write(text)
+            self._out.write(self._palette.paint(text, colour))
             self._out.flush()
             self._at_line_start = text.endswith("\n")
 
@@ -484,10 +509,13 @@ class LivePrinter:
         if not self._at_line_start:
             self._write("\n")
 
-    def _line(self, text: str) -> None:
+    def _line(self, text: str, colour: Colour | None = None, rest: str = "") -> None:
+        """One line: ``text`` (painted ``colour``), then ``rest`` (plain)."""
         self._end_line()
         self._open_text = None
-        self._write(text + "\n")
+        self._write(text + ("" if rest else "\n"), colour)
+        if rest:
+            self._write(rest + "\n")
 
     def finish(self) -> None:
         self._end_line()
@@ -534,8 +562,14 @@ async def run_turn(
     out: TextIO | None,
     forwarded_props: Mapping[str, Any] | None = None,
     limits: Limits | None = None,
+    ctrl_c: bool = False,
 ) -> TurnOutcome:
-    """Run one turn with an :class:`~toolrelay.runtime.Engine`; print it live to ``out``."""
+    """Run one turn with an :class:`~toolrelay.runtime.Engine`; print it live to ``out``.
+
+    With ``ctrl_c`` (the main thread only), the first SIGINT cancels the turn, which
+    ends ``cancelled`` and is returned (``TurnOutcome.ctrl_c``) for its summary; a
+    second one interrupts as Python does (the handler is restored after the first).
+    """
     from toolrelay.runtime import Engine
 
     key = ThreadKey(thread_id)
@@ -550,7 +584,7 @@ async def run_turn(
     ) as engine:
         notifications = engine.subscribe(key=key, events=printer is not None)
         turn = engine.start_turn(key, message)
-        async with notifications:
+        async with notifications, _cancelled_by_ctrl_c(turn, ctrl_c) as pressed:
             async for notification in notifications:
                 if printer is not None:
                     printer.handle(notification)
@@ -563,7 +597,36 @@ async def run_turn(
         await turn.wait_finished()
     if printer is not None:
         printer.finish()
-    return TurnOutcome(turn, time.perf_counter() - started)
+    return TurnOutcome(turn, time.perf_counter() - started, bool(pressed))
+
+
+@contextlib.asynccontextmanager
+async def _cancelled_by_ctrl_c(turn: Turn, enabled: bool) -> AsyncIterator[list[bool]]:
+    """Within it (when ``enabled``), the first SIGINT cancels ``turn``; yields a list
+    that holds ``True`` once it did. An error of the body comes out as itself, not in
+    an exception group."""
+    pressed: list[bool] = []
+    if not enabled or sys.platform == "win32":  # no signal receiver there: Ctrl-C
+        yield pressed  # raises KeyboardInterrupt, and the command exits 130 all the same
+        return
+
+    async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            task_status.started()
+            async for _ in signals:
+                if turn.cancel("cancelled by Ctrl-C (SIGINT)"):
+                    pressed.append(True)
+                return  # the default handler is back: a second Ctrl-C interrupts
+
+    try:
+        async with anyio.create_task_group() as watchers:
+            await watchers.start(watch)
+            yield pressed
+            watchers.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
 
 
 def _final_answer(turn: Turn) -> str | None:
@@ -579,19 +642,20 @@ def write_summary(outcome: TurnOutcome, out: TextIO) -> None:
     Text from the wire is neutralised (:func:`~toolrelay.cli._terminal.neutralise`);
     past a few, violations are counted by code rather than printed one by one.
     """
-    safe = _SafeOut(out)
+    safe = SafeOut(out)
     turn = outcome.turn
     reason = turn.reason
     stats = turn.statistics()
     if turn.status is RunStatus.completed:
         answer = _final_answer(turn)
-        safe.write("\nCompleted: the agent answered.\n")
+        safe.write("\nCompleted: the agent answered.\n", "green")
         if answer is not None:
             safe.write(f"Final answer: {answer}\n")
     elif reason is not None:
         code = f" [{reason.code}]" if reason.code else ""
         safe.write(
-            f"\n{turn.status.value.capitalize()} ({reason.kind.value}): {reason.message}{code}\n"
+            f"\n{turn.status.value.capitalize()} ({reason.kind.value}): {reason.message}{code}\n",
+            "red" if turn.status is RunStatus.failed else "yellow",
         )
         kept = len(turn.conversation.messages)
         safe.write(f"Kept: the {kept} message(s) of the conversation so far, nothing lost.\n")
@@ -607,32 +671,35 @@ def write_summary(outcome: TurnOutcome, out: TextIO) -> None:
             safe.write(f"Abandoned, never executed: {names}\n")
     violations = turn.violations
     for v in violations[:_VIOLATIONS_SHOWN]:
-        safe.write(f"Protocol violation ({v.code}) in {v.event_type}: {v.message}\n")
+        safe.write(f"Protocol violation ({v.code}) in {v.event_type}: {v.message}\n", "yellow")
     if len(violations) > _VIOLATIONS_SHOWN:
         rest = Counter(v.code for v in violations[_VIOLATIONS_SHOWN:])
         safe.write(
             f"... and {len(violations) - _VIOLATIONS_SHOWN} more protocol violation(s) "
-            f"({summarise_counts(rest)})\n"
+            f"({summarise_counts(rest)})\n",
+            "yellow",
         )
-    executed = list(turn.conversation.tool_calls())
-    failed = sum(1 for call in executed if call.status is ToolCallStatus.failed)
-    abandoned = len(turn.abandoned_calls)
+    calls = call_counts(turn)
     safe.write(
-        f"Runs: {stats.runs} | tool calls: {len(executed)} executed "
-        f"({len(executed) - failed} completed, {failed} failed)"
-        + (f", {abandoned} abandoned" if abandoned else "")
+        f"Runs: {stats.runs} | tool calls: {calls['executed']} executed "
+        f"({calls['completed']} completed, {calls['failed']} failed)"
+        + (f", {calls['abandoned']} abandoned" if calls["abandoned"] else "")
         + f" | depth: {stats.depth} | time: {outcome.seconds:.2f} s\n"
     )
 
 
-class _SafeOut:
-    """A text stream's ``write`` with every string neutralised."""
-
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-
-    def write(self, text: str) -> int:
-        return self._out.write(neutralise(text))
+def call_counts(turn: Turn) -> dict[str, int]:
+    """The turn's tool calls, counted once for the summary and the JSON state alike:
+    ``executed`` (``completed`` + ``failed``, denied calls among the failed) and
+    ``abandoned`` (never executed: the turn ended while they streamed or waited)."""
+    statuses = Counter(call.status for call in turn.conversation.tool_calls())
+    completed, failed = statuses[ToolCallStatus.completed], statuses[ToolCallStatus.failed]
+    return {
+        "executed": completed + failed,
+        "completed": completed,
+        "failed": failed,
+        "abandoned": len(turn.abandoned_calls),
+    }
 
 
 def state_json(outcome: TurnOutcome) -> str:
@@ -649,7 +716,7 @@ def state_json(outcome: TurnOutcome) -> str:
         "runs": stats.runs,
         "depth": stats.depth,
         "seconds": round(outcome.seconds, 3),
-        "toolCalls": {status.value: count for status, count in stats.tool_calls.items()},
+        "toolCalls": call_counts(turn),
         "abandonedCalls": [
             {"id": call.id, "name": call.name, "arguments": call.arguments}
             for call in turn.abandoned_calls
@@ -664,10 +731,13 @@ def state_json(outcome: TurnOutcome) -> str:
     return msgspec.json.format(encode(document), indent=2).decode() + "\n"
 
 
-def exit_code(turn: Turn) -> int:
+def exit_code(outcome: TurnOutcome) -> int:
     """The :class:`~toolrelay.cli.ExitCode` of a finished turn."""
     from toolrelay.cli import ExitCode
 
+    turn = outcome.turn
+    if outcome.ctrl_c:
+        return ExitCode.CTRL_C
     if turn.status is RunStatus.completed:
         return ExitCode.OK
     if turn.status is RunStatus.interrupted:

@@ -5,8 +5,11 @@
     toolrelay verify                         # 100 examples, random seed, asyncio
     toolrelay verify --examples 1000 --seed 7 --backend trio
 
-Prints one PASS/FAIL line per check (see :mod:`toolrelay.verify`), with the detail of
-each failure, Hypothesis's falsifying steps and ``@reproduce_failure`` blob included.
+Prints one PASS/FAIL line per check the moment it finishes (see :mod:`toolrelay.verify`),
+with the detail of each failure, Hypothesis's falsifying steps and
+``@reproduce_failure`` blob included. The suite's seed is in its line (one is drawn when
+``--seed`` is not given), so ``--seed`` replays a failed run. Needs Hypothesis: the
+``verify`` extra (the ``demo`` extra includes it).
 Exit codes: 0 every check held; ``CHECK_FAILED`` (5) one did not.
 """
 
@@ -46,7 +49,11 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="examples of the property suite (default: 100)",
     )
     parser.add_argument(
-        "--seed", type=int, default=None, metavar="S", help="the suite's seed (default: random)"
+        "--seed",
+        type=int,
+        default=None,
+        metavar="S",
+        help="the suite's seed (default: drawn at random and printed, to replay a failure)",
     )
     parser.add_argument(
         "--backend",
@@ -60,10 +67,19 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """Run ``toolrelay verify``; returns an :class:`~toolrelay.cli.ExitCode`."""
     from toolrelay.cli import ExitCode
-    from toolrelay.verify import format_report, verify
+    from toolrelay.cli._terminal import Palette
+    from toolrelay.verify import CheckResult, format_result, format_summary, verify
 
-    report = verify(examples=args.examples, seed=args.seed, backend=args.backend)
-    stdout.write(format_report(report))
+    palette = Palette.for_stream(stdout)
+
+    def show(result: CheckResult) -> None:
+        text = format_result(result)
+        verdict, rest = text[:4], text[4:]  # PASS or FAIL, ours to paint
+        stdout.write(palette.paint(verdict, "green" if result.ok else "red") + rest)
+        stdout.flush()
+
+    report = verify(examples=args.examples, seed=args.seed, backend=args.backend, on_result=show)
+    stdout.write(palette.paint(format_summary(report), "green" if report.ok else "red"))
     if report.ok:
         return ExitCode.OK
     stderr.write(f"toolrelay verify: {len(report.failures)} check(s) failed (details above)\n")

@@ -1022,7 +1022,13 @@ class EventProcessor:
             return NO_EFFECTS
         violation = ProtocolViolation(code=code, event_type=event_type, message=message)
         self.violations.append(violation)
-        logger.warning("AG-UI protocol violation (%s) in %s: %s", code, event_type, message)
+        logger.warning(
+            "AG-UI protocol violation (%s) in %s: %s",
+            code,
+            event_type,
+            message,
+            extra={"protocol_violation": violation},  # lets a reporter of its own drop it
+        )
         return (ViolationRaised(violation),)
 
     def _terminate(self, event: RunEvent, reason: TerminalReason) -> Sequence[Effect]:

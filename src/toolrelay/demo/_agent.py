@@ -64,7 +64,10 @@ SCENARIOS: Final[dict[str, str]] = {
     "multihop": "lookup_city, then get_weather with its result, then an answer",
     "zero-arg": "list_people, a tool without arguments, then an answer",
     "text": "a streamed answer, no tools",
-    "loop": "asks for get_secret_number on every run, forever: the circuit breaker trips",
+    "loop": (
+        "asks for get_secret_number on every run, forever: loop detection (or, with "
+        "--max-depth below 2, the circuit breaker) stops the turn"
+    ),
     "broken": "the connection drops in the middle of a tool call",
     "error": "the agent reports RUN_ERROR after some text",
     "malformed": "a data line that is not JSON, after some text",
