@@ -207,7 +207,6 @@ function apply(model, event, meta) {
       if (event.delta) it.text += event.delta;
       break;
     }
-    case "REASONING_START":
     case "REASONING_MESSAGE_START":
     case "REASONING_MESSAGE_CONTENT":
     case "REASONING_MESSAGE_CHUNK":
