@@ -260,7 +260,7 @@ def test_page_shows_a_live_two_round_turn_with_the_machines_lit(
     # The answer: the turn completes with its stop reason; the last calls are lit done.
     GATES["bob"].set()
     turn.join()
-    card = page.locator('.turn[data-run-id]').first
+    card = page.locator(".turn[data-run-id]").first
     expect(card).to_have_attribute("data-state", "completed", timeout=WAIT_MS)
     expect(card).to_have_attribute("data-stop-reason", "end_turn")
     expect(page.locator(".round[data-round='3'] .text")).to_have_text(
@@ -437,9 +437,7 @@ def test_toolrelay_inspect_shows_a_captures_violations_where_they_happened(
         # Stepping to a violation shows the machines as they were there.
         page.locator('#findings a[data-index="4"]').click()
         expect(page.locator("#position")).to_have_text("event 4 of 10")
-        expect(page.locator("#current-event .violation")).to_contain_text(
-            "args_for_unknown_call"
-        )
+        expect(page.locator("#current-event .violation")).to_contain_text("args_for_unknown_call")
         _expect_lit(page, "run-diagram", ["running"])
         assert _lit(page, "call-diagram") == []
         page.screenshot(path=artifacts / "inspect-capture-violation.png", full_page=True)

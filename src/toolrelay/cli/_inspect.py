@@ -105,7 +105,8 @@ def make_server(document: bytes, port: int = 0) -> http.server.ThreadingHTTPServ
             self.wfile.write(body)
 
         def do_GET(self) -> None:
-            host, port = self.server.server_address[:2]
+            address = self.server.server_address
+            port = address[1] if isinstance(address, tuple) else None
             allowed = {f"127.0.0.1:{port}", f"localhost:{port}"}
             if self.headers.get("Host", "") not in allowed:
                 self._send(421, b"wrong host", [(b"content-type", b"text/plain")])
