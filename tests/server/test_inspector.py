@@ -284,3 +284,14 @@ def test_inspect_reports_an_unreadable_capture(tmp_path: Path) -> None:
         == 2
     )
     assert "cannot read" in err.getvalue()
+
+
+def test_inspect_refuses_a_capture_over_its_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("toolrelay.cli._inspect.MAX_CAPTURE_BYTES", len(CAPTURE) - 1)
+    capture = tmp_path / "big.sse"
+    capture.write_bytes(CAPTURE)
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["inspect", str(capture), "--no-browser"], stdout=out, stderr=err) == 2
+    assert "larger than" in err.getvalue()
