@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,7 +62,10 @@ def get_secret_number(name: str) -> int:
 
 
 def explode(reason: str) -> str:
-    """A tool that always fails."""
+    """A tool that always fails (once the test lets it)."""
+    gate = GATES.get("explode")
+    if gate is not None:
+        gate.wait(30)
     raise RuntimeError(f"the tool broke: {reason}")
 
 
@@ -175,7 +179,7 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def server() -> Iterator[ServerThread]:
     GATES.clear()
-    GATES.update(alice=threading.Event(), bob=threading.Event())
+    GATES.update(alice=threading.Event(), bob=threading.Event(), explode=threading.Event())
     with ServerThread(_make_server) as running:
         try:
             yield running
@@ -195,6 +199,17 @@ def page(browser: Browser) -> Iterator[Page]:
     finally:
         context.close()
     assert not errors, f"the page raised: {errors}"
+
+
+def _wait_for_thread(url: str, token: str, thread: str) -> None:
+    """Until the server lists ``thread`` (a turn started in the background)."""
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as client:
+        for _ in range(300):
+            threads = client.get("/threads").json()["threads"]
+            if any(info["threadId"] == thread for info in threads):
+                return
+            time.sleep(0.05)
+    raise AssertionError(f"thread {thread!r} never appeared")
 
 
 def _sign_in(page: Page, url: str, token: str, thread: str | None = None) -> None:
@@ -314,6 +329,7 @@ def test_a_reload_mid_turn_catches_up_then_goes_on_live(
     from playwright.sync_api import expect
 
     turn = Turn(server.url, "alice-token", "two-rounds-reload", "The secret numbers?")
+    _wait_for_thread(server.url, "alice-token", "two-rounds-reload")
     _sign_in(page, server.url, "alice-token", thread="two-rounds-reload")
     _expect_call(page, "call-alice", "executing")
     GATES["alice"].set()
@@ -343,8 +359,12 @@ def test_a_reload_mid_turn_catches_up_then_goes_on_live(
 def test_a_failed_tool_shows_failed(server: ServerThread, page: Page, artifacts: Path) -> None:
     from playwright.sync_api import expect
 
-    Turn(server.url, "alice-token", "failing", "Break it.").join()
+    turn = Turn(server.url, "alice-token", "failing", "Break it.")
+    _wait_for_thread(server.url, "alice-token", "failing")
     _sign_in(page, server.url, "alice-token", thread="failing")
+    _expect_call(page, "call-explode", "executing")
+    GATES["explode"].set()
+    turn.join()
     _expect_call(page, "call-explode", "failed")
     expect(page.locator('tr.call[data-call-id="call-explode"] .result')).to_contain_text(
         "the tool broke: on purpose"
@@ -361,8 +381,8 @@ def test_another_principals_thread_is_not_reachable(
 ) -> None:
     from playwright.sync_api import expect
 
-    GATES["alice"].set()
-    GATES["bob"].set()
+    for gate in GATES.values():
+        gate.set()
     Turn(server.url, "alice-token", "alice-only", "Secret numbers?").join()
     Turn(server.url, "bob-token", "bobs-thread", "Secret numbers?").join()
 

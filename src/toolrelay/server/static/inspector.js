@@ -89,6 +89,8 @@ class Diagram {
 
 // -- the fold: events -> turns, rounds, calls, machine states ---------------------------
 
+// `outcomes`: call id -> {outcome, error} from GET threads/{id}/calls (live mode), or
+// null where no such route exists (a capture: a result is a success).
 function newModel(diagrams, outcomes) {
   return { turns: [], byRun: new Map(), calls: new Map(), current: null, diagrams, outcomes,
     warnings: [] };
@@ -249,9 +251,16 @@ function apply(model, event, meta) {
       call.result = content;
       call.endedAt = meta.at;
       if (call.state === "executing") {
-        const outcome = model.outcomes[call.id];
-        const failed = outcome ? outcome.outcome === "error" : false;
-        if (outcome && outcome.error) call.error = outcome.error;
+        // AG-UI's TOOL_CALL_RESULT does not say whether the tool failed: the server's
+        // log does. Until the page has asked, the call stays executing, its result shown.
+        const known = model.outcomes ? model.outcomes.calls[call.id] : null;
+        const seq = meta.id ? Number(meta.id.split(":")[0]) : 0;
+        if (model.outcomes && !known && seq > model.outcomes.scannedFrom) {
+          call.awaitingOutcome = true;
+          break;
+        }
+        const failed = known ? known.outcome === "error" : false;
+        if (known && known.error) call.error = known.error;
         step(model, model.diagrams.call, call, failed ? "fail" : "succeed", meta.index);
       } else {
         step(model, model.diagrams.call, call, "receive_result", meta.index);
@@ -441,7 +450,8 @@ function schedule(view) {
 }
 
 function newView(diagrams, live) {
-  return { diagrams, live, events: [], outcomes: {}, findings: new Map(), following: true,
+  return { diagrams, live, events: [], outcomes: live ? { calls: {}, scannedFrom: -1 } : null,
+    findings: new Map(), following: true,
     position: 0, scheduled: false };
 }
 
@@ -540,12 +550,29 @@ const sleep = (ms, signal) => new Promise((resolve) => {
 async function followThread(view, threadId, signal) {
   const path = `threads/${encodeURIComponent(threadId)}`;
   let after = "";
-  let outcomesWanted = false;
+  let asking = false;
   const refreshOutcomes = async () => {
     const response = await api(`${path}/calls`, { signal });
     if (response.ok) {
-      view.outcomes = (await response.json()).calls || {};
+      const body = await response.json();
+      view.outcomes = { calls: body.calls || {}, scannedFrom: body.scannedFrom || 0 };
       schedule(view);
+    }
+  };
+  let again = false;
+  const askOutcomes = async () => { // once per burst of results, and again after it
+    if (asking) { again = true; return; }
+    asking = true;
+    try {
+      do {
+        again = false;
+        await sleep(50, signal);
+        await refreshOutcomes();
+      } while (again && !signal.aborted);
+    } catch (error) {
+      /* unauthorized (the form is up) or aborted */
+    } finally {
+      asking = false;
     }
   };
   while (!signal.aborted) {
@@ -563,10 +590,8 @@ async function followThread(view, threadId, signal) {
         await readSse(response.body, (id, data) => {
           if (id) after = id;
           push(view, id, data);
-          if (data.includes('"TOOL_CALL_RESULT"')) outcomesWanted = true;
+          if (data.includes('"TOOL_CALL_RESULT"')) askOutcomes();
         }, signal);
-        if (outcomesWanted) await refreshOutcomes();
-        outcomesWanted = false;
       } else if (response.status !== 204) {
         const text = await response.text();
         showError(`${response.status}: ${text}`);
@@ -575,10 +600,6 @@ async function followThread(view, threadId, signal) {
     } catch (error) {
       if (signal.aborted || error.message === "unauthorized") return;
       setConnection("error", "reconnecting");
-    }
-    if (outcomesWanted) {
-      try { await refreshOutcomes(); } catch (error) { /* next round */ }
-      outcomesWanted = false;
     }
     await sleep(POLL_MS, signal);
   }
