@@ -464,3 +464,43 @@ def test_toolrelay_inspect_shows_a_captures_violations_where_they_happened(
     finally:
         process.terminate()
         process.communicate(timeout=10)
+
+
+def test_toolrelay_serve_serves_the_page(page: Page, artifacts: Path, tmp_path: Path) -> None:
+    """The command, as a real process with the demo model: the page it serves shows a
+    turn a client ran."""
+    from playwright.sync_api import expect
+
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    env.pop("TOOLRELAY_TOKEN", None)
+    command = [sys.executable, "-m", "toolrelay", "serve", "--port", "0", "--store", "memory:"]
+    process = subprocess.Popen(
+        [*command, "--token", "demo-token"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        process.stdout.readline()
+        line = process.stdout.readline()
+        match = re.search(r"inspector page at (http://\S+)/inspect/", line)
+        assert match, line
+        url = match.group(1)
+        turn = Turn(url, "demo-token", "demo", "What are the secret numbers of alice and bob?")
+        turn.join()
+        _sign_in(page, url, "demo-token", thread="demo")
+        card = page.locator(".turn[data-run-id]").first
+        expect(card).to_have_attribute("data-state", "completed", timeout=WAIT_MS)
+        expect(card).to_have_attribute("data-stop-reason", "end_turn")
+        calls = page.locator("tr.call")
+        assert calls.count() >= 1
+        for state in calls.evaluate_all("rows => rows.map(r => r.dataset.state)"):
+            assert state == "completed"
+        _expect_lit(page, "run-diagram", ["completed"])
+        page.screenshot(path=artifacts / "toolrelay-serve-demo.png", full_page=True)
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
