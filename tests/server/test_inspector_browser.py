@@ -1,7 +1,7 @@
 """The inspector page in a real browser (Debian's chromium, headless, through
 Playwright): a live two-round turn, a reload in the middle of it, the machines lit
 as the turn goes, a failed tool, another principal's thread, and ``toolrelay
-inspect`` on a capture with violations. One browser for the session; each test has
+inspect`` on a capture with violations. One browser for them all; each test has
 its own server. Screenshots of every stage go to the artifacts directory printed at
 the end of the run (``$TOOLRELAY_ARTIFACTS``, else under pytest's base temp dir).
 """
@@ -154,9 +154,12 @@ def artifacts(
         reporter.write_line(f"inspector screenshots ({len(shots)}) in {directory}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One headless system chromium for the whole session."""
+    """One headless system chromium for the session's browser tests (all in this
+    module). Module-scoped, not session-scoped: Playwright's synchronous API keeps an
+    event loop running in the main thread while it is started, and the suite's async
+    tests need that thread's loop free once these tests are done."""
     executable = chromium_path()
     try:
         from playwright.sync_api import sync_playwright

@@ -392,8 +392,11 @@ function lightDiagrams(view, model) {
   $("#call-states").textContent = names.length ? names.join(", ") : "-";
 }
 
+let activeView = null; // the view the page shows (a thread switch replaces it)
+
 function render(view) {
   view.scheduled = false;
+  if (view !== activeView) return;
   const total = view.events.length;
   const position = view.following ? total : Math.min(view.position, total);
   view.position = position;
@@ -450,9 +453,10 @@ function schedule(view) {
 }
 
 function newView(diagrams, live) {
-  return { diagrams, live, events: [], outcomes: live ? { calls: {}, scannedFrom: -1 } : null,
+  activeView = { diagrams, live, events: [], outcomes: live ? { calls: {}, scannedFrom: -1 } : null,
     findings: new Map(), following: true,
     position: 0, scheduled: false };
+  return activeView;
 }
 
 function bindStepper(view) {
@@ -467,7 +471,7 @@ function bindStepper(view) {
   $("#step").oninput = (e) => to(Number(e.target.value));
   $("#live").onclick = () => { view.following = true; schedule(view); };
   document.onkeydown = (e) => {
-    if (e.target instanceof HTMLInputElement && e.target.type !== "range") return;
+    if (e.target instanceof HTMLInputElement) return; // the slider moves by itself
     if (e.key === "ArrowLeft") { to(view.position - 1); e.preventDefault(); }
     if (e.key === "ArrowRight") { to(view.position + 1); e.preventDefault(); }
   };
@@ -708,6 +712,8 @@ function startCapture(diagrams, capture) {
   }
   view.following = false;
   view.position = view.events.length;
+  $("#live").textContent = "End";
+  $("#live").title = "the last event";
   $("#login").hidden = true;
   $("#app").hidden = false;
   bindStepper(view);
