@@ -148,10 +148,22 @@ def artifacts(
     directory = Path(given) if given else tmp_path_factory.getbasetemp() / "inspector-artifacts"
     directory.mkdir(parents=True, exist_ok=True)
     yield directory
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        shots = sorted(path.name for path in directory.glob("*.png"))
-        reporter.write_line(f"inspector screenshots ({len(shots)}) in {directory}")
+    shots = sorted(path.name for path in directory.glob("*.png"))
+    _say(request, f"inspector screenshots ({len(shots)}) in {directory}")
+
+
+def _say(request: pytest.FixtureRequest, line: str) -> None:
+    """Write a line on the terminal, past pytest's output capture."""
+    plugins = request.config.pluginmanager
+    reporter = plugins.get_plugin("terminalreporter")
+    capture = plugins.get_plugin("capturemanager")
+    if reporter is None:
+        return
+    if capture is None:
+        reporter.write_line(line)
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line(line)
 
 
 @pytest.fixture(scope="module")
