@@ -48,11 +48,13 @@ def chromium_path() -> str:
 
 
 class ServerThread:
-    """``make_app()`` served on 127.0.0.1 by uvicorn in a thread running its own
-    asyncio loop, so a synchronous Playwright test drives a browser against it."""
+    """``make_app()`` served on 127.0.0.1 in a thread running its own event loop
+    (asyncio: uvicorn; trio: hypercorn), so a synchronous Playwright test drives a
+    browser against it."""
 
-    def __init__(self, make_app: Callable[[], Any]) -> None:
+    def __init__(self, make_app: Callable[[], Any], backend: str = "asyncio") -> None:
         self._make_app = make_app
+        self.backend = backend
         self._ready = threading.Event()
         self._stop = threading.Event()
         self._error: BaseException | None = None
@@ -62,7 +64,7 @@ class ServerThread:
 
     def _run(self) -> None:
         try:
-            anyio.run(self._main)
+            anyio.run(self._main, backend=self.backend)
         except BaseException as exc:  # reported to the test in __enter__/__exit__
             self._error = exc
             self._ready.set()

@@ -191,11 +191,12 @@ def browser() -> Iterator[Browser]:
             launched.close()
 
 
-@pytest.fixture
-def server() -> Iterator[ServerThread]:
+@pytest.fixture(params=["asyncio", "trio"])
+def server(request: pytest.FixtureRequest) -> Iterator[ServerThread]:
+    """The server under test, on each event loop toolrelay supports."""
     GATES.clear()
     GATES.update(alice=threading.Event(), bob=threading.Event(), explode=threading.Event())
-    with ServerThread(_make_server) as running:
+    with ServerThread(_make_server, backend=request.param) as running:
         try:
             yield running
         finally:
@@ -275,7 +276,7 @@ def test_page_shows_a_live_two_round_turn_with_the_machines_lit(
     expect(page.locator(".round[data-round='1'] .text")).to_have_text("Looking up Alice first.")
     _expect_lit(page, "run-diagram", ["executing_tools"])
     _expect_lit(page, "call-diagram", ["executing"])
-    page.screenshot(path=artifacts / "live-round-1-executing.png", full_page=True)
+    page.screenshot(path=artifacts / f"{server.backend}-live-round-1-executing.png", full_page=True)
 
     # Round 2: Alice's answer is in, Bob's lookup runs.
     GATES["alice"].set()
@@ -285,7 +286,7 @@ def test_page_shows_a_live_two_round_turn_with_the_machines_lit(
     expect(page.locator(".round")).to_have_count(2)
     _expect_lit(page, "run-diagram", ["executing_tools"])
     _expect_lit(page, "call-diagram", ["executing"])
-    page.screenshot(path=artifacts / "live-round-2-executing.png", full_page=True)
+    page.screenshot(path=artifacts / f"{server.backend}-live-round-2-executing.png", full_page=True)
 
     # The answer: the turn completes with its stop reason; the last calls are lit done.
     GATES["bob"].set()
@@ -300,7 +301,7 @@ def test_page_shows_a_live_two_round_turn_with_the_machines_lit(
     _expect_lit(page, "call-diagram", ["completed"])
     timing = page.locator('tr.call[data-call-id="call-bob"] .timing').inner_text()
     assert re.fullmatch(r"\d+\.\d\d s", timing), timing
-    page.screenshot(path=artifacts / "live-turn-completed.png", full_page=True)
+    page.screenshot(path=artifacts / f"{server.backend}-live-turn-completed.png", full_page=True)
 
     # The token went in a header, never in a URL.
     assert requests
@@ -335,7 +336,7 @@ def test_page_shows_a_live_two_round_turn_with_the_machines_lit(
     expect(row).to_have_attribute("data-type", "RUN_FINISHED")
     page.locator('#events li[data-type="TOOL_CALL_END"]').first.click()
     _expect_lit(page, "call-diagram", ["executing"])
-    page.screenshot(path=artifacts / "stepping-finished-turn.png", full_page=True)
+    page.screenshot(path=artifacts / f"{server.backend}-stepping-finished-turn.png", full_page=True)
 
 
 def test_a_reload_mid_turn_catches_up_then_goes_on_live(
@@ -358,7 +359,7 @@ def test_a_reload_mid_turn_catches_up_then_goes_on_live(
     expect(page.locator(".reasoning")).to_have_text("Two people: look up Alice, then Bob.")
     expect(page.locator(".round[data-round='1'] .text")).to_have_text("Looking up Alice first.")
     _expect_lit(page, "run-diagram", ["executing_tools"])
-    page.screenshot(path=artifacts / "reload-mid-turn.png", full_page=True)
+    page.screenshot(path=artifacts / f"{server.backend}-reload-mid-turn.png", full_page=True)
 
     GATES["bob"].set()  # and it goes on, live
     turn.join()
@@ -368,7 +369,7 @@ def test_a_reload_mid_turn_catches_up_then_goes_on_live(
         "Alice's number is 42 and Bob's is 7."
     )
     _expect_lit(page, "run-diagram", ["completed"])
-    page.screenshot(path=artifacts / "reload-then-completed.png", full_page=True)
+    page.screenshot(path=artifacts / f"{server.backend}-reload-then-completed.png", full_page=True)
 
 
 def test_a_failed_tool_shows_failed(server: ServerThread, page: Page, artifacts: Path) -> None:
@@ -388,7 +389,7 @@ def test_a_failed_tool_shows_failed(server: ServerThread, page: Page, artifacts:
     expect(card).to_have_attribute("data-state", "completed")
     _expect_lit(page, "run-diagram", ["completed"])
     _expect_lit(page, "call-diagram", ["failed"])
-    page.screenshot(path=artifacts / "failed-tool.png", full_page=True)
+    page.screenshot(path=artifacts / f"{server.backend}-failed-tool.png", full_page=True)
 
 
 def test_another_principals_thread_is_not_reachable(
@@ -416,7 +417,7 @@ def test_another_principals_thread_is_not_reachable(
         "No thread alice-only (or not yours).", timeout=WAIT_MS
     )
     assert page.locator(".turn").count() == 0
-    page.screenshot(path=artifacts / "other-principal.png", full_page=True)
+    page.screenshot(path=artifacts / f"{server.backend}-other-principal.png", full_page=True)
 
 
 CAPTURE = b"".join(
