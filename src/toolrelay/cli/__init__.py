@@ -1,4 +1,4 @@
-"""The ``toolrelay`` command: ``demo | run | replay | diagrams | verify``.
+"""The ``toolrelay`` command: ``demo | run | replay | inspect | diagrams | verify | serve``.
 
 :func:`main` takes its I/O as arguments (``argv``, ``stdout``, ``stderr``), so the
 tests drive it in-process, as Automat's ``tool(_argv=..., _print=...)`` does.
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from toolrelay._version import __version__
-from toolrelay.cli import _demo, _diagrams, _replay, _run, _serve, _verify
+from toolrelay.cli import _demo, _diagrams, _inspect, _replay, _run, _serve, _verify
 from toolrelay.cli._terminal import neutralise
 
 __all__ = ("ExitCode", "main")
@@ -48,7 +48,7 @@ class ExitCode(enum.IntEnum):
     CTRL_C = 130
 
 
-_COMMANDS = (_demo, _run, _replay, _diagrams, _verify, _serve)
+_COMMANDS = (_demo, _run, _replay, _inspect, _diagrams, _verify, _serve)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -215,6 +215,7 @@ def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                     f"toolrelay serve: {what} on http://{host}:{port}/ "
                     f"(store: {store!r}, tools: {', '.join(tools.names) or 'none'}"
                     f"{', token required' if token else ''})\n"
+                    f"toolrelay serve: inspector page at http://{host}:{port}/inspect/\n"
                 )
             stdout.flush()
 

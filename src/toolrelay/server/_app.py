@@ -28,6 +28,9 @@ Routes (under the mount point):
 ``GET /metrics``                            Prometheus metrics
 ``GET /healthz``                            200 (no authentication)
 ``GET /``                                   what the server is (JSON)
+``GET /inspect``, ``GET /threads``,         the inspector page (no authentication for
+``GET /threads/{thread}/calls``             its files, which hold no data) and the
+                                            JSON it reads (see ``_inspector``)
 ==========================================  ==========================================
 
 Client tools: each tool of ``RunAgentInput.tools`` becomes, for that turn, a tool
@@ -92,6 +95,7 @@ from toolrelay.protocol import (
 from toolrelay.runtime import Engine, EventReceived, Notification, Turn
 from toolrelay.server._auth import Anonymous, Authenticator, BearerTokens, Request
 from toolrelay.server._feed import LogFeed
+from toolrelay.server._inspector import call_outcomes, static_file, static_headers, thread_list
 from toolrelay.server._metrics import Metrics
 from toolrelay.server._rounds import RoundLimit
 from toolrelay.server._watch import WatchedStore
@@ -524,6 +528,9 @@ class AguiServer:
             if path == "/healthz" and method == "GET":
                 await _json(send, 200, {"status": "stopping" if self._stopping.is_set() else "ok"})
                 return
+            if path == "/inspect" or path.startswith("/inspect/"):
+                await self._inspect_file(method, path, send)
+                return
             principal = await self._authenticate(request)
             if path == "/":
                 if method == "POST":
@@ -555,6 +562,14 @@ class AguiServer:
                     raise _method_not_allowed("GET")
                 thread = path[len("/threads/") : -len("/events")]
                 await self._catch_up(request, principal, thread, scope, receive, send)
+            elif path == "/threads":
+                if method != "GET":
+                    raise _method_not_allowed("GET")
+                await _json(send, 200, await self._store_call(thread_list(self.store, principal)))
+            elif path.startswith("/threads/") and path.endswith("/calls"):
+                if method != "GET":
+                    raise _method_not_allowed("GET")
+                await self._calls(principal, path[len("/threads/") : -len("/calls")], send)
             elif path.startswith("/threads/") and path.endswith("/cancel"):
                 if method != "POST":
                     raise _method_not_allowed("POST")
@@ -810,6 +825,34 @@ class AguiServer:
         slot = self._slots.setdefault((key, call_id), _Slot())
         slot.result = result
         slot.event.set()
+
+    # -- the inspector ------------------------------------------------------------------
+
+    async def _inspect_file(self, method: str, path: str, send: Send) -> None:
+        if method != "GET":
+            raise _method_not_allowed("GET")
+        if path == "/inspect":  # the page's files are relative to /inspect/
+            await _respond(send, 308, b"", None, [(b"location", b"inspect/")])
+            return
+        name = path[len("/inspect/") :] or "index.html"
+        body = static_file(name)
+        if body is None:
+            raise HTTPError(404, "not_found", f"no inspector file {name!r}")
+        await _respond(send, 200, body, None, static_headers(name))
+
+    async def _calls(self, principal: str, thread: str, send: Send) -> None:
+        key = ThreadKey(thread)
+        if not await self._check_owner(key, principal):
+            raise HTTPError(404, "not_found", f"no thread {key.thread_id!r}")
+        info = await self._thread_info(key)
+        last_seq = info.last_seq if info is not None else 0
+        await _json(send, 200, await self._store_call(call_outcomes(self.store, key, last_seq)))
+
+    async def _store_call(self, work: Awaitable[Any]) -> Any:
+        try:
+            return await work
+        except StoreError as exc:
+            raise HTTPError(503, "store_unavailable", str(exc)) from exc
 
     # -- POST /threads/{thread}/cancel ------------------------------------------------------
 
