@@ -324,7 +324,7 @@ def test_workers_share_one_port_and_stop_cleanly_on_sigterm(
             "both workers",
             lambda: supervisor.log.read_text().count("ready") == 2,
         )
-        streams = [_stream("POST", supervisor.url, _run(f"p{n}", "hello")) for n in range(8)]
+        streams = [_stream("POST", supervisor.url, _run(f"p{n}")) for n in range(8)]
         for n, stream in enumerate(streams):
             stream.join()
             _check_stream(stream, _entries(postgres_dsn, f"p{n}"))
@@ -334,5 +334,6 @@ def test_workers_share_one_port_and_stop_cleanly_on_sigterm(
     for n in range(8):
         entries = _entries(postgres_dsn, f"p{n}")
         _check_log(entries)
+        assert sum(isinstance(e.record, ToolFinished) for e in entries) == 2  # two rounds
         assert isinstance(entries[-1].record, TurnEnded)
         assert entries[-1].record.status == "completed"

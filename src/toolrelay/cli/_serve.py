@@ -277,9 +277,7 @@ def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     class _Server(uvicorn.Server):
         def _log_started_message(self, listeners: Any) -> None:  # says where, once
-            if args.fd is not None:  # a worker: the supervisor said where
-                stdout.write(f"toolrelay serve: worker {server.worker} ready\n")
-            for listener in listeners if args.fd is None else ():
+            for listener in listeners:
                 host, port = listener.getsockname()[:2]
                 stdout.write(
                     f"toolrelay serve: {what} on http://{host}:{port}/ "
@@ -287,6 +285,12 @@ def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                     f"{', token required' if token else ''})\n"
                 )
             stdout.flush()
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if sockets is not None and self.started:  # a worker: the supervisor said where
+                stdout.write(f"toolrelay serve: worker {server.worker} ready\n")
+                stdout.flush()
 
     config = uvicorn.Config(
         server,
