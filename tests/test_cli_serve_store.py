@@ -26,7 +26,9 @@ def test_a_postgresql_uri_opens_a_postgres_store_whose_repr_hides_the_password()
         store = open_store(uri)
         assert isinstance(store, PostgresStore)
         assert "s3cret" not in repr(store)
-    assert "db.example:6543/chat" in repr(open_store("postgresql://app:s3cret@db.example:6543/chat"))
+    assert "db.example:6543/chat" in repr(
+        open_store("postgresql://app:s3cret@db.example:6543/chat")
+    )
 
 
 def test_a_bad_postgresql_uri_is_refused_without_quoting_it() -> None:

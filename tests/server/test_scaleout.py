@@ -303,6 +303,7 @@ def test_a_thread_whose_turn_runs_on_another_worker_is_refused_typed(
         entries = _entries(postgres_dsn, "t3")
         _check_stream(post, entries)
         _check_stream(follower, entries)
+
         # The same events (b has no live text of a's turn: text comes per message).
         def whole(stream: Stream) -> list[str]:
             return [t for t in stream.types if t != "TEXT_MESSAGE_CONTENT"]
