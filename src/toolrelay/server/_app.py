@@ -48,6 +48,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
@@ -515,10 +516,13 @@ class AguiServer:
         holder = self._holders.get(key)
         if holder is not None:
             return holder
+        started = time.perf_counter()
         try:
             claim = await fenced.claim(key)
         except StoreError as exc:
+            self.metrics.claim(time.perf_counter() - started, "error")
             raise HTTPError(503, "store_unavailable", str(exc)) from exc
+        self.metrics.claim(time.perf_counter() - started, "busy" if claim is None else "claimed")
         holder = self._holders.get(key)  # taken by a request of this worker meanwhile
         if holder is not None:
             if claim is not None:
@@ -536,8 +540,8 @@ class AguiServer:
         # What this engine remembers of the thread may be older than the log (another
         # worker may have run turns on it since): read it afresh.
         self.engine.forget(key)
-        started: _Holder = await self._group.start(self._keep, claim, False)
-        return started
+        kept: _Holder = await self._group.start(self._keep, claim, False)
+        return kept
 
     async def _keep(
         self,
