@@ -1197,10 +1197,7 @@ class AguiServer:
                         skip_until = None
                         events = events[events.index(_first_run_start(events)) :]
                     shown = live.committed(events)
-                    if shown is events:
-                        ids = _event_ids(entry.seq, events, last_id)
-                    else:  # reshaped by live text: resume from the record's start
-                        ids = [last_id] * (len(shown) - 1) + [str(entry.seq)]
+                    ids = _shown_ids(entry.seq, events, shown, last_id)
                     for event_id, event in zip(ids, shown, strict=True):
                         chunk += _frame(event_id, event)
                         if post and isinstance(event, (RunFinishedEvent, RunErrorEvent)):
@@ -1381,6 +1378,19 @@ def _event_ids(seq: int, events: Sequence[Event], before: str) -> list[str]:
         else:
             ids.append(current)
     return ids
+
+
+def _shown_ids(seq: int, events: list[Event], shown: list[Event], before: str) -> list[str]:
+    """The SSE ids of ``shown``, what a stream sends of record ``seq``'s ``events``
+    (:meth:`_LiveText.committed`): theirs when it is ``events``; when live text
+    reshaped them, the record's start but for the last, which completes the record;
+    none when the stream had sent all of them live already (a message's start and
+    text, say, whose end comes with the next record)."""
+    if shown is events:
+        return _event_ids(seq, events, before)
+    if not shown:
+        return []
+    return [before] * (len(shown) - 1) + [str(seq)]
 
 
 def _frame(event_id: str, event: Event) -> bytes:
