@@ -75,17 +75,18 @@ def _database_cpu(postmaster: int) -> float:
 
 
 @contextmanager
-def _serve(workdir: Path, store: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def _serve(workdir: Path, store: str, log: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
     env = dict(os.environ, PYTHONPATH=str(SRC))
     env.pop("TOOLRELAY_TOKEN", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "toolrelay", "serve", "--port", "0", "--store", store],
-        cwd=workdir,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    with log.open("a") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "toolrelay", "serve", "--port", "0", "--store", store],
+            cwd=workdir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
     try:
         assert process.stdout is not None
         match = re.search(r"on (http://\S+/)", process.stdout.readline())
@@ -111,12 +112,18 @@ def _body(thread: str) -> dict[str, object]:
 
 
 async def _load(urls: Sequence[str], prefix: str, turns: int) -> tuple[float, int]:
-    """Run ``turns`` turns, turn n on ``urls[n % len(urls)]``; (seconds, completed)."""
+    """Run ``turns`` turns, turn n on ``urls[n % len(urls)]``; (seconds, completed).
+    A turn whose stream fails is not completed (the servers' logs say why)."""
     from httpx_sse import aconnect_sse
 
     completed = 0
+    errors: list[str] = []
     limiter = anyio.CapacityLimiter(IN_FLIGHT)
-    limits = httpx.Limits(max_connections=IN_FLIGHT + 10, max_keepalive_connections=IN_FLIGHT)
+    # Idle connections are dropped after 1 s, before uvicorn drops them (5 s): a
+    # request sent on a connection the server is closing fails with ReadError.
+    limits = httpx.Limits(
+        max_connections=IN_FLIGHT + 10, max_keepalive_connections=IN_FLIGHT, keepalive_expiry=1.0
+    )
     clients = [httpx.AsyncClient(base_url=url, timeout=120, limits=limits) for url in urls]
 
     async def turn(n: int) -> None:
@@ -124,9 +131,13 @@ async def _load(urls: Sequence[str], prefix: str, turns: int) -> tuple[float, in
         async with limiter:
             client = clients[n % len(clients)]
             last: dict[str, object] = {}
-            async with aconnect_sse(client, "POST", "/", json=_body(f"{prefix}{n}")) as source:
-                async for sse in source.aiter_sse():
-                    last = msgspec.json.decode(sse.data)
+            try:
+                async with aconnect_sse(client, "POST", "/", json=_body(f"{prefix}{n}")) as source:
+                    async for sse in source.aiter_sse():
+                        last = msgspec.json.decode(sse.data)
+            except httpx.HTTPError as exc:
+                errors.append(f"{prefix}{n}: {type(exc).__name__}: {exc}")
+                return
             if last.get("type") == "RUN_FINISHED" and last.get("result") == {
                 "stopReason": "end_turn",
                 "rounds": 2,
@@ -142,6 +153,8 @@ async def _load(urls: Sequence[str], prefix: str, turns: int) -> tuple[float, in
     finally:
         for client in clients:
             await client.aclose()
+    if errors:
+        print(f"{len(errors)} streams failed, first: {errors[0]}", file=sys.stderr)
     return wall, completed
 
 
@@ -215,8 +228,9 @@ class _Run:
 def _run(
     name: str, workdir: Path, stores: Sequence[str], turns: int, postmaster: int | None
 ) -> _Run:
+    log = workdir / f"{name.split(',')[0].lower()}-{len(stores)}.log"
     with ExitStack() as stack:
-        served = [stack.enter_context(_serve(workdir, store)) for store in stores]
+        served = [stack.enter_context(_serve(workdir, store, log)) for store in stores]
         urls = [url for _, url in served]
         anyio.run(_load, urls, "warm-", 4 * len(urls))
         pids = [process.pid for process, _ in served]
@@ -231,6 +245,10 @@ def _run(
         threads, gapless = _gapless_postgres(stores[0])
     else:
         threads, gapless = _gapless_sqlite(workdir / stores[0])
+    errors = [line for line in log.read_text().splitlines() if line.startswith("ERROR")]
+    if errors:  # shown with the case's notes: a failure here is a finding
+        print(f"{name}: the servers logged {len(errors)} errors:", file=sys.stderr)
+        print(log.read_text()[-4000:], file=sys.stderr)
     return _Run(name, turns, wall, completed, threads, gapless, cpu, claim_p99)
 
 
