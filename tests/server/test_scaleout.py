@@ -195,7 +195,7 @@ def _executions(workdir: Path) -> Counter[str]:
 def _check_log(entries: list[Entry]) -> None:
     assert [e.seq for e in entries] == list(range(1, len(entries) + 1))  # gapless
     finished = Counter(e.record.call_id for e in entries if isinstance(e.record, ToolFinished))
-    assert set(finished.values()) == {1}, finished  # one result per call
+    assert all(count == 1 for count in finished.values()), finished  # one result per call
 
 
 def _check_stream(stream: Stream, entries: list[Entry]) -> None:
@@ -313,6 +313,25 @@ def test_a_thread_whose_turn_runs_on_another_worker_is_refused_typed(
             later = client.post(b.url, json=_run("t3", "just text please"))
         assert later.status_code == 200 and "RUN_FINISHED" in later.text
         _check_log(_entries(postgres_dsn, "t3"))
+
+
+def test_a_worker_stopped_mid_turn_ends_it_and_leaves_the_thread_free_at_once(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    with _workers(tmp_path, postgres_dsn, 2) as (a, b):
+        post = _stream("POST", a.url, _run("t4"))
+        _wait_for("lookup_city to run on a", lambda: _executions(tmp_path)["lookup_city"] == 1)
+        a.process.send_signal(signal.SIGINT)  # the turn cannot finish within --drain
+        assert a.process.wait(30) == 0
+        post.join()
+        with httpx.Client(timeout=30) as client:  # no lease to wait out: released
+            later = client.post(b.url, json=_run("t4", "just text please"))
+        assert later.status_code == 200 and "RUN_FINISHED" in later.text
+        entries = _entries(postgres_dsn, "t4")
+        _check_log(entries)
+        ends = [e.record for e in entries if isinstance(e.record, TurnEnded)]
+        assert [end.status for end in ends] == ["cancelled", "completed"]
+        assert ends[0].reason.kind == "closed"
 
 
 def test_workers_share_one_port_and_stop_cleanly_on_sigterm(

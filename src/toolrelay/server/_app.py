@@ -181,6 +181,8 @@ class _Holder:
     failed to)."""
 
     ready: anyio.Event = field(default_factory=anyio.Event)
+    #: Set once the claim was released (or lost).
+    released: anyio.Event = field(default_factory=anyio.Event)
 
 
 @dataclass(slots=True)
@@ -339,6 +341,7 @@ class AguiServer:
         self._notifying = inner if shared and isinstance(inner, NotifyingStore) else None
         self._holders: dict[ThreadKey, _Holder] = {}
         self._leaving: dict[ThreadKey, anyio.Event] = {}
+        self._claiming: dict[ThreadKey, anyio.Event] = {}
         self.store = WatchedStore(
             self._fenced if self._fenced is not None else inner,
             on_commit=self._committed,
@@ -446,6 +449,14 @@ class AguiServer:
                 for turn in self._running_turns(engine):
                     await turn.wait_finished()
             await engine.aclose()
+            # Shared: let this worker's holds be released before the store closes
+            # (a claim left behind would keep its thread from other workers until
+            # its lease ran out).
+            with anyio.move_on_after(5):
+                for holder in list(self._holders.values()):
+                    await holder.released.wait()
+                for leaving in list(self._leaving.values()):
+                    await leaving.wait()
             await engine.__aexit__(None, None, None)  # closes the store
         self.store.wake_all()
         group, self._group = self._group, None
@@ -510,12 +521,25 @@ class AguiServer:
         """
         fenced = self._fenced
         assert fenced is not None and self._group is not None
-        leaving = self._leaving.get(key)
-        if leaving is not None:  # this worker's own hold is being released
-            await leaving.wait()
+        while True:
+            # This worker's own hold being released, or being taken by another
+            # request of it: wait, then look again.
+            pending = self._leaving.get(key) or self._claiming.get(key)
+            if pending is None:
+                break
+            await pending.wait()
         holder = self._holders.get(key)
         if holder is not None:
             return holder
+        claiming = self._claiming[key] = anyio.Event()
+        try:
+            return await self._claim_thread(fenced, key)
+        finally:
+            del self._claiming[key]
+            claiming.set()
+
+    async def _claim_thread(self, fenced: FencedStore, key: ThreadKey) -> _Holder:
+        assert self._group is not None
         started = time.perf_counter()
         try:
             claim = await fenced.claim(key)
@@ -523,11 +547,6 @@ class AguiServer:
             self.metrics.claim(time.perf_counter() - started, "error")
             raise HTTPError(503, "store_unavailable", str(exc)) from exc
         self.metrics.claim(time.perf_counter() - started, "busy" if claim is None else "claimed")
-        holder = self._holders.get(key)  # taken by a request of this worker meanwhile
-        if holder is not None:
-            if claim is not None:
-                await fenced.release(claim)
-            return holder
         if claim is None:
             retry = str(max(1, round(self.lease / 3)))
             raise HTTPError(
@@ -597,6 +616,7 @@ class AguiServer:
             if self._leaving.get(key) is leaving:
                 del self._leaving[key]
             leaving.set()
+            holder.released.set()
 
     async def _take_over(self, fenced: FencedStore) -> None:
         """Claim, every ``takeover_interval`` seconds, the live turns no worker holds
