@@ -36,6 +36,19 @@ the batch's server tools are done (the client calls stay pending), and a ``POST`
 whose messages end with the ``tool`` messages of those calls resolves the waits: the
 same turn goes on, and that request streams it.
 
+Several processes on one store (``shared``, the default on a
+:class:`~toolrelay.store.PostgresStore`): the engine writes through a
+:class:`~toolrelay.store.FencedStore`, so every record carries this process's claim
+of its thread. A run claims its thread before its turn starts (409 ``thread_busy``
+when another process holds it) and a task of the server's group (``_keep``) renews
+the claim while a turn of the thread is live here, then releases it. Another task
+(``_take_over``) claims, every third of the lease, the live turns whose claim
+expired (their process died) and resumes them with ``engine.recover([key])``; a
+third (``_listen``) follows the store's commit notifications and wakes the streams
+of each thread named, so a stream here follows a turn that runs elsewhere. A claim
+lost while this process was frozen cancels the local turn (its writes are refused
+anyway) and the engine forgets the thread.
+
 Why plain ASGI rather than Starlette: the server has five routes, streams SSE, must
 watch for ``http.disconnect`` while it streams and bound the request body as it
 arrives; plain ASGI does each in a few lines, adds no dependency, runs under any
