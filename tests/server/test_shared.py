@@ -158,7 +158,7 @@ async def test_a_turn_whose_claim_was_lost_is_taken_over_and_its_first_server_st
 
             await until(a_let_go)
         assert calls == ["slow 1"]  # not run again: not idempotent
-        entries = await b.store.read(turn.key)
+        entries = await b.store.read(ThreadKey("t"))
         assert [e.seq for e in entries] == list(range(1, len(entries) + 1))
         ends = [e.record for e in entries if isinstance(e.record, TurnEnded)]
         assert [end.status for end in ends] == ["completed"]
