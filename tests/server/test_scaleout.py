@@ -27,6 +27,7 @@ import httpx
 import msgspec
 import psycopg
 import pytest
+from _pg_cluster import PostgresServer
 
 from toolrelay.core import TextMessage
 from toolrelay.store import Entry, ToolFinished, TurnEnded, TurnStarted, decode_record, replay
@@ -332,6 +333,29 @@ def test_a_worker_stopped_mid_turn_ends_it_and_leaves_the_thread_free_at_once(
         ends = [e.record for e in entries if isinstance(e.record, TurnEnded)]
         assert [end.status for end in ends] == ["cancelled", "completed"]
         assert ends[0].reason.kind == "closed"
+
+
+def test_the_database_restarted_mid_turn_loses_nothing_and_the_turn_goes_on(
+    tmp_path: Path, postgres_server: PostgresServer, postgres_dsn: str
+) -> None:
+    with _workers(tmp_path, postgres_dsn, 2) as (a, b):
+        post = _stream("POST", a.url, _run("t5"))
+        _wait_for("lookup_city to run on a", lambda: _executions(tmp_path)["lookup_city"] == 1)
+        follower = _stream("GET", b.url + "threads/t5/events")
+        _wait_for("b's stream to show the tool call", lambda: "TOOL_CALL_END" in follower.types)
+        before = _entries(postgres_dsn, "t5")
+        postgres_server.restart()  # every connection of both workers ends
+        (tmp_path / "gate").touch()
+        post.join()
+        follower.join()
+        entries = _entries(postgres_dsn, "t5")
+        assert entries[: len(before)] == before  # nothing committed was lost
+        _check_log(entries)
+        _check_stream(post, entries)
+        _check_stream(follower, entries)  # b's commit feed reconnected
+        ends = [e.record for e in entries if isinstance(e.record, TurnEnded)]
+        assert [end.status for end in ends] == ["completed"]
+        assert _executions(tmp_path)["lookup_city"] == 1
 
 
 def test_workers_share_one_port_and_stop_cleanly_on_sigterm(
