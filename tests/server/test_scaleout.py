@@ -372,12 +372,47 @@ def test_workers_share_one_port_and_stop_cleanly_on_sigterm(
         for n, stream in enumerate(streams):
             stream.join()
             _check_stream(stream, _entries(postgres_dsn, f"p{n}"))
+        # A worker that dies is started again; the port never stops serving.
+        pids = [
+            int(pid) for pid in re.findall(r"worker \S+:(\d+) ready", supervisor.log.read_text())
+        ]
+        assert len(set(pids)) == 2 and supervisor.process.pid not in pids
+        os.kill(pids[0], signal.SIGKILL)
+        _wait_for("a worker to replace it", lambda: supervisor.log.read_text().count("ready") == 3)
+        assert "exited" in supervisor.stderr() and "starting another" in supervisor.stderr()
+        for n in range(8, 12):
+            again = _stream("POST", supervisor.url, _run(f"p{n}"))
+            again.join()
+            _check_stream(again, _entries(postgres_dsn, f"p{n}"))
         supervisor.process.send_signal(signal.SIGTERM)
         assert supervisor.process.wait(30) == 0
         assert supervisor.log.read_text().rstrip().endswith("stopped")
-    for n in range(8):
+    for n in range(12):
         entries = _entries(postgres_dsn, f"p{n}")
         _check_log(entries)
         assert sum(isinstance(e.record, ToolFinished) for e in entries) == 2  # two rounds
         assert isinstance(entries[-1].record, TurnEnded)
         assert entries[-1].record.status == "completed"
+
+
+def test_workers_that_cannot_start_stop_the_command_with_a_clear_error(tmp_path: Path) -> None:
+    unreachable = "postgresql://nobody:s3cret@127.0.0.1:1/none"
+    out = tmp_path / "sup.out"
+    with out.open("wb") as stdout, out.with_suffix(".err").open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "toolrelay", "serve", "--port", "0"]
+            + ["--store", unreachable, "--workers", "2"],
+            cwd=tmp_path,
+            env=_env(tmp_path),
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        assert process.wait(60) == 1
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    said = out.with_suffix(".err").read_text()
+    assert "failed to start" in said and "cannot connect to 127.0.0.1:1/none" in said
+    assert "s3cret" not in said + out.read_text()

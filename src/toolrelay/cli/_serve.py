@@ -393,7 +393,10 @@ def _supervise(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 code = child.poll()
                 if code is None:
                     continue
-                if code != 0 and time.monotonic() - since < 5:
+                # Exited by itself with an error soon after its start (a database that
+                # cannot be reached, say): starting it again would fail the same way.
+                # Killed by a signal (negative status): started again.
+                if code > 0 and time.monotonic() - since < 5:
                     stderr.write(
                         f"toolrelay serve: worker {child.pid} failed to start (status {code})\n"
                     )
