@@ -224,7 +224,7 @@ def test_ctrl_c_lets_a_running_turn_finish_before_the_server_stops(tmp_path: Pat
     [
         (["--provider", "openai"], "needs --model"),
         (["--provider", "openai", "--model", "m", "--upstream", "http://x/"], "not both"),
-        (["--store", "postgres://db"], "unknown store"),
+        (["--store", "redis://db"], "unknown store"),
         (["--tools", "no_such_module_here:TOOLS"], "cannot import"),
         (["--max-tool-rounds", "0"], "at least 1"),
     ],

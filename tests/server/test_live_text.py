@@ -12,7 +12,7 @@ from toolrelay.protocol import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
-from toolrelay.server._app import _LiveText
+from toolrelay.server._app import _LiveText, _shown_ids
 
 
 def record(message_id: str, text: str) -> list[Event]:
@@ -69,3 +69,29 @@ def test_a_message_that_is_never_written_is_closed_before_the_run_ends(pieces: l
     out += live.committed([RunErrorEvent(message="cancelled", code="cancelled")])
     assert isinstance(out[-1], RunErrorEvent)
     check(out[:-1], "m", "".join(pieces))
+
+
+def test_a_record_whose_events_all_went_out_live_sends_nothing_and_breaks_nothing() -> None:
+    """A record holding a message's start and text (its end comes with the next one),
+    all of which a stream already sent live, leaves that stream nothing to send: no
+    event, no id (a load on PostgreSQL met this: the ids and the events disagreed)."""
+    live = _LiveText()
+    sent = live.admit(
+        [
+            TextMessageStartEvent(message_id="m", role="assistant"),
+            TextMessageContentEvent(message_id="m", delta="Hello"),
+        ]
+    )
+    assert len(sent) == 2
+    events: list[Event] = [
+        TextMessageStartEvent(message_id="m", role="assistant"),
+        TextMessageContentEvent(message_id="m", delta="Hello"),
+    ]
+    shown = live.committed(events)
+    assert shown == []
+    assert _shown_ids(2, events, shown, "1") == []
+    end: list[Event] = [TextMessageEndEvent(message_id="m")]
+    shown = live.committed(end)
+    assert shown == end and _shown_ids(3, end, shown, "2") == ["3"]
+    fresh = record("n", "Hi")  # nothing of it live: the record's own ids
+    assert _shown_ids(4, fresh, _LiveText().committed(fresh), "3") == ["3", "3", "4"]

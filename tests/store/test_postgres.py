@@ -37,6 +37,7 @@ from toolrelay.store import (
     ClaimingStore,
     Entry,
     FencedStore,
+    NotifyingStore,
     PostgresStore,
     StateSaved,
     TailingStore,
@@ -453,6 +454,45 @@ async def test_a_reader_in_this_process_sees_every_entry_a_writer_process_append
     assert [e.record for e in seen] == [
         StateSaved(turn_id="w", state={"n": n}) for n in range(1, count + 1)
     ]
+
+
+async def test_one_commit_feed_names_every_thread_a_writer_process_commits_to(
+    store: PostgresStore, postgres_dsn: str, anyio_backend: str
+) -> None:
+    assert isinstance(store, NotifyingStore)
+    count = 40
+    async with store.commits() as commits:
+        await store.append(ThreadKey("mine", "room", "srv"), [_state(1)])
+        with anyio.fail_after(10):
+            assert await anext(commits) == (ThreadKey("mine", "room", "srv"), 1)
+        process = await _spawn("write", postgres_dsn, anyio_backend, str(count))
+        try:
+            seqs: list[int] = []
+            with anyio.fail_after(60):
+                async for commit in commits:
+                    assert commit is not None
+                    key, seq = commit
+                    assert key == ThreadKey("tail")
+                    seqs.append(seq)
+                    if seq == count:
+                        break
+            assert await process.wait() == 0
+        finally:
+            await process.aclose()
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)  # one per commit, in order
+
+
+async def test_the_commit_feed_says_none_when_it_may_have_missed_commits(
+    postgres_server: PostgresServer, store: PostgresStore
+) -> None:
+    key = ThreadKey("t")
+    async with store.commits() as commits:
+        await anyio.to_thread.run_sync(postgres_server.restart)
+        with anyio.fail_after(30):
+            assert await anext(commits) is None  # reconnected: read everything again
+        await store.append(key, [_state(1)])
+        with anyio.fail_after(10):
+            assert await anext(commits) == (key, 1)
 
 
 async def test_a_tail_starts_after_what_the_reader_has(store: PostgresStore) -> None:

@@ -4,11 +4,19 @@ The model is, in this order: ``--provider NAME --model NAME`` (an LLM provider's
 streaming API), ``--upstream URL`` (another AG-UI server, through
 ``AguiHttpBackend``), or by default the demo agent's scenarios, played in the process
 (no API key, nothing else to start), whose tools then default to the demo tools.
-The log is a SQLite file (``toolrelay.db``) unless ``--store`` says otherwise.
+The log is a SQLite file (``toolrelay.db``) unless ``--store`` says otherwise
+(``postgresql://...``: a PostgreSQL store that several server processes share).
+
+``--workers N`` (PostgreSQL only) runs N server processes on one port: this process
+binds the listening socket and supervises N children that accept on it (each an
+``AguiServer`` sharing the store: claims, takeover, commits heard across processes).
+A worker that dies is started again, and its turns move to a live worker once its
+lease ran out. A SQLite file serves one process: ``--workers`` above 1 is refused.
 
 Ctrl-C (SIGINT) or SIGTERM stops it cleanly: no new run is accepted, running turns
 get ``--drain`` seconds to finish, the rest end ``cancelled`` (reason ``closed``)
-and every stream ends; the exit status is 0.
+and every stream ends; the exit status is 0. With ``--workers``, the supervisor
+passes SIGTERM to each worker once and waits for them.
 """
 
 from __future__ import annotations
@@ -16,6 +24,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
@@ -27,7 +41,7 @@ from toolrelay.demo import DEMO_TOOLS, plan_reply
 from toolrelay.errors import StreamDroppedError
 from toolrelay.protocol import RunAgentInput, decode_event
 from toolrelay.server import MAX_TOOL_ROUNDS_ENV, AguiServer, max_tool_rounds_from_env
-from toolrelay.store import MemoryStore, SQLiteStore, Store
+from toolrelay.store import ClaimingStore, MemoryStore, NotifyingStore, SQLiteStore, Store
 
 __all__ = ("DemoModel", "open_store", "register", "serve")
 
@@ -64,11 +78,27 @@ class DemoModel:
 
 
 def open_store(spec: str) -> Store:
-    """The store ``--store`` names: ``memory:``, ``sqlite:///PATH``, or a file path.
+    """The store ``--store`` names: ``memory:``, ``sqlite:///PATH``, a file path, or
+    ``postgresql://[user[:password]@]host[:port]/db`` (a libpq URI; ``postgres://``
+    too). The store's ``repr`` never shows a password.
 
     Raises:
-        ValueError: Another scheme.
+        ValueError: Another scheme, a PostgreSQL URI that does not parse, or psycopg
+            missing (the ``postgres`` extra).
     """
+    if spec.startswith(("postgresql://", "postgres://")):
+        try:
+            from toolrelay.store._postgres import PostgresStore
+        except ImportError as exc:
+            raise ValueError(
+                f"--store postgresql://...: needs psycopg ({exc}): "
+                "pip install 'toolrelay[postgres]'"
+            ) from None
+        try:
+            return PostgresStore(spec)
+        except ValueError:
+            # The parser's message may quote the URI, password and all.
+            raise ValueError("--store: not a valid PostgreSQL URI") from None
     if spec in ("memory", "memory:"):
         return MemoryStore()
     if spec.startswith("sqlite://"):
@@ -77,7 +107,8 @@ def open_store(spec: str) -> Store:
         return SQLiteStore(path or "toolrelay.db")
     if "://" in spec:
         raise ValueError(
-            f"--store: unknown store {spec!r} (use a file path, sqlite:///PATH or memory:)"
+            f"--store: unknown store {spec.split('://', 1)[0]}:// (use a file path, "
+            "sqlite:///PATH, postgresql://... or memory:)"
         )
     return SQLiteStore(spec)
 
@@ -104,8 +135,27 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "--store",
         default="toolrelay.db",
         metavar="URL",
-        help="the log: a SQLite file path, sqlite:///PATH, or memory: (default: toolrelay.db)",
+        help="the log: a SQLite file path, sqlite:///PATH, postgresql://USER@HOST/DB "
+        "(shared by several processes) or memory: (default: toolrelay.db)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="server processes sharing the port (PostgreSQL store only; default: 1)",
+    )
+    parser.add_argument(
+        "--lease",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="with a PostgreSQL store: how long a process's hold on a turn lasts unless "
+        "renewed; a dead process's turns move on after it (default: 15)",
+    )
+    # A worker of --workers: the listening socket's descriptor and the supervisor's pid.
+    parser.add_argument("--fd", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--supervisor", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument(
         "--provider", choices=sorted(PROVIDERS), default=None, help="an LLM provider as the model"
     )
@@ -172,7 +222,20 @@ def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         )
         if rounds < 1:
             raise ValueError("--max-tool-rounds must be at least 1")
+        if args.workers < 1:
+            raise ValueError("--workers must be at least 1")
+        if not 0 < args.lease < 1e9:
+            raise ValueError("--lease must be a positive number of seconds")
         store = open_store(args.store)
+        shared = isinstance(store, ClaimingStore) and isinstance(store, NotifyingStore)
+        if args.workers > 1 and not shared:
+            raise ValueError(
+                f"--workers {args.workers} needs a store the processes share: give "
+                "--store postgresql://USER@HOST/DB (a SQLite file or memory: serves one "
+                "process)"
+            )
+        if args.workers > 1 and not hasattr(os, "fork"):
+            raise ValueError("--workers above 1 needs a POSIX system")
         demo = args.provider is None and args.upstream is None
         if args.tools:
             tools = load_tools(args.tools)
@@ -181,6 +244,8 @@ def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except (ValueError, ToolsUsageError) as exc:
         stderr.write(f"toolrelay serve: {exc}\n")
         return ExitCode.USAGE
+    if args.workers > 1:
+        return _supervise(args, stdout, stderr)
     model: AgentBackend
     if args.provider is not None:
         model = provider_backend(args.provider, args.model, base_url=args.base_url)
@@ -205,7 +270,10 @@ def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         max_tool_rounds=rounds,
         continuation=not args.no_continuation,
         drain_timeout=args.drain,
+        lease=args.lease,
     )
+    if args.supervisor is not None:
+        _leave_with(args.supervisor)
 
     class _Server(uvicorn.Server):
         def _log_started_message(self, listeners: Any) -> None:  # says where, once
@@ -219,6 +287,12 @@ def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 )
             stdout.flush()
 
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if sockets is not None and self.started:  # a worker: the supervisor said where
+                stdout.write(f"toolrelay serve: worker {server.worker} ready\n")
+                stdout.flush()
+
     config = uvicorn.Config(
         server,
         host=args.host,
@@ -228,10 +302,128 @@ def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         ws="none",
         timeout_graceful_shutdown=max(1, int(args.drain)),
     )
+    sockets = None if args.fd is None else [socket.socket(fileno=args.fd)]
     try:
-        _Server(config).run()
+        _Server(config).run(sockets=sockets)
     except KeyboardInterrupt:
         pass  # uvicorn raises the signal again once it stopped cleanly
+    if args.fd is None:
+        stdout.write("toolrelay serve: stopped\n")
+        stdout.flush()
+    return ExitCode.OK
+
+
+def _leave_with(supervisor: int) -> None:
+    """A worker stops (SIGTERM to itself) when its supervisor is gone (killed with
+    SIGKILL, say): no worker outlives the command that started it."""
+
+    def watch() -> None:
+        while os.getppid() == supervisor:
+            time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="toolrelay supervisor watch", daemon=True).start()
+
+
+def _worker_argv(args: argparse.Namespace, fd: int) -> list[str]:
+    """The command line of one worker of ``--workers`` (the token goes by environment,
+    never on a command line others can read)."""
+    argv = [sys.executable, "-m", "toolrelay", "serve", "--store", args.store]
+    options = {
+        "--provider": args.provider,
+        "--model": args.model,
+        "--base-url": args.base_url,
+        "--upstream": args.upstream,
+        "--tools": args.tools,
+        "--max-tool-rounds": args.max_tool_rounds,
+    }
+    for flag, value in options.items():
+        if value is not None:
+            argv += [flag, str(value)]
+    if args.no_continuation:
+        argv.append("--no-continuation")
+    argv += ["--host", args.host, "--drain", repr(args.drain), "--lease", repr(args.lease)]
+    argv += ["--fd", str(fd), "--supervisor", str(os.getpid())]
+    return argv
+
+
+def _supervise(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    """``--workers N``: bind the port, run N workers on it, start again one that dies,
+    and on SIGINT/SIGTERM pass SIGTERM to each and wait for them to drain."""
+    from toolrelay.cli import ExitCode
+
+    try:
+        listener = socket.create_server(
+            (args.host, args.port),
+            family=socket.AF_INET6 if ":" in args.host else socket.AF_INET,
+            backlog=2048,
+        )
+    except OSError as exc:
+        stderr.write(f"toolrelay serve: cannot listen on {args.host}:{args.port}: {exc}\n")
+        return ExitCode.USAGE
+    listener.set_inheritable(True)
+    env = dict(os.environ)
+    if args.token is not None:
+        env[TOKEN_ENV] = args.token
+    argv = _worker_argv(args, listener.fileno())
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: object) -> None:
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def start() -> tuple[subprocess.Popen[bytes], float]:
+        # A process group of its own: Ctrl-C reaches the supervisor, which passes
+        # SIGTERM on once (a second signal would cut uvicorn's drain short).
+        child = subprocess.Popen(argv, env=env, pass_fds=(listener.fileno(),), process_group=0)
+        return child, time.monotonic()
+
+    host, port = listener.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    stdout.write(
+        f"toolrelay serve: {args.workers} workers on http://{shown}:{port}/ "
+        f"(store: {open_store(args.store)!r}, supervisor pid {os.getpid()})\n"
+    )
+    stdout.flush()
+    status = ExitCode.OK
+    workers = [start() for _ in range(args.workers)]
+    try:
+        while not stopping.is_set():
+            for index, (child, since) in enumerate(workers):
+                code = child.poll()
+                if code is None:
+                    continue
+                # Exited by itself with an error soon after its start (a database that
+                # cannot be reached, say): starting it again would fail the same way.
+                # Killed by a signal (negative status): started again.
+                if code > 0 and time.monotonic() - since < 5:
+                    stderr.write(
+                        f"toolrelay serve: worker {child.pid} failed to start (status {code})\n"
+                    )
+                    status = ExitCode.FAILED
+                    stopping.set()
+                    break
+                stderr.write(
+                    f"toolrelay serve: worker {child.pid} exited (status {code}): starting "
+                    "another; its turns move on once its lease ran out\n"
+                )
+                workers[index] = start()
+            stopping.wait(0.2)
+    finally:
+        for child, _ in workers:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + args.drain + 15
+        for child, _ in workers:
+            try:
+                child.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        listener.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     stdout.write("toolrelay serve: stopped\n")
     stdout.flush()
-    return ExitCode.OK
+    return status

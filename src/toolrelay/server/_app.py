@@ -39,6 +39,19 @@ the batch's server tools are done (the client calls stay pending), and a ``POST`
 whose messages end with the ``tool`` messages of those calls resolves the waits: the
 same turn goes on, and that request streams it.
 
+Several processes on one store (``shared``, the default on a
+:class:`~toolrelay.store.PostgresStore`): the engine writes through a
+:class:`~toolrelay.store.FencedStore`, so every record carries this process's claim
+of its thread. A run claims its thread before its turn starts (409 ``thread_busy``
+when another process holds it) and a task of the server's group (``_keep``) renews
+the claim while a turn of the thread is live here, then releases it. Another task
+(``_take_over``) claims, every third of the lease, the live turns whose claim
+expired (their process died) and resumes them with ``engine.recover([key])``; a
+third (``_listen``) follows the store's commit notifications and wakes the streams
+of each thread named, so a stream here follows a turn that runs elsewhere. A claim
+lost while this process was frozen cancels the local turn (its writes are refused
+anyway) and the engine forgets the thread.
+
 Why plain ASGI rather than Starlette: the server has five routes, streams SSE, must
 watch for ``http.disconnect`` while it streams and bound the request body as it
 arrives; plain ASGI does each in a few lines, adds no dependency, runs under any
@@ -50,6 +63,8 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import time
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
@@ -59,15 +74,17 @@ from typing import Any, Self
 
 import anyio
 import msgspec
-from anyio.abc import TaskGroup
+from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from toolrelay._version import __version__
 from toolrelay.backends import AgentBackend
 from toolrelay.core import ThreadKey, ToolRegistry, ToolResult, ToolSpec
 from toolrelay.errors import (
+    ClosedError,
     InvalidEventError,
     MalformedEventError,
+    StaleClaimError,
     StoreError,
     ToolDefinitionError,
 )
@@ -99,7 +116,18 @@ from toolrelay.server._inspector import call_outcomes, static_file, static_heade
 from toolrelay.server._metrics import Metrics
 from toolrelay.server._rounds import RoundLimit
 from toolrelay.server._watch import WatchedStore
-from toolrelay.store import Entry, MemoryStore, Store, ToolsStarted, TurnEnded, TurnStarted
+from toolrelay.store import (
+    Claim,
+    ClaimingStore,
+    Entry,
+    FencedStore,
+    MemoryStore,
+    NotifyingStore,
+    Store,
+    ToolsStarted,
+    TurnEnded,
+    TurnStarted,
+)
 
 __all__ = (
     "DEFAULT_MAX_TOOL_ROUNDS",
@@ -164,6 +192,17 @@ class _Disconnected(Exception):
 
 
 @dataclass(slots=True)
+class _Holder:
+    """This worker's hold on a thread (shared mode): kept while a turn of it is live
+    here; ``ready`` is set once the turn the hold was taken for has started (or
+    failed to)."""
+
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    #: Set once the claim was released (or lost).
+    released: anyio.Event = field(default_factory=anyio.Event)
+
+
+@dataclass(slots=True)
 class _Slot:
     """Where a client tool's result meets the call waiting for it."""
 
@@ -222,10 +261,22 @@ class AguiServer:
         engine_options: More keyword arguments for the :class:`Engine` (say
             ``{"max_repeated_calls": 3}`` to fail a turn whose model repeats a call,
             before ``max_tool_rounds`` completes it).
+        shared: Share the store's turns with other server processes (see "Several
+            processes" in ``docs/server.md``): each turn runs under a claim of its
+            thread (lease, heartbeat, fencing token), a thread held elsewhere is
+            refused with 409, turns whose worker died are taken over, and every
+            process's commits reach this one's streams. ``None`` (default): shared
+            when the store offers claims and commit notifications
+            (:class:`~toolrelay.store.PostgresStore`).
+        worker: This process's name in its claims (default: ``host:pid``).
+        lease: Seconds a claim lasts unless renewed (renewed every third of it);
+            a dead worker's turns move on this long after its last renewal.
+        takeover_interval: Seconds between two looks for turns whose worker died
+            (default: a third of ``lease``).
 
     Raises:
-        ValueError: A bound is not positive, or ``token`` and ``authenticator`` are
-            both given.
+        ValueError: A bound is not positive, ``token`` and ``authenticator`` are
+            both given, or ``shared=True`` with a store that offers no claims.
     """
 
     def __init__(
@@ -247,6 +298,10 @@ class AguiServer:
         max_streams: int | None = 10_000,
         live_text: bool = True,
         engine_options: Mapping[str, Any] | None = None,
+        shared: bool | None = None,
+        worker: str | None = None,
+        lease: float = 15.0,
+        takeover_interval: float | None = None,
     ) -> None:
         if token is not None and authenticator is not None:
             raise ValueError("give a token or an authenticator, not both")
@@ -284,8 +339,28 @@ class AguiServer:
             authenticator if authenticator is not None else Anonymous()
         )
         self.metrics = Metrics()
+        inner = store if store is not None else MemoryStore()
+        if shared is None:
+            shared = isinstance(inner, ClaimingStore) and isinstance(inner, NotifyingStore)
+        if shared and not isinstance(inner, ClaimingStore):
+            raise ValueError(f"shared=True needs a store that offers claims, not {inner!r}")
+        if not 0 < lease < 1e9:
+            raise ValueError("lease must be a positive number of seconds")
+        self.shared = shared
+        self.worker = worker or f"{socket.gethostname()}:{os.getpid()}"
+        self.lease = lease
+        self.takeover_interval = takeover_interval if takeover_interval else lease / 3
+        #: The store with this worker's claims on its writes (shared mode).
+        self._fenced: FencedStore | None = None
+        if shared:
+            assert isinstance(inner, ClaimingStore)
+            self._fenced = FencedStore(inner, worker=self.worker, lease=lease)
+        self._notifying = inner if shared and isinstance(inner, NotifyingStore) else None
+        self._holders: dict[ThreadKey, _Holder] = {}
+        self._leaving: dict[ThreadKey, anyio.Event] = {}
+        self._claiming: dict[ThreadKey, anyio.Event] = {}
         self.store = WatchedStore(
-            store if store is not None else MemoryStore(),
+            self._fenced if self._fenced is not None else inner,
             on_commit=self._committed,
             on_write=self.metrics.write,
         )
@@ -344,16 +419,30 @@ class AguiServer:
             group.start_soon(self._route_deltas, engine.subscribe(events=True))
         try:
             live = await self.store.threads(live=True)
-            self.metrics.live_at_start([(info.key, info.live_turn or "") for info in live])
-            # The turns a crash left live resume (promise 9); calls whose result is
-            # stored never run again (promise 10).
-            await engine.recover()
+            if self._fenced is None:
+                self.metrics.live_at_start([(info.key, info.live_turn or "") for info in live])
+                # The turns a crash left live resume (promise 9); calls whose result is
+                # stored never run again (promise 10).
+                await engine.recover()
+            else:
+                # Shared: a live turn is resumed by whichever worker claims it once
+                # its worker's lease ran out (maybe this one, in a moment).
+                if self._notifying is not None:
+                    group.start_soon(self._listen, self._notifying)
+                group.start_soon(self._take_over, self._fenced)
         except BaseException as exc:
             await engine.__aexit__(type(exc), exc, exc.__traceback__)
             group.cancel_scope.cancel()
             await group.__aexit__(None, None, None)
             raise
-        logger.info("toolrelay server started (%d live turn(s) resumed)", len(live))
+        if self._fenced is None:
+            logger.info("toolrelay server started (%d live turn(s) resumed)", len(live))
+        else:
+            logger.info(
+                "toolrelay server %s started, sharing its store (%d live turn(s) in it)",
+                self.worker,
+                len(live),
+            )
         return self
 
     async def __aexit__(
@@ -377,6 +466,14 @@ class AguiServer:
                 for turn in self._running_turns(engine):
                     await turn.wait_finished()
             await engine.aclose()
+            # Shared: let this worker's holds be released before the store closes
+            # (a claim left behind would keep its thread from other workers until
+            # its lease ran out).
+            with anyio.move_on_after(5):
+                for holder in list(self._holders.values()):
+                    await holder.released.wait()
+                for leaving in list(self._leaving.values()):
+                    await leaving.wait()
             await engine.__aexit__(None, None, None)  # closes the store
         self.store.wake_all()
         group, self._group = self._group, None
@@ -429,6 +526,170 @@ class AguiServer:
             followers.discard(follower.send)
             if not followers:
                 self._followers.pop(key, None)
+
+    # -- several processes on one store (shared mode) ----------------------------------------
+
+    async def _hold_thread(self, key: ThreadKey) -> _Holder:
+        """This worker's hold on ``key``, claimed now unless it has it already.
+
+        Raises:
+            HTTPError: 409 ``thread_busy``: another worker holds the thread (a turn of
+                it runs there); 503: the store failed.
+        """
+        fenced = self._fenced
+        assert fenced is not None and self._group is not None
+        while True:
+            # This worker's own hold being released, or being taken by another
+            # request of it: wait, then look again.
+            pending = self._leaving.get(key) or self._claiming.get(key)
+            if pending is None:
+                break
+            await pending.wait()
+        holder = self._holders.get(key)
+        if holder is not None:
+            return holder
+        claiming = self._claiming[key] = anyio.Event()
+        try:
+            return await self._claim_thread(fenced, key)
+        finally:
+            del self._claiming[key]
+            claiming.set()
+
+    async def _claim_thread(self, fenced: FencedStore, key: ThreadKey) -> _Holder:
+        assert self._group is not None
+        started = time.perf_counter()
+        try:
+            claim = await fenced.claim(key)
+        except StoreError as exc:
+            self.metrics.claim(time.perf_counter() - started, "error")
+            raise HTTPError(503, "store_unavailable", str(exc)) from exc
+        self.metrics.claim(time.perf_counter() - started, "busy" if claim is None else "claimed")
+        if claim is None:
+            retry = str(max(1, round(self.lease / 3)))
+            raise HTTPError(
+                409,
+                "thread_busy",
+                f"a turn of thread {key.thread_id!r} runs on another server process; "
+                "cancel it there or retry once it ended",
+                [(b"retry-after", retry.encode())],
+            )
+        # What this engine remembers of the thread may be older than the log (another
+        # worker may have run turns on it since): read it afresh.
+        self.engine.forget(key)
+        kept: _Holder = await self._group.start(self._keep, claim, False)
+        return kept
+
+    async def _keep(
+        self,
+        claim: Claim,
+        recover: bool,
+        *,
+        task_status: TaskStatus[_Holder] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Hold ``claim`` (renewed) while a turn of its thread is live in this engine,
+        then release it. ``recover``: the thread's turn was taken over from a worker
+        that died: resume it from the log first.
+
+        When the claim is lost (this process was frozen past its lease and another
+        took the thread), the local turn is stopped: its writes are refused anyway."""
+        fenced = self._fenced
+        assert fenced is not None
+        key = claim.key
+        holder = _Holder()
+        leaving = anyio.Event()
+        try:
+            async with fenced.holding(claim):
+                self._holders[key] = holder
+                try:
+                    if recover:
+                        self.engine.forget(key)
+                        turns = await self.engine.recover([key])
+                        logger.warning(  # worth an operator's eye: a worker died
+                            "%s took over thread %s (%d turn(s) resumed)",
+                            self.worker,
+                            key,
+                            len(turns),
+                        )
+                        holder.ready.set()
+                    task_status.started(holder)
+                    await holder.ready.wait()
+                    while True:
+                        turn = self.engine.turn(key)
+                        if turn is None or turn.finished:
+                            break
+                        await turn.wait_finished()
+                finally:
+                    if self._holders.get(key) is holder:
+                        del self._holders[key]
+                        self._leaving[key] = leaving
+        except StaleClaimError as exc:
+            logger.warning("%s lost thread %s to another worker: %s", self.worker, key, exc)
+            turn = self.engine.turn(key)
+            if turn is not None and not turn.finished:
+                turn.cancel("another server process took the thread over")
+        except (StoreError, ClosedError) as exc:
+            logger.error("%s could not work on thread %s: %s", self.worker, key, exc)
+        finally:
+            if self._leaving.get(key) is leaving:
+                del self._leaving[key]
+            leaving.set()
+            holder.released.set()
+
+    async def _take_over(self, fenced: FencedStore) -> None:
+        """Claim, every ``takeover_interval`` seconds, the live turns no worker holds
+        (their worker died and its lease ran out) and resume them here."""
+        assert self._group is not None
+        while not self._stopping.is_set():
+            claims: list[Claim] = []
+            try:
+                room = self._room_for_turns()
+                if room > 0:
+                    claims = await fenced.claim_next(limit=min(room, 16))
+            except StoreError as exc:
+                logger.warning("%s cannot look for orphaned turns: %s", self.worker, exc)
+            for claim in claims:
+                if self._stopping.is_set() or claim.key in self._holders:
+                    with anyio.CancelScope(shield=True):
+                        try:
+                            await fenced.release(claim)
+                        except StoreError:
+                            pass  # the lease ends it
+                    continue
+                self._group.start_soon(self._keep, claim, True, name=f"takeover {claim.key}")
+            if len(claims) < 16:
+                await anyio.sleep(self.takeover_interval)
+
+    def _room_for_turns(self) -> int:
+        """How many more turns this worker may run (``max_live_turns``)."""
+        if self.max_live_turns is None:
+            return 16
+        counts = self.engine.statistics().turns
+        live = sum(count for status, count in counts.items() if not status.is_final)
+        return self.max_live_turns - live
+
+    async def _listen(self, store: NotifyingStore) -> None:
+        """Wake the streams of each thread another process (or this one) commits to."""
+        while not self._stopping.is_set():
+            try:
+                async with store.commits() as commits:
+                    self.store.wake_all()  # what was committed before listening
+                    async for commit in commits:
+                        if commit is None:
+                            self.store.wake_all()
+                        else:
+                            self.store.poke(commit[0])
+            except StoreError as exc:
+                logger.warning("%s: the store's commit feed failed: %s", self.worker, exc)
+                self.store.wake_all()
+                await anyio.sleep(1.0)
+
+    def _held_elsewhere(self, key: ThreadKey) -> HTTPError:
+        return HTTPError(
+            409,
+            "turn_elsewhere",
+            f"the live turn of thread {key.thread_id!r} runs on another server process: "
+            "send this request there (route requests by thread id)",
+        )
 
     # -- what the engine's parts tell the server --------------------------------------------
 
@@ -674,6 +935,8 @@ class AguiServer:
         pending = feed.pending_client_calls()
         results = _trailing_results(run_input)
         if pending and any(call_id in results for call_id in pending):
+            if self._fenced is not None and key not in self._holders:
+                raise self._held_elsewhere(key)
             missing = [call_id for call_id in pending if call_id not in results]
             if missing:
                 raise HTTPError(
@@ -692,7 +955,12 @@ class AguiServer:
                     "no_pending_call",
                     f"no tool call waits for a result on thread {key.thread_id!r} ({unknown})",
                 )
-            own = self._start_turn(key, principal, run_input, new_thread=info is None)
+            holder = await self._hold_thread(key) if self._fenced is not None else None
+            try:
+                own = self._start_turn(key, principal, run_input, new_thread=info is None)
+            finally:
+                if holder is not None:
+                    holder.ready.set()
             # The stream starts at this turn's own start: what the log shows before it
             # (a turn it superseded ending) is not this run's.
             await self._stream(scope, receive, send, key, feed, b"", post=True, skip_until=own)
@@ -861,6 +1129,10 @@ class AguiServer:
         if not await self._check_owner(key, principal):
             raise HTTPError(404, "not_found", f"no thread {key.thread_id!r}")
         cancelled = self.engine.cancel(key, "cancelled by the client")
+        if not cancelled and self._fenced is not None and key not in self._holders:
+            info = await self._thread_info(key)
+            if info is not None and info.live_turn is not None:
+                raise self._held_elsewhere(key)
         await _json(send, 200, {"threadId": key.thread_id, "cancelled": cancelled})
 
     # -- GET /threads/{thread}/events -------------------------------------------------------
@@ -1023,10 +1295,7 @@ class AguiServer:
                         skip_until = None
                         events = events[events.index(_first_run_start(events)) :]
                     shown = live.committed(events)
-                    if shown is events:
-                        ids = _event_ids(entry.seq, events, last_id)
-                    else:  # reshaped by live text: resume from the record's start
-                        ids = [last_id] * (len(shown) - 1) + [str(entry.seq)]
+                    ids = _shown_ids(entry.seq, events, shown, last_id)
                     for event_id, event in zip(ids, shown, strict=True):
                         chunk += _frame(event_id, event)
                         if post and isinstance(event, (RunFinishedEvent, RunErrorEvent)):
@@ -1207,6 +1476,19 @@ def _event_ids(seq: int, events: Sequence[Event], before: str) -> list[str]:
         else:
             ids.append(current)
     return ids
+
+
+def _shown_ids(seq: int, events: list[Event], shown: list[Event], before: str) -> list[str]:
+    """The SSE ids of ``shown``, what a stream sends of record ``seq``'s ``events``
+    (:meth:`_LiveText.committed`): theirs when it is ``events``; when live text
+    reshaped them, the record's start but for the last, which completes the record;
+    none when the stream had sent all of them live already (a message's start and
+    text, say, whose end comes with the next record)."""
+    if shown is events:
+        return _event_ids(seq, events, before)
+    if not shown:
+        return []
+    return [before] * (len(shown) - 1) + [str(seq)]
 
 
 def _frame(event_id: str, event: Event) -> bytes:

@@ -18,6 +18,10 @@ metric                                     type       labels
                                                       (``ok``/``error``)
 ``toolrelay_store_write_seconds``          histogram  ``outcome`` (``ok``/``error``)
 ``toolrelay_live_turns``                   gauge
+``toolrelay_claim_seconds``                histogram  ``outcome`` (``claimed``,
+                                                      ``busy``, ``error``): shared
+                                                      mode, a run's claim of its
+                                                      thread
 =========================================  =========  ===============================
 
 Each server has its own registry (two servers in one process do not mix their
@@ -47,6 +51,10 @@ __all__ = ("Metrics",)
 logger = logging.getLogger("toolrelay.server")
 
 _ROUND_BUCKETS = (0, 1, 2, 3, 4, 5, 8, 10, 20, 50)
+_CLAIM_BUCKETS = (
+    *(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.02, 0.05),
+    *(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
 
 
 @dataclass(slots=True)
@@ -92,6 +100,13 @@ class Metrics:
             ["outcome"],
             registry=registry,
         )
+        self.claim_seconds = prometheus_client.Histogram(
+            "toolrelay_claim_seconds",
+            "Latency of a run's claim of its thread (several processes on one store).",
+            ["outcome"],
+            buckets=_CLAIM_BUCKETS,
+            registry=registry,
+        )
         self.live_turns = prometheus_client.Gauge(
             "toolrelay_live_turns", "Turns started and not ended.", registry=registry
         )
@@ -106,6 +121,12 @@ class Metrics:
     def write(self, seconds: float, committed: bool) -> None:
         if self.enabled:
             self.store_write_seconds.labels("ok" if committed else "error").observe(seconds)
+
+    def claim(self, seconds: float, outcome: str) -> None:
+        """A run claimed its thread (``claimed``), found it held (``busy``), or the
+        store failed (``error``)."""
+        if self.enabled:
+            self.claim_seconds.labels(outcome).observe(seconds)
 
     def live_at_start(self, turns: Sequence[tuple[ThreadKey, str]]) -> None:
         """These turns (thread, turn id) were live in the store when the server started."""

@@ -6,7 +6,9 @@ unchanged (one transaction, the store's own sequence numbers), and once it has
 committed:
 
 - streams waiting on the thread wake up and read what was written (the live tail of
-  every SSE stream is a read of the log, never a second copy of it);
+  every SSE stream is a read of the log, never a second copy of it); commits of other
+  processes sharing the store wake them too, through :meth:`WatchedStore.poke` (the
+  server listens to the store's notifications);
 - metrics and the structured log record see each record with its sequence number.
 
 Before the write it does two things the engine cannot know about: it gives a new
@@ -100,7 +102,8 @@ class WatchedStore:
             event.set()
 
     def wake_all(self) -> None:
-        """Wake every waiting stream (the server is stopping)."""
+        """Wake every waiting stream (the server is stopping, or commits of other
+        processes may have gone unnotified): each reads its thread again."""
         waiters, self._waiters = self._waiters, {}
         for event in waiters.values():
             event.set()

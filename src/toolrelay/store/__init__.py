@@ -17,6 +17,7 @@ from toolrelay.store._claims import (
     ClaimingStore as ClaimingStore,
     FencedStore as FencedStore,
     Held as Held,
+    NotifyingStore as NotifyingStore,
     TailingStore as TailingStore,
     hold as hold,
 )
@@ -61,6 +62,7 @@ __all__ = (
     "LiveTurn",
     "MemoryStore",
     "MessageSaved",
+    "NotifyingStore",
     "PostgresStore",
     "Record",
     "SQLiteStore",

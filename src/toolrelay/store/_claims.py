@@ -37,6 +37,12 @@ once each, then keeps yielding the records any process appends, until the caller
 leaves. Notifications only say "thread X has a record at sequence S"; the tail
 always reads from the last sequence it yielded, so a notification lost or merged
 costs a little delay, never a record.
+
+A process that follows many threads at once (the server: one stream per client)
+does not open a tail per thread: ``commits()`` yields, on one connection, the thread
+and last sequence number of every commit any process makes, and ``None`` when
+notifications may have been lost (the connection was made again): then every
+follower reads its thread again.
 """
 
 from __future__ import annotations
@@ -55,7 +61,15 @@ from toolrelay.errors import StaleClaimError, StoreError
 from toolrelay.store._contract import Entry, Store, ThreadInfo
 from toolrelay.store._records import Record
 
-__all__ = ("Claim", "ClaimingStore", "FencedStore", "Held", "TailingStore", "hold")
+__all__ = (
+    "Claim",
+    "ClaimingStore",
+    "FencedStore",
+    "Held",
+    "NotifyingStore",
+    "TailingStore",
+    "hold",
+)
 
 
 class Claim(msgspec.Struct, frozen=True, kw_only=True):
@@ -129,6 +143,17 @@ class TailingStore(Store, Protocol):
     ) -> AbstractAsyncContextManager[AsyncIterator[Entry]]:
         """Every record of the thread after ``after``, then each new one as it is
         committed, in order, once each (``async with store.tail(key) as entries:``)."""
+        ...
+
+
+@runtime_checkable
+class NotifyingStore(Store, Protocol):
+    """A store that tells one listener about every commit, by any process."""
+
+    def commits(self) -> AbstractAsyncContextManager[AsyncIterator[tuple[ThreadKey, int] | None]]:
+        """``(thread, last sequence number)`` of each commit any process makes, from
+        now on; ``None`` when some may have been missed (read every thread again).
+        ``async with store.commits() as commits:``."""
         ...
 
 

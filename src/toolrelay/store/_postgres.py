@@ -249,8 +249,9 @@ class _Pool:
 class PostgresStore:
     """A :class:`~toolrelay.store.Store` on PostgreSQL that several workers share.
 
-    It also offers claims (:class:`~toolrelay.store.ClaimingStore`) and a live tail
-    across processes (:class:`~toolrelay.store.TailingStore`). Needs the
+    It also offers claims (:class:`~toolrelay.store.ClaimingStore`), a live tail
+    across processes (:class:`~toolrelay.store.TailingStore`) and one feed of every
+    process's commits (:class:`~toolrelay.store.NotifyingStore`). Needs the
     ``postgres`` extra (``pip install 'toolrelay[postgres]'``).
 
     Args:
@@ -715,6 +716,87 @@ class PostgresStore:
             if thread_id is None or listener.reconnected:
                 thread_id = None
                 listener.reconnected = False
+
+    def commits(self) -> AbstractAsyncContextManager[AsyncIterator[tuple[ThreadKey, int] | None]]:
+        """Every commit any process makes from now on, as ``(thread, last sequence
+        number)``, on one ``LISTEN`` connection for the whole process::
+
+            async with store.commits() as commits:
+                async for commit in commits:
+                    ...  # None: some may have been missed; read every thread again
+
+        Notifications name threads by row id; the keys are read once and remembered.
+        When the connection is lost the listener makes it again and yields ``None``
+        (what was committed meanwhile was not notified).
+
+        Raises:
+            StoreUnavailableError: The server cannot be reached (also when the
+                connection cannot be made again within ``connect_timeout``).
+        """
+        return self._commits()
+
+    @asynccontextmanager
+    async def _commits(self) -> AsyncIterator[AsyncIterator[tuple[ThreadKey, int] | None]]:
+        listener = _Listener(self)
+        await listener.connect()
+        commits = self._notified(listener)
+        try:
+            yield commits
+        finally:
+            with anyio.CancelScope(shield=True):
+                await commits.aclose()
+                await listener.close()
+
+    async def _notified(
+        self, listener: _Listener
+    ) -> AsyncGenerator[tuple[ThreadKey, int] | None, None]:
+        keys: dict[int, ThreadKey] = {}
+        while True:
+            connection = listener.connection
+            if connection is None:
+                await listener._reconnect()
+                yield None
+                continue
+            payloads: list[bytes] = []
+            try:
+                connection.pgconn.consume_input()
+                while (note := connection.pgconn.notifies()) is not None:
+                    payloads.append(note.extra)
+            except psycopg.Error:
+                await listener._reconnect()
+                yield None
+                continue
+            if not payloads:
+                await anyio.wait_readable(connection.fileno())
+                continue
+            commits: list[tuple[int, int]] = []
+            for payload in payloads:
+                try:
+                    thread, seq = (int(part) for part in payload.split(b" "))
+                except ValueError:
+                    continue  # not ours
+                commits.append((thread, seq))
+            unknown = {thread for thread, _ in commits if thread not in keys}
+            if unknown:
+                if len(keys) > 100_000:  # row ids of deleted threads never come back
+                    keys.clear()
+                keys.update(await self._keys_of(sorted(unknown)))
+            for thread, seq in commits:
+                key = keys.get(thread)
+                if key is not None:  # else deleted since
+                    yield key, seq
+
+    async def _keys_of(self, ids: list[int]) -> dict[int, ThreadKey]:
+        def find(connection: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+            return connection.execute(
+                "SELECT id, server, room, thread FROM threads WHERE id = ANY(%s)", (ids,)
+            ).fetchall()
+
+        rows = await self._run(find, f"cannot read {self._label}", retry=True)
+        return {
+            int(row_id): ThreadKey(str(thread), str(room), str(server))
+            for row_id, server, room, thread in rows
+        }
 
     async def _thread_id(self, key: ThreadKey) -> int | None:
         def find(connection: psycopg.Connection[Any]) -> int | None:
