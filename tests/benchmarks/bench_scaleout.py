@@ -261,7 +261,9 @@ def _run(
 
 def run_scaleout(report: Report, *, quick: bool) -> None:
     """Case 9 (module docstring)."""
-    turns = 100 if quick else 2000
+    # The issue's figure is 5,000 per configuration; the full run uses 2,000 to stay
+    # within its few minutes (docs/performance.md), and the variable asks for more.
+    turns = 100 if quick else int(os.environ.get("TOOLRELAY_SCALEOUT_TURNS", "2000"))
     with _server() as server, tempfile.TemporaryDirectory() as tmp:
         if server is None:
             report.notes.append(f"{CASE}: skipped, PostgreSQL is not installed here")
