@@ -97,8 +97,8 @@ def test_verify_runs_with_the_demo_or_verify_extra(extra: str) -> None:
     suite = ROOT / "src" / "toolrelay" / "testing"
     needed: set[str] = set()
     providers = importlib.metadata.packages_distributions()
-    for module in ("stateful.py", "strategies.py"):
-        tree = ast.parse((suite / module).read_text(encoding="utf-8"))
+    for module in [*sorted((suite / "stateful").glob("*.py")), suite / "strategies.py"]:
+        tree = ast.parse(module.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             names = (
                 [alias.name for alias in node.names]
