@@ -18,10 +18,10 @@ from toolrelay.cli import ExitCode, main
 from toolrelay.cli._terminal import Palette, colour_wanted
 
 # The hostile server sits with the backend tests (importlib mode: no test dir on sys.path).
-sys.path.insert(0, str(Path(__file__).parent / "backends"))
+sys.path.insert(0, str(Path(__file__).parent.parent / "backends"))
 from _hostile import HostileServer, Request, event, head
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 GREEN_COMPLETED = "\n\x1b[32mCompleted: the agent answered.\x1b[0m\n"
 

@@ -25,7 +25,7 @@ from toolrelay.demo import DemoServer
 from toolrelay.protocol import Interrupt
 from toolrelay.testing import ScriptedAgent, run_interrupted, text
 
-CAPTURES = Path(__file__).parent / "backends" / "captures"
+CAPTURES = Path(__file__).parent.parent / "backends" / "captures"
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -390,7 +390,7 @@ def test_replay_prints_each_violation_once(tmp_path: Path) -> None:
     capture.write_bytes(CAPTURE_WITH_PROBLEMS)
 
     def replay(*flags: str) -> subprocess.CompletedProcess[str]:
-        src = str(Path(__file__).resolve().parents[1] / "src")
+        src = str(Path(__file__).resolve().parents[2] / "src")
         return subprocess.run(
             [sys.executable, "-m", "toolrelay", *flags, "replay", str(capture)],
             capture_output=True,

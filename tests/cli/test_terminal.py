@@ -13,7 +13,7 @@ from toolrelay.cli import ExitCode, main
 from toolrelay.cli._terminal import neutralise
 
 # The hostile server sits with the backend tests (importlib mode: no test dir on sys.path).
-sys.path.insert(0, str(Path(__file__).parent / "backends"))
+sys.path.insert(0, str(Path(__file__).parent.parent / "backends"))
 from _hostile import HostileServer, Request, event, head
 
 ESCAPES = (

@@ -20,7 +20,7 @@ from toolrelay.demo import DemoServer
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a process")
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ import pytest
 
 from toolrelay.store import Entry, ToolFinished, TurnEnded, decode_record
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 pytestmark = pytest.mark.slow
 
 SLOW_TOOLS = '''

@@ -11,7 +11,7 @@ import pytest
 
 from toolrelay.cli import ExitCode, main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FILES = ["run_lifecycle.mmd", "run_lifecycle.dot", "tool_call.mmd", "tool_call.dot"]
 
 

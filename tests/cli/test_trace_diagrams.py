@@ -7,7 +7,7 @@ from pathlib import Path
 
 from toolrelay.cli import ExitCode, main
 
-CAPTURES = Path(__file__).parent / "backends" / "captures"
+CAPTURES = Path(__file__).parent.parent / "backends" / "captures"
 
 
 def test_demo_writes_the_finished_turn_as_a_sequence_diagram(tmp_path: Path) -> None:
