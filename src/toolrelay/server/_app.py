@@ -61,6 +61,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from toolrelay._version import __version__
 from toolrelay.backends import AgentBackend
+from toolrelay.backends._propagation import continued_trace
 from toolrelay.core import ThreadKey, ToolRegistry, ToolResult, ToolSpec
 from toolrelay.errors import (
     InvalidEventError,
@@ -665,7 +666,8 @@ class AguiServer:
                     "no_pending_call",
                     f"no tool call waits for a result on thread {key.thread_id!r} ({unknown})",
                 )
-            own = self._start_turn(key, principal, run_input, new_thread=info is None)
+            with continued_trace(request.headers):  # the turn's span continues the caller's
+                own = self._start_turn(key, principal, run_input, new_thread=info is None)
             # The stream starts at this turn's own start: what the log shows before it
             # (a turn it superseded ending) is not this run's.
             await self._stream(scope, receive, send, key, feed, b"", post=True, skip_until=own)
