@@ -516,3 +516,36 @@ def test_without_the_opentelemetry_package_turns_run_untraced() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False"]
+
+
+def test_runs_are_named_for_the_backend_behind_routing_and_wrappers(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    from toolrelay.backends import AguiHttpBackend, RoutingBackend
+    from toolrelay.server._rounds import RoundLimit
+
+    gemini = GoogleBackend("gemini-2.5-flash", api_key="k", base_url="https://g.example/v1beta")
+    agui = AguiHttpBackend("http://agents.example:8123/agent")
+    routes = RoutingBackend({"g": gemini, "a": agui})
+    routing = RoundLimit(routes, max_tool_rounds=3, continuation=True, on_stop=lambda *_: None)
+    anyio.run(routes.aclose)  # only names and URLs are read: no request is made
+    for server, turn_id in (("g", "turn-g"), ("a", "turn-a"), ("missing", "turn-m")):
+        trace_ = _tracing.start_turn(provider, routing, ThreadKey("t", server=server), turn_id)
+        assert trace_ is not None
+        with trace_.run(f"run-{server}", 0, lambda: None, lambda: None):
+            pass
+        trace_.end(RunStatus.completed, None, 1, 0)
+    runs = {attrs(s)["toolrelay.run.id"]: s for s in exporter.get_finished_spans() if s.parent}
+    assert runs["run-g"].name == "chat gemini-2.5-flash"
+    assert attrs(runs["run-g"])["gen_ai.provider.name"] == "gcp.gemini"
+    assert attrs(runs["run-g"])["server.address"] == "g.example"
+    assert attrs(runs["run-g"])["server.port"] == 443
+    assert runs["run-a"].name == "invoke_agent a"
+    assert attrs(runs["run-a"])["gen_ai.provider.name"] == "ag_ui"
+    assert (attrs(runs["run-a"])["server.address"], attrs(runs["run-a"])["server.port"]) == (
+        "agents.example",
+        8123,
+    )
+    # No route: the turn fails before any run; it is still traced, as an AG-UI agent.
+    assert attrs(runs["run-missing"])["gen_ai.provider.name"] == "ag_ui"
+    assert "server.address" not in attrs(runs["run-missing"])
