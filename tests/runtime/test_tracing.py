@@ -18,7 +18,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
@@ -29,7 +29,13 @@ from toolrelay.backends import ThreadKey
 from toolrelay.backends.providers import GoogleBackend
 from toolrelay.core import ToolRegistry, tool
 from toolrelay.machines import RunStatus
-from toolrelay.protocol import RunAgentInput, RunFinishedEvent, TextMessageEndEvent, TokenUsage
+from toolrelay.protocol import (
+    RunAgentInput,
+    RunFinishedEvent,
+    TextMessageEndEvent,
+    TokenUsage,
+    ToolMessage,
+)
 from toolrelay.runtime import Engine, EventReceived, _tracing
 from toolrelay.testing import Gate, ScriptedAgent, text, tool_call
 from toolrelay.testing._scripted import Script
@@ -391,6 +397,39 @@ async def test_usage_from_run_finished_is_summed_per_run_and_per_turn(
         assert found["gen_ai.usage.cache_read.input_tokens"] == 4
         assert found["gen_ai.usage.reasoning.output_tokens"] == 2
     assert attrs(run)["gen_ai.response.model"] == "m-1"
+
+
+class Broken(SpanProcessor):
+    """A span processor of the embedding code that raises (on starting the spans named
+    ``starting``, on ending every span)."""
+
+    def __init__(self, starting: str) -> None:
+        self.starting = starting
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if span.name.startswith(self.starting):
+            raise RuntimeError("broken processor (start)")
+
+    def on_end(self, span: ReadableSpan) -> None:
+        raise RuntimeError("broken processor (end)")
+
+
+@pytest.mark.parametrize("starting", ["invoke_agent", "execute_tool", "nothing"])
+async def test_a_tracer_that_raises_never_fails_or_hangs_a_turn(
+    starting: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(Broken(starting))
+    agent = ScriptedAgent([tool_call("lookup", {"name": "a"}, id="c1")], [text("ok")])
+    with anyio.fail_after(5):
+        async with Engine(agent, tools=TOOLS, tracer_provider=provider) as engine:
+            turn = await engine.run_turn("t1", "Go")
+    provider.shutdown()
+    assert turn.status is RunStatus.completed, turn.reason
+    assert [m.content for m in agent.inputs[1].messages if isinstance(m, ToolMessage)] == [
+        "a is 42"
+    ]
+    assert any("tracing failed" in r.getMessage() for r in caplog.records)
 
 
 # -- the names are the conventions' ----------------------------------------------------------

@@ -37,6 +37,7 @@ status (``toolrelay.tool_call.status``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,8 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
 __all__ = ("AVAILABLE", "PROVIDER_NAMES", "TurnTrace", "start_turn", "tracer_for")
+
+logger = logging.getLogger("toolrelay.runtime")
 
 #: The instrumentation scope's name.
 SCOPE = "toolrelay"
@@ -109,11 +112,19 @@ def tracer_for(provider: TracerProvider | None) -> Tracer | None:
 def start_turn(
     provider: TracerProvider | None, backend: AgentBackend, key: ThreadKey, turn_id: str
 ) -> TurnTrace | None:
-    """The trace of a turn that starts now (its span opened), or ``None`` when off."""
+    """The trace of a turn that starts now (its span opened), or ``None`` when off.
+
+    Tracing never fails a turn: if the tracer raises (a span processor of the
+    embedding code, say), it is logged and the turn goes on untraced.
+    """
     tracer = tracer_for(provider)
     if tracer is None:
         return None
-    return TurnTrace(tracer, _resolve(backend, key), key, turn_id)
+    try:
+        return TurnTrace(tracer, _resolve(backend, key), key, turn_id)
+    except Exception as exc:
+        logger.warning("tracing failed: turn %s on %s is not traced", turn_id, key, exc_info=exc)
+        return None
 
 
 def _resolve(backend: AgentBackend, key: ThreadKey) -> AgentBackend:
@@ -185,6 +196,15 @@ class _Usage:
                 span.set_attribute(name, value)
 
 
+@contextlib.contextmanager
+def _logged(what: str) -> Iterator[None]:
+    """Log, rather than raise, what the tracer raises while ending ``what``."""
+    try:
+        yield
+    except Exception as exc:
+        logger.warning("tracing failed while ending %s", what, exc_info=exc)
+
+
 def _plus(total: int | None, value: int | None) -> int | None:
     if value is None:
         return total
@@ -219,6 +239,22 @@ class _Watched:
             for usage in event.usage:
                 self._usage.add(usage)
         return event
+
+
+def _end_run(span: Span, usage: _Usage, effect: object, why: TerminalReason | None) -> None:
+    """Record how a run ended on its span, and end it."""
+    if usage.model is not None:
+        span.set_attribute("gen_ai.response.model", usage.model)
+    usage.record(span)
+    if isinstance(effect, ToolsReady):
+        span.set_attribute("toolrelay.run.outcome", "tool_calls")
+    elif why is not None:
+        span.set_attribute("toolrelay.run.outcome", why.kind.value)
+        if why.kind.value not in _NOT_ERRORS:
+            _error(span, why.kind.value, why.message)
+    else:
+        span.set_attribute("toolrelay.run.outcome", "cancelled")
+    span.end()
 
 
 class TurnTrace:
@@ -285,16 +321,21 @@ class TurnTrace:
     ) -> Iterator[None]:
         """One run's span, current while the run streams; on leaving, it records how the
         run ended (``ending()``: the effect that ended it; ``reason()``: the turn's
-        terminal reason, if it ended)."""
+        terminal reason, if it ended). A tracer that raises leaves the run untraced."""
         attributes = dict(self._base)
         attributes["toolrelay.run.id"] = run_id
         attributes["toolrelay.run.depth"] = depth
-        span = self._tracer.start_span(
-            self._kind,
-            context=trace.set_span_in_context(self._span),
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-        )
+        try:
+            span = self._tracer.start_span(
+                self._kind,
+                context=trace.set_span_in_context(self._span),
+                kind=SpanKind.CLIENT,
+                attributes=attributes,
+            )
+        except Exception as exc:
+            logger.warning("tracing failed: run %s is not traced", run_id, exc_info=exc)
+            yield
+            return
         usage = self._run_usage = _Usage()
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
@@ -303,20 +344,8 @@ class TurnTrace:
             otel_context.detach(token)
             self._run_usage = self._usage
             self._usage.merge(usage)
-            if usage.model is not None:
-                span.set_attribute("gen_ai.response.model", usage.model)
-            usage.record(span)
-            effect = ending()
-            why: TerminalReason | None = reason()
-            if isinstance(effect, ToolsReady):
-                span.set_attribute("toolrelay.run.outcome", "tool_calls")
-            elif why is not None:
-                span.set_attribute("toolrelay.run.outcome", why.kind.value)
-                if why.kind.value not in _NOT_ERRORS:
-                    _error(span, why.kind.value, why.message)
-            else:
-                span.set_attribute("toolrelay.run.outcome", "cancelled")
-            span.end()
+            with _logged("a run's span"):
+                _end_run(span, usage, ending(), reason())
 
     async def tool(
         self,
@@ -325,7 +354,8 @@ class TurnTrace:
         execute: Callable[[], Awaitable[ToolResult]],
     ) -> ToolResult:
         """Run ``execute`` (one tool call) inside its ``execute_tool`` span, current in
-        the calling task; its result's status on the span."""
+        the calling task; its result's status on the span. A tracer that raises leaves
+        the call untraced."""
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": call.name,
@@ -334,22 +364,30 @@ class TurnTrace:
         }
         if description:
             attributes["gen_ai.tool.description"] = description
-        span = self._tracer.start_span(
-            f"execute_tool {call.name}", kind=SpanKind.INTERNAL, attributes=attributes
-        )
+        try:
+            span = self._tracer.start_span(
+                f"execute_tool {call.name}", kind=SpanKind.INTERNAL, attributes=attributes
+            )
+        except Exception as exc:
+            logger.warning("tracing failed: tool call %s is not traced", call.id, exc_info=exc)
+            return await execute()
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
             result = await execute()
         except BaseException as exc:
-            # Cancelled with its turn (the call is abandoned: it ends failed), or a bug
-            # of ours that the batch turns into a failed result.
-            span.set_attribute("toolrelay.tool_call.status", "failed")
-            if isinstance(exc, Exception):
-                _error(span, type(exc).__qualname__, str(exc))
-            else:
-                _error(span, "cancelled", "the tool call was cancelled")
+            otel_context.detach(token)
+            with _logged("a tool call's span"):
+                # Cancelled with its turn (the call is abandoned: it ends failed), or a
+                # bug of ours that the batch turns into a failed result.
+                span.set_attribute("toolrelay.tool_call.status", "failed")
+                if isinstance(exc, Exception):
+                    _error(span, type(exc).__qualname__, str(exc))
+                else:
+                    _error(span, "cancelled", "the tool call was cancelled")
+                span.end()
             raise
-        else:
+        otel_context.detach(token)
+        with _logged("a tool call's span"):
             if result.ok:
                 span.set_attribute("toolrelay.tool_call.status", "completed")
             else:
@@ -357,13 +395,15 @@ class TurnTrace:
                 raised = result.exception
                 kind = type(raised).__qualname__ if raised is not None else "tool_error"
                 _error(span, kind, result.error)
-            return result
-        finally:
-            otel_context.detach(token)
             span.end()
+        return result
 
     def end(self, status: RunStatus, reason: TerminalReason | None, runs: int, depth: int) -> None:
-        """End the turn's span with how the turn ended."""
+        """End the turn's span with how the turn ended (never raises: logged)."""
+        with _logged("the turn's span"):
+            self._end(status, reason, runs, depth)
+
+    def _end(self, status: RunStatus, reason: TerminalReason | None, runs: int, depth: int) -> None:
         span = self._span
         span.set_attribute("toolrelay.turn.status", status.value)
         span.set_attribute("toolrelay.turn.runs", runs)
