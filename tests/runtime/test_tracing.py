@@ -432,6 +432,35 @@ async def test_a_tracer_that_raises_never_fails_or_hangs_a_turn(
     assert any("tracing failed" in r.getMessage() for r in caplog.records)
 
 
+async def test_what_the_agent_names_goes_on_spans_bounded(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    long = "x" * 100_000
+
+    def respond(key: ThreadKey, run_input: RunAgentInput) -> Script:
+        if len(agent.inputs) == 1:
+            return [tool_call(long, {}, id="i" * 100_000)]
+        usage = [TokenUsage(model="m" * 100_000, input_tokens=1)]
+        return [
+            text("ok"),
+            RunFinishedEvent(thread_id=key.thread_id, run_id=run_input.run_id, usage=usage),
+        ]
+
+    agent = ScriptedAgent(respond=respond)
+    async with Engine(agent, tools=TOOLS, tracer_provider=provider) as engine:
+        turn = await engine.run_turn("t" * 100_000, "Go")
+    assert turn.status is RunStatus.completed
+    spans = exporter.get_finished_spans()
+    for span in spans:
+        assert len(span.name) <= len("execute_tool ") + _tracing.MAX_TEXT
+        for value in attrs(span).values():
+            assert not isinstance(value, str) or len(value) <= _tracing.MAX_TEXT
+        assert len(span.status.description or "") <= _tracing.MAX_TEXT
+    [call] = [s for s in spans if s.name.startswith("execute_tool")]
+    assert attrs(call)["gen_ai.tool.name"] == "x" * _tracing.MAX_TEXT
+    assert attrs(call)["error.type"] == "tool_error"  # no such tool
+
+
 # -- the names are the conventions' ----------------------------------------------------------
 
 

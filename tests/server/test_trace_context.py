@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -22,7 +23,7 @@ from toolrelay.server import AguiServer
 from toolrelay.testing import ScriptedAgent, text, tool_call
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _serving import serving
+from _serving import read_events, run_input, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -167,3 +168,38 @@ async def test_an_untraced_client_sends_no_traceparent_and_the_server_starts_a_t
     assert app.traceparents == [None]
     server_turn = next(s for s in server_side.spans if s.kind is SpanKind.INTERNAL)
     assert server_turn.parent is None
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"traceparent": "not a trace context"},
+        {"traceparent": "ff-" + "1" * 32 + "-" + "2" * 16 + "-01"},  # version ff is invalid
+        {"traceparent": "00-" + "0" * 32 + "-" + "2" * 16 + "-01"},  # all-zero trace id
+        {"traceparent": "00-" + "a" * 4000 + "-" + "2" * 16 + "-01"},
+        {
+            "traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01",
+            "tracestate": ",".join(f"k{i}=v" for i in range(2000)),  # past its 32 members
+        },
+    ],
+    ids=["garbage", "bad-version", "zero-trace", "oversized", "huge-tracestate"],
+)
+async def test_a_hostile_trace_context_is_ignored_or_bounded_and_the_run_goes_on(
+    server_side: Tracing, headers: dict[str, str]
+) -> None:
+    server = AguiServer(
+        ScriptedAgent([text("Hello.")]),
+        engine_options={"tracer_provider": server_side.provider},
+    )
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as http:
+        events = await read_events(
+            http, "POST", "/", json_body=run_input("hostile", "Hi"), headers=headers
+        )
+    assert [e.type for e in events][-1] == "RUN_FINISHED"
+    [turn] = [s for s in server_side.spans if s.kind is SpanKind.INTERNAL]
+    if headers.get("tracestate"):
+        # A valid traceparent is continued; the trace state is dropped as invalid.
+        assert turn.parent is not None and turn.parent.trace_id == int("1" * 32, 16)
+        assert len(str(turn.context.trace_state)) <= 512
+    else:
+        assert turn.parent is None  # not continued: a new trace

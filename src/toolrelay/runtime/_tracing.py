@@ -82,8 +82,10 @@ PROVIDER_NAMES: dict[str, str] = {
 #: an AG-UI server does not say which provider it uses.
 AG_UI_PROVIDER = "ag_ui"
 
-#: The longest error message put in a span's status description.
-_MAX_DESCRIPTION = 256
+#: The longest text the agent controls (a tool's name, a call's id, a model's name, an
+#: error message) that goes on a span: longer is cut (an agent's strings are bounded by
+#: ``Limits.max_event_bytes`` only, and every span is kept and exported).
+MAX_TEXT = 256
 
 # One tracer per provider, the last one asked for (an engine keeps its provider).
 _cached: tuple[object, Any] | None = None
@@ -175,7 +177,7 @@ class _Usage:
         self.cache_creation = _plus(self.cache_creation, usage.cache_write_input_tokens)
         self.reasoning = _plus(self.reasoning, usage.reasoning_tokens)
         if self.model is None and usage.model:
-            self.model = usage.model
+            self.model = usage.model[:MAX_TEXT]
 
     def merge(self, other: _Usage) -> None:
         self.input = _plus(self.input, other.input)
@@ -212,8 +214,8 @@ def _plus(total: int | None, value: int | None) -> int | None:
 
 
 def _error(span: Span, error_type: str, message: str | None) -> None:
-    span.set_attribute("error.type", error_type)
-    description = (message or error_type)[:_MAX_DESCRIPTION]
+    span.set_attribute("error.type", error_type[:MAX_TEXT])
+    description = (message or error_type)[:MAX_TEXT]
     span.set_status(Status(StatusCode.ERROR, description))
 
 
@@ -268,10 +270,11 @@ class TurnTrace:
         self._usage = _Usage()
         self._run_usage = self._usage
         # The attributes every run span starts with, and the run span's kind of name.
-        base: dict[str, Any] = {"gen_ai.conversation.id": key.thread_id}
+        thread = key.thread_id[:MAX_TEXT]  # a server's client chooses it
+        base: dict[str, Any] = {"gen_ai.conversation.id": thread}
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.conversation.id": key.thread_id,
+            "gen_ai.conversation.id": thread,
             "toolrelay.turn.id": turn_id,
         }
         if key.server:
@@ -356,17 +359,18 @@ class TurnTrace:
         """Run ``execute`` (one tool call) inside its ``execute_tool`` span, current in
         the calling task; its result's status on the span. A tracer that raises leaves
         the call untraced."""
+        name = call.name[:MAX_TEXT]  # the agent's: an unknown tool's name is any text
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": call.name,
-            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call.id[:MAX_TEXT],
             "gen_ai.tool.type": "function",
         }
         if description:
             attributes["gen_ai.tool.description"] = description
         try:
             span = self._tracer.start_span(
-                f"execute_tool {call.name}", kind=SpanKind.INTERNAL, attributes=attributes
+                f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes
             )
         except Exception as exc:
             logger.warning("tracing failed: tool call %s is not traced", call.id, exc_info=exc)
@@ -412,7 +416,7 @@ class TurnTrace:
         if reason is not None:
             span.set_attribute("toolrelay.turn.reason", reason.kind.value)
             if reason.code:
-                span.set_attribute("toolrelay.turn.reason_code", reason.code)
+                span.set_attribute("toolrelay.turn.reason_code", reason.code[:MAX_TEXT])
             if status is RunStatus.failed:
                 _error(span, reason.kind.value, reason.message)
         span.end()
