@@ -36,7 +36,7 @@ from toolrelay.protocol import (
     TokenUsage,
     ToolMessage,
 )
-from toolrelay.runtime import Engine, EventReceived, _tracing
+from toolrelay.runtime import Engine, EventReceived, StateChanged, _tracing
 from toolrelay.testing import Gate, ScriptedAgent, text, tool_call
 from toolrelay.testing._scripted import Script
 
@@ -250,6 +250,40 @@ async def test_a_turn_cancelled_while_streaming_ends_its_run_span_cancelled(
     [run] = [s for s in spans if s.name == "invoke_agent" and s.parent is not None]
     assert attrs(run)["toolrelay.run.outcome"] == "cancelled"
     assert run.status.status_code is StatusCode.UNSET
+
+
+async def test_an_approved_call_runs_in_its_span_under_the_turn_and_a_denied_one_has_none(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    @tool(needs_approval=True)
+    async def remove(path: str) -> str:
+        """Remove a file (a person approves each call)."""
+        return f"removed {path}"
+
+    agent = ScriptedAgent(
+        [
+            tool_call("remove", {"path": "/a"}, id="yes"),
+            tool_call("remove", {"path": "/b"}, id="no"),
+        ],
+        [text("done")],
+    )
+    with anyio.fail_after(5):
+        async with Engine(agent, tools=ToolRegistry.of(remove), tracer_provider=provider) as engine:
+            with engine.subscribe(key="t1") as notes:
+                turn = engine.start_turn("t1", "clean up")
+                async for note in notes:
+                    if isinstance(note, StateChanged) and len(turn.approvals) == 2:
+                        break
+            turn.approve("yes")
+            turn.deny("no")
+            await turn.wait_finished()
+    assert turn.status is RunStatus.completed
+    spans = exporter.get_finished_spans()
+    [root] = [s for s in spans if s.parent is None]
+    [call] = named(spans, "execute_tool remove")  # the denied call never ran
+    assert call.parent is not None and call.parent.span_id == root.context.span_id
+    assert attrs(call)["gen_ai.tool.call.id"] == "yes"
+    assert attrs(call)["toolrelay.tool_call.status"] == "completed"
 
 
 async def test_a_breaker_trip_fails_the_turn_span_with_max_depth(
@@ -544,7 +578,7 @@ def test_without_the_opentelemetry_package_turns_run_untraced() -> None:
         sys.modules["opentelemetry"] = None  # the package is not installed
         import anyio
         from toolrelay.backends import _propagation
-        from toolrelay.runtime import Engine, EventReceived, _tracing
+        from toolrelay.runtime import Engine, EventReceived, StateChanged, _tracing
         from toolrelay.core import ToolRegistry
         from toolrelay.testing import ScriptedAgent, text, tool_call
 
