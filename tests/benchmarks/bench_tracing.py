@@ -1,4 +1,4 @@
-"""Case 9: what OpenTelemetry tracing costs per turn, on asyncio and on trio.
+"""Case t: what OpenTelemetry tracing costs per turn, on asyncio and on trio.
 
 The same two-hop turn (three runs, two tool calls, against the in-process
 :class:`ScriptedAgent`) is run one after another on one engine, in three set-ups
@@ -33,7 +33,7 @@ from toolrelay.testing._scripted import Script
 
 __all__ = ("run_tracing",)
 
-CASE = "9. tracing"
+CASE = "t. tracing"
 BACKENDS = ("asyncio", "trio")
 
 
@@ -96,14 +96,14 @@ def _measure(backend: str, n: int, setup: str, provider: Any) -> Callable[[], fl
 
 
 def run_tracing(report: Report, *, quick: bool) -> None:
-    """Case 9 on asyncio and trio."""
+    """Case t on asyncio and trio."""
     if not _tracing.AVAILABLE:
-        report.notes.append("case 9 skipped: opentelemetry-api is not installed")
+        report.notes.append("case t skipped: opentelemetry-api is not installed")
         return
     from opentelemetry import trace
 
     if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        report.errors.append("case 9: a global tracer provider is set; 'off' cannot be measured")
+        report.errors.append("case t: a global tracer provider is set; 'off' cannot be measured")
         return
     n = 50 if quick else 300
     repeats = 3 if quick else 7
