@@ -119,10 +119,10 @@ def start_turn(
     Tracing never fails a turn: if the tracer raises (a span processor of the
     embedding code, say), it is logged and the turn goes on untraced.
     """
-    tracer = tracer_for(provider)
-    if tracer is None:
-        return None
     try:
+        tracer = tracer_for(provider)
+        if tracer is None:
+            return None
         return TurnTrace(tracer, _resolve(backend, key), key, turn_id)
     except Exception as exc:
         logger.warning("tracing failed: turn %s on %s is not traced", turn_id, key, exc_info=exc)
