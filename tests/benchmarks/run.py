@@ -22,6 +22,8 @@ Cases (each compares toolrelay with a floor measured in the same run):
 9. scale-out: two-round turns over two ``toolrelay serve`` processes sharing a
    PostgreSQL store, one process on PostgreSQL, one on SQLite: turns/s, p99 claim
    latency, CPU per turn (servers + database); skipped without PostgreSQL.
+t. tracing: cost per turn with OpenTelemetry off (no provider set) vs the package
+   absent, and on (the SDK with an exporter that drops spans).
 
 ``--quick`` (CI's smoke test) runs every case smaller and with fewer repeats, in well
 under a minute; the targets are read from the full run. The command exits 0 whether or
@@ -54,6 +56,7 @@ def _cases(quick: bool) -> dict[str, Callable[[Report], None]]:
     import bench_scaleout
     import bench_server
     import bench_store
+    import bench_tracing
 
     repeats = 3 if quick else 7
     return {
@@ -66,6 +69,7 @@ def _cases(quick: bool) -> dict[str, Callable[[Report], None]]:
         "7": lambda r: bench_postgres.run_postgres(r, quick=quick),
         "8": lambda r: bench_server.run_server(r, quick=quick),
         "9": lambda r: bench_scaleout.run_scaleout(r, quick=quick),
+        "t": lambda r: bench_tracing.run_tracing(r, quick=quick),
     }
 
 
@@ -87,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller, faster (CI smoke test)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument(
-        "--only", metavar="CASES", default="123456789", help="which cases, e.g. 13 (default: all)"
+        "--only", metavar="CASES", default="123456789t", help="which cases, e.g. 13 (default: all)"
     )
     parser.add_argument(
         "--profile",

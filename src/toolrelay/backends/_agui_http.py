@@ -105,6 +105,7 @@ from toolrelay.backends._base import (
     current_run_settings,
     effective_limits,
 )
+from toolrelay.backends._propagation import inject_trace_context
 from toolrelay.backends._retry import NO_RETRY, RetryPolicy, parse_retry_after, start_with_retries
 from toolrelay.backends._wire import (
     ACCEPT_ENCODING,
@@ -380,6 +381,7 @@ class AguiHttpBackend:
             "Cache-Control": "no-store",
             "Content-Type": "application/json",
         }
+        inject_trace_context(headers)  # W3C traceparent: the run's span, when traced
         auth = self._auth if self._auth is not None else httpx.USE_CLIENT_DEFAULT
         timeout = self._timeout if self._timeout is not None else httpx.USE_CLIENT_DEFAULT
 

@@ -24,7 +24,7 @@ import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 from anyio.abc import TaskGroup
@@ -57,6 +57,9 @@ from toolrelay.runtime._views import (
     TurnSnapshot,
 )
 from toolrelay.store import MessageSaved, Store, TurnStarted, message_to_record, replay
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = ("Engine",)
 
@@ -124,6 +127,10 @@ class Engine:
             it when it closes. ``None``: threads live in memory only.
         recover: With a store, resume the turns a crash left live when the engine
             is entered (see :meth:`recover`).
+        tracer_provider: Where the OpenTelemetry spans of turns go (needs the
+            ``otel`` extra); ``None``: the global provider. With no provider set
+            (the API's default), turns are not traced and cost nothing more (see
+            ``docs/observability.md``).
 
     Raises:
         TypeError: ``backend`` is not an :class:`~toolrelay.backends.AgentBackend`.
@@ -151,6 +158,7 @@ class Engine:
         max_repeated_calls: int | None = 3,
         store: Store | None = None,
         recover: bool = True,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         if not isinstance(backend, AgentBackend):
             raise TypeError(
@@ -170,6 +178,7 @@ class Engine:
             )
         self.store = store
         self._recover_on_enter = recover
+        self._tracer_provider = tracer_provider
         # Per thread, what its turns write to the store (with a store only).
         self._logs: dict[ThreadKey, ThreadLog] = {}
         self.backend = backend

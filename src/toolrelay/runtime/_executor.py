@@ -27,6 +27,7 @@ threads never keep the process from exiting.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import inspect
@@ -37,7 +38,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
 import anyio
 import anyio.from_thread
@@ -46,6 +47,9 @@ from anyio.abc import ObjectReceiveStream
 
 from toolrelay.core import ToolCallInfo, ToolRegistry, ToolResult, ToolSpec
 from toolrelay.core._tools import DEFAULT_MAX_RESULT_BYTES, ToolContext
+
+if TYPE_CHECKING:
+    from toolrelay.runtime._tracing import TurnTrace
 
 __all__ = (
     "RunSync",
@@ -227,8 +231,13 @@ class ToolThreads:
                 self._given_up(call, name)
             return cast("T", self._outcome(call, scope))
 
+        # In a copy of this task's context, as trio's and anyio's threads do: what the
+        # tool reads of it (its execute_tool span, say) is the caller's.
         thread = threading.Thread(
-            target=work, name=f"toolrelay tool {name} #{next(self._names)}", daemon=True
+            target=contextvars.copy_context().run,
+            args=(work,),
+            name=f"toolrelay tool {name} #{next(self._names)}",
+            daemon=True,
         )
         try:
             thread.start()
@@ -408,6 +417,7 @@ async def execute_batch(
     threads: ToolThreads | None = None,
     context: ToolContext[Any] | None = None,
     options: ToolOptions = _DEFAULT_OPTIONS,
+    trace: TurnTrace | None = None,
 ) -> None:
     """Execute ``calls`` concurrently; ``on_result`` is called as each one finishes.
 
@@ -424,6 +434,8 @@ async def execute_batch(
             ``options.max_threads`` is made for the batch otherwise).
         context: The turn's tool context; each call gets a copy naming the call.
         options: The result bound and what the model sees of an exception.
+        trace: The turn's spans, when it is traced: each call runs in its
+            ``execute_tool`` span.
     """
     if threads is None:
         threads = ToolThreads(options.max_threads)
@@ -437,16 +449,20 @@ async def execute_batch(
             if context is not None
             else None
         )
+        execute = functools.partial(
+            execute_tool,
+            registry,
+            call.name,
+            call.arguments,
+            threads=pool,
+            timeout=timeout,
+            context=call_context,
+            options=options,
+        )
         try:
-            return await execute_tool(
-                registry,
-                call.name,
-                call.arguments,
-                threads=pool,
-                timeout=timeout,
-                context=call_context,
-                options=options,
-            )
+            if trace is not None:
+                return await trace.tool(call, spec.description if spec else None, execute)
+            return await execute()
         except Exception as exc:  # pragma: no cover - a bug of ours: still one call only
             logger.error("running tool %r failed", call.name, exc_info=exc)
             return ToolResult.failure(f"tool {call.name!r} could not be run", exception=exc)

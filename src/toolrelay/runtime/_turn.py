@@ -51,6 +51,7 @@ The safety checks of the reference design (000), and where they live:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Sequence
@@ -88,6 +89,7 @@ from toolrelay.protocol import Interrupt, ResumeEntry, RunAgentInput
 from toolrelay.runtime._durable import ThreadLog
 from toolrelay.runtime._executor import execute_batch, execute_batch_with_approvals
 from toolrelay.runtime._registry import RunHandle
+from toolrelay.runtime._tracing import TurnTrace, start_turn
 from toolrelay.runtime._views import (
     EventReceived,
     StateChanged,
@@ -113,6 +115,9 @@ _INTERRUPTED = ToolResult.failure(
 
 #: The effects that end a run: the turn goes on with tools, or it is over.
 RunEnding = ToolsReady | TurnCompleted | TurnInterrupted | TurnEnded
+
+#: What an untraced turn enters instead of its span's context.
+_UNTRACED = contextlib.nullcontext()
 
 
 def _describe(exc: BaseException) -> str:
@@ -146,6 +151,7 @@ class Turn:
         "_stop",
         "_tool_context",
         "_tools",
+        "_trace",
         "key",
         "turn_id",
     )
@@ -190,6 +196,8 @@ class Turn:
         # has one; the next turn on the thread closes the slice).
         self._start = start
         self._stop: int | None = None
+        # The turn's spans (None: not traced, decided once when the task starts).
+        self._trace: TurnTrace | None = None
 
     # -- reading -------------------------------------------------------------------
 
@@ -432,8 +440,15 @@ class Turn:
         processor = self._processor
         engine = self._engine
         turn_seconds = engine.limits.turn_seconds
+        trace = self._trace = start_turn(
+            engine._tracer_provider, engine.backend, self.key, self.turn_id
+        )
         try:
-            with self._scope, using_run_settings(engine._run_settings(self.key)):
+            with (
+                self._scope,
+                using_run_settings(engine._run_settings(self.key)),
+                trace.current() if trace is not None else _UNTRACED,
+            ):
                 deadline = math.inf if turn_seconds is None else turn_seconds
                 with anyio.move_on_after(deadline) as timer:
                     if await self._prepare():
@@ -448,6 +463,8 @@ class Turn:
             if not processor.status.is_final:
                 # Only a cancellation from outside toolrelay's own calls gets here.
                 self._perform(processor.cancel("the turn's task was cancelled"))
+            if trace is not None:
+                trace.end(processor.status, processor.reason, processor.run_count, processor.depth)
             self._close_approvals()
             if self._log is not None:
                 await self._last_flush(self._log)
@@ -628,6 +645,7 @@ class Turn:
                 threads=engine._tool_threads,
                 context=context,
                 options=engine._tool_options,
+                trace=self._trace,
             )
             return
         # With calls awaiting approval, each one approved runs too (Turn.approve).
@@ -643,6 +661,7 @@ class Turn:
                 threads=engine._tool_threads,
                 context=context,
                 options=engine._tool_options,
+                trace=self._trace,
             )
         finally:
             self._close_approvals()
@@ -684,6 +703,19 @@ class Turn:
 
     async def _stream(self, handle: RunHandle, run_input: RunAgentInput) -> RunEnding | None:
         """Stream one run into the processor; returns the effect that ended it."""
+        trace = self._trace
+        if trace is None:
+            return await self._stream_run(handle, run_input)
+        with trace.run(run_input.run_id, self.depth, self._run_ending, self._reason):
+            return await self._stream_run(handle, run_input)
+
+    def _run_ending(self) -> RunEnding | None:
+        return self._ending
+
+    def _reason(self) -> TerminalReason | None:
+        return self._processor.reason
+
+    async def _stream_run(self, handle: RunHandle, run_input: RunAgentInput) -> RunEnding | None:
         processor = self._processor
         engine = self._engine
         log = self._log
@@ -692,6 +724,8 @@ class Turn:
             handle.on_dispose(scope.cancel)
             try:
                 async with engine.backend.run(self.key, run_input) as events:
+                    if self._trace is not None:
+                        events = self._trace.watch(events)
                     async for event in events:
                         if self._run_over():
                             # Ended from outside (cancelled, superseded) while the

@@ -79,6 +79,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from toolrelay._version import __version__
 from toolrelay.backends import AgentBackend
+from toolrelay.backends._propagation import continued_trace
 from toolrelay.core import ThreadKey, ToolRegistry, ToolResult, ToolSpec
 from toolrelay.errors import (
     ClosedError,
@@ -957,7 +958,8 @@ class AguiServer:
                 )
             holder = await self._hold_thread(key) if self._fenced is not None else None
             try:
-                own = self._start_turn(key, principal, run_input, new_thread=info is None)
+                with continued_trace(request.headers):  # the turn's span continues the caller's
+                    own = self._start_turn(key, principal, run_input, new_thread=info is None)
             finally:
                 if holder is not None:
                     holder.ready.set()
