@@ -95,6 +95,10 @@ _plans = st.builds(
 )
 
 
+#: How long one step of the machine may take before it counts as stuck.
+_STEP_SECONDS = 60.0
+
+
 class CrashableStore:
     """A store that can die: after :meth:`crash` it refuses every write, writing
     nothing (what a killed process leaves on disk is what it wrote before)."""
@@ -173,7 +177,13 @@ class CrashMachine(RuleBasedStateMachine):
     # -- the world --------------------------------------------------------------------
 
     def _call(self, func: Callable[[], Awaitable[T]]) -> T:
-        return self._portal.call(func)
+        async def bounded() -> T:
+            # A step that does not return is a finding (a stuck turn or store), not a
+            # hung suite.
+            with anyio.fail_after(_STEP_SECONDS):
+                return await func()
+
+        return self._portal.call(bounded)
 
     def _start_engine(self) -> None:
         generation = _Generation(CrashableStore(SQLiteStore(self._path)))
