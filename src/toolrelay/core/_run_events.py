@@ -1,0 +1,213 @@
+"""The run's own events: RUN_STARTED, RUN_FINISHED (its outcome, the batch, the
+bounds on it) and RUN_ERROR."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from toolrelay._reasons import ReasonKind, TerminalReason
+from toolrelay.core._conversation import (
+    ToolCallInfo,
+)
+from toolrelay.core._effects import (
+    NO_EFFECTS,
+    Effect,
+    ToolsReady,
+    TurnCompleted,
+    TurnInterrupted,
+)
+from toolrelay.core._processor_base import (
+    _AGENT_CANCELLED,
+    _COMPLETED,
+    _DONE,
+    _FAILED,
+    _PENDING,
+    _STREAMING,
+    ProcessorBase,
+    _canonical_arguments,
+    _waiting_for,
+)
+from toolrelay.core._tools import ToolResult
+from toolrelay.machines import (
+    RunEvent,
+    ToolCallEvent,
+)
+from toolrelay.protocol import (
+    Interrupt,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedSuccessOutcome,
+    RunStartedEvent,
+)
+
+__all__ = ("RunEvents",)
+
+
+class RunEvents(ProcessorBase):
+    __slots__ = ()
+
+    def _on_run_started(self, event: RunStartedEvent) -> Sequence[Effect]:
+        if self._run_started_seen:
+            return self._violation(
+                "duplicate_run_started", "RUN_STARTED", "second RUN_STARTED in one run dropped"
+            )
+        self._run_started_seen = True
+        self.server_run_id = event.run_id
+        if event.thread_id != self.conversation.thread_id:
+            return self._violation(
+                "thread_id_mismatch",
+                "RUN_STARTED",
+                f"server reported threadId {event.thread_id!r}, "
+                f"client sent {self.conversation.thread_id!r}",
+            )
+        return NO_EFFECTS
+
+    def _on_run_finished(self, event: RunFinishedEvent) -> Sequence[Effect]:
+        self._ended = True
+        self._wire_ended = True
+        effects: list[Effect] = []
+        for text in self._open_texts.values():
+            if text is not self._chunk_text:
+                effects.extend(
+                    self._violation(
+                        "text_message_not_ended",
+                        "RUN_FINISHED",
+                        f"text message {text.id!r} closed by RUN_FINISHED",
+                    )
+                )
+        self._close_open_messages(interrupted=False)
+        # What is kept: pending calls and calls the agent resolved itself
+        # (TOOL_CALL_RESULT); the abandoned ones (now failed) are dropped from the run.
+        kept: dict[str, ToolCallInfo] = {}
+        pending: list[ToolCallInfo] = []
+        for key, call in self._calls.items():
+            status = call.status
+            if status is _STREAMING:
+                self._send_call(call, ToolCallEvent.abandon)
+                call.result = ToolResult.failure("abandoned: the run ended before TOOL_CALL_END")
+                self.abandoned.append(call)
+                effects.extend(
+                    self._violation(
+                        "tool_call_not_ended",
+                        "RUN_FINISHED",
+                        f"tool call {call.id!r} ({call.name}) had no TOOL_CALL_END; "
+                        "it is abandoned, not executed",
+                    )
+                )
+            elif status is not _FAILED:
+                kept[key] = call
+                if status is _PENDING:
+                    pending.append(call)
+        self._calls = kept
+        outcome = event.outcome
+        if outcome is not None and type(outcome) is not RunFinishedSuccessOutcome:
+            # The agent stopped to ask, or because it was told to: what is pending is
+            # abandoned, not executed, whatever the depth.
+            if isinstance(outcome, RunFinishedInterruptOutcome):
+                effects.extend(self._interrupt(outcome.interrupts))
+            else:
+                effects.extend(self._terminate(RunEvent.cancel, _AGENT_CANCELLED))
+            return tuple(effects)
+        if pending:
+            repeated = self._repeated(pending)
+            if repeated is not None:
+                effects.extend(self.fail(repeated))
+                return tuple(effects)
+            if self._run.depth >= self.max_depth:
+                effects.extend(
+                    self.fail(
+                        TerminalReason(
+                            kind=ReasonKind.MAX_DEPTH,
+                            message=(
+                                f"max tool continuation depth exceeded ({self.max_depth}): "
+                                "the agent kept asking for tools"
+                            ),
+                        )
+                    )
+                )
+                return tuple(effects)
+            self._run.send(RunEvent.execute_tools)
+            ready: list[ToolCallInfo] = []
+            awaiting: list[ToolCallInfo] = []
+            for call in pending:
+                if call.name in self._approval_tools:
+                    self._send_call(call, ToolCallEvent.request_approval)
+                    awaiting.append(call)
+                else:
+                    self._send_call(call, ToolCallEvent.execute)
+                    ready.append(call)
+            # Outcomes still due: a result for each call that runs, a decision (then a
+            # result, or the denial) for each that awaits approval.
+            self._executing_left = len(pending)
+            effects.extend(self._tools_activity())
+            effects.append(ToolsReady(tuple(ready), tuple(awaiting)))
+            return tuple(effects)
+        self._commit_batch()
+        self._run.send(RunEvent.complete)
+        self.reason = _COMPLETED
+        effects.extend(self._set_activity(_DONE))
+        effects.append(TurnCompleted(_COMPLETED))
+        return tuple(effects)
+
+    def _repeated(self, pending: Sequence[ToolCallInfo]) -> TerminalReason | None:
+        """Count the batch's requests; the ``no_progress`` reason once one reaches
+        :attr:`max_repeats` (``None`` while none does, or when detection is off)."""
+        limit = self.max_repeats
+        if limit is None:
+            return None
+        tripped: tuple[str, int] | None = None
+        for call in pending:
+            key = (call.name, _canonical_arguments(call.arguments))
+            count = self._requested.get(key, 0) + 1
+            self._requested[key] = count
+            if count >= limit and tripped is None:
+                tripped = (call.name, count)
+        if tripped is None:
+            return None
+        name, count = tripped
+        return TerminalReason(
+            kind=ReasonKind.NO_PROGRESS,
+            message=(
+                f"no progress: the agent asked for tool {name!r} with the same arguments "
+                f"{count} times in this turn (max_repeats={limit})"
+            ),
+        )
+
+    def _interrupt(self, interrupts: Sequence[Interrupt]) -> list[Effect]:
+        """End the turn ``interrupted`` on the agent's ``interrupts`` (ids made unique)."""
+        effects: list[Effect] = []
+        unique: dict[str, Interrupt] = {}
+        for interrupt in interrupts:
+            if interrupt.id in unique:
+                effects.extend(
+                    self._violation(
+                        "duplicate_interrupt_id",
+                        "RUN_FINISHED",
+                        f"interrupt id {interrupt.id!r} used twice in one run; "
+                        "the later one dropped",
+                    )
+                )
+            else:
+                unique[interrupt.id] = interrupt
+        if not unique:
+            effects.extend(
+                self._violation(
+                    "interrupt_without_interrupts",
+                    "RUN_FINISHED",
+                    "the interrupt outcome names no interrupt; the turn ends interrupted "
+                    "with nothing to answer",
+                )
+            )
+        asked = tuple(unique.values())
+        reason = TerminalReason(kind=ReasonKind.INTERRUPTED, message=_waiting_for(asked))
+        effects.extend(self._end(RunEvent.interrupt, reason))
+        self.interrupts = asked
+        effects.append(TurnInterrupted(reason, asked))
+        return effects
+
+    def _on_run_error(self, event: RunErrorEvent) -> Sequence[Effect]:
+        self._wire_ended = True
+        return self.fail(
+            TerminalReason(kind=ReasonKind.AGENT_ERROR, message=event.message, code=event.code)
+        )
