@@ -19,6 +19,8 @@ Cases (each compares toolrelay with a floor measured in the same run):
    workers (skipped where PostgreSQL is not installed).
 8. server: concurrent two-round turns against one ``toolrelay serve`` on SQLite:
    turns/s, time to first event, catch-up latency, server vs client CPU per event.
+9. cold start: ``import toolrelay`` and ``toolrelay demo``'s first answer, each in a
+   fresh interpreter, best of a few runs.
 
 ``--quick`` (CI's smoke test) runs every case smaller and with fewer repeats, in well
 under a minute; the targets are read from the full run. The command exits 0 whether or
@@ -49,6 +51,7 @@ def _cases(quick: bool) -> dict[str, Callable[[Report], None]]:
     import bench_postgres
     import bench_processor
     import bench_server
+    import bench_startup
     import bench_store
 
     repeats = 3 if quick else 7
@@ -61,6 +64,7 @@ def _cases(quick: bool) -> dict[str, Callable[[Report], None]]:
         "6": lambda r: bench_store.run_store(r, quick=quick),
         "7": lambda r: bench_postgres.run_postgres(r, quick=quick),
         "8": lambda r: bench_server.run_server(r, quick=quick),
+        "9": lambda r: bench_startup.run_startup(r, quick=quick),
     }
 
 
@@ -82,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller, faster (CI smoke test)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument(
-        "--only", metavar="CASES", default="12345678", help="which cases, e.g. 13 (default: all)"
+        "--only", metavar="CASES", default="123456789", help="which cases, e.g. 13 (default: all)"
     )
     parser.add_argument(
         "--profile",
