@@ -692,24 +692,28 @@ class Turn:
             handle.on_dispose(scope.cancel)
             try:
                 async with engine.backend.run(self.key, run_input) as events:
+                    # Once per event: the lookups are bound once, _run_over is inlined.
+                    receive = processor.receive
+                    notifications = engine._notifications
                     async for event in events:
-                        if self._run_over():
+                        if self._ending is not None:
                             # Ended from outside (cancelled, superseded) while the
                             # backend already had this event: not processed, not shown.
                             break
                         # An exception here is ours (processor, observers), not the
                         # backend's: safety check 7, then stop reading the stream.
                         try:
-                            effects = processor.receive(event)
-                            if engine._notifications.marked:
+                            effects = receive(event)
+                            if notifications.marked:
                                 engine._notify(EventReceived(self.key, event))
-                            self._perform(effects)
+                            if effects:
+                                self._perform(effects)
                         except Exception as exc:
                             self._internal_error(exc)
                             break
                         if log is not None and log.pending:
                             await self._flush()  # what settled, the moment it exists
-                        if self._run_over():
+                        if self._ending is not None:
                             break
                 if not self._run_over():
                     try:
