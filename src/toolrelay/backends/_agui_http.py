@@ -443,6 +443,7 @@ class _RunStream:
     async def events(self) -> AsyncGenerator[Event | UnknownEvent, None]:
         # Once per event, so written out: decode_event's fast path is called inline.
         max_bytes = self._max_event_bytes
+        decode, run_ends = decode_known_event, _RUN_ENDS
         while True:
             try:
                 with map_transport_errors():
@@ -459,7 +460,7 @@ class _RunStream:
                                     f"an SSE event of {len(data)} bytes",
                                 )
                             try:
-                                event: Event | UnknownEvent = decode_known_event(data)
+                                event: Event | UnknownEvent = decode(data)
                             except (msgspec.MsgspecError, ValueError, RecursionError):
                                 # Unknown type, snake_case, a lone surrogate, or the typed
                                 # error (deep nesting and bad UTF-8 included).
@@ -472,7 +473,7 @@ class _RunStream:
                                 if not self._replay.active:
                                     self._replay = None
                             event_type = type(event)
-                            if event_type in _RUN_ENDS:
+                            if event_type in run_ends:
                                 self.ended = True
                             elif event_type is RunStartedEvent:
                                 self._run_id = event.run_id  # type: ignore[union-attr]
