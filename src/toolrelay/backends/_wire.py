@@ -227,6 +227,7 @@ class _BoundedBody(httpx.AsyncByteStream):
         self._since_boundary = 0
         self._tail = b""
         self._utf8 = codecs.getincrementaldecoder("utf-8")() if record else None
+        self._held = False  # the UTF-8 decoder holds the start of a character
         self._at_start = record is not None  # a BOM may still come
         self._head = b""
         self._chunks: AsyncIterator[bytes] | None = None
@@ -256,6 +257,10 @@ class _BoundedBody(httpx.AsyncByteStream):
                 self._done = True
                 self._pending = _through(self._inflaters, b"", final=True)
                 continue
+            if not self._inflaters and not self._at_start:
+                if chunk:  # identity, past the BOM: the read itself, checked
+                    return self._check(chunk)
+                continue
             self._pending = _through(self._inflaters, chunk, final=False)
 
     def _strip_bom(self, piece: bytes) -> bytes:
@@ -270,10 +275,12 @@ class _BoundedBody(httpx.AsyncByteStream):
         return head.removeprefix(_BOM)  # the SSE spec: one leading BOM is ignored
 
     def _check(self, chunk: bytes) -> bytes:
-        if self._utf8 is not None:
+        # ASCII with no multi-byte sequence begun earlier is valid UTF-8 as it is.
+        if self._utf8 is not None and (self._held or not chunk.isascii()):
             held = len(self._utf8.getstate()[0])  # bytes of a sequence begun earlier
             try:
                 self._utf8.decode(chunk)
+                self._held = bool(self._utf8.getstate()[0])
             except UnicodeDecodeError as exc:
                 # What precedes the bad byte is handed on first (its events are not
                 # lost); the error is raised at the next read.
