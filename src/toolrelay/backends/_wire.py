@@ -229,6 +229,8 @@ class _BoundedBody(httpx.AsyncByteStream):
         self._utf8 = codecs.getincrementaldecoder("utf-8")() if record else None
         self._held = False  # the UTF-8 decoder holds the start of a character
         self._at_start = record is not None  # a BOM may still come
+        # Reads are handed on as they come (checked): no decoder, and no BOM may come.
+        self._identity = not inflaters and not self._at_start
         self._head = b""
         self._chunks: AsyncIterator[bytes] | None = None
         self._pending: Iterator[bytes] = iter(())
@@ -241,6 +243,16 @@ class _BoundedBody(httpx.AsyncByteStream):
     async def __anext__(self) -> bytes:
         if self._error is not None:
             raise self._error
+        if self._identity and not self._done:  # no decoder, no BOM to look for
+            assert self._chunks is not None, "iterate with async for"
+            while True:
+                try:
+                    chunk = await self._chunks.__anext__()
+                except StopAsyncIteration:
+                    self._done = True
+                    raise
+                if chunk:
+                    return self._check(chunk)
         while True:
             for piece in self._pending:
                 piece = self._strip_bom(piece)
@@ -257,10 +269,6 @@ class _BoundedBody(httpx.AsyncByteStream):
                 self._done = True
                 self._pending = _through(self._inflaters, b"", final=True)
                 continue
-            if not self._inflaters and not self._at_start:
-                if chunk:  # identity, past the BOM: the read itself, checked
-                    return self._check(chunk)
-                continue
             self._pending = _through(self._inflaters, chunk, final=False)
 
     def _strip_bom(self, piece: bytes) -> bytes:
@@ -271,6 +279,7 @@ class _BoundedBody(httpx.AsyncByteStream):
             self._head = head  # wait for more
             return b""
         self._at_start = False
+        self._identity = not self._inflaters
         self._head = b""
         return head.removeprefix(_BOM)  # the SSE spec: one leading BOM is ignored
 
