@@ -17,7 +17,7 @@ from toolrelay.backends._wire import SseReader
 # Field values: any text but line endings (and no BOM, which the body reader drops
 # before the SSE reader sees the bytes).
 VALUE = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n\ufeff"), max_size=12
+    st.characters(blacklist_categories=["Cs"], blacklist_characters="\r\n\ufeff"), max_size=12
 )
 LINE = st.one_of(
     st.builds(lambda v: f"data:{v}", VALUE),

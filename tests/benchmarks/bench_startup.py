@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -49,8 +50,14 @@ def _env(*, without_trio: bool = False) -> dict[str, str]:
     return env
 
 
-#: A directory whose ``trio`` module cannot be imported, put first on the path.
-_NO_TRIO = str(Path(__file__).resolve().parent / "_no_trio")
+#: A directory whose ``trio`` module cannot be imported, put first on the path (made
+#: by :func:`run_startup`, removed after).
+_NO_TRIO = ""
+
+_NO_TRIO_MODULE = (
+    '"""Stands for trio not being installed: importing it fails as a missing module."""\n'
+    'raise ImportError("trio is not installed (simulated by the benchmark suite)")\n'
+)
 
 
 def _interpreter_ms() -> float:
@@ -97,6 +104,14 @@ def _demo_ms(*, without_trio: bool = False) -> tuple[float, float]:
 
 
 def run_startup(report: Report, *, quick: bool) -> None:
+    global _NO_TRIO
+    with tempfile.TemporaryDirectory() as no_trio:
+        Path(no_trio, "trio.py").write_text(_NO_TRIO_MODULE, encoding="utf-8")
+        _NO_TRIO = no_trio
+        _run_startup(report, quick=quick)
+
+
+def _run_startup(report: Report, *, quick: bool) -> None:
     repeats = 3 if quick else 7
     _import_ms()  # warm the bytecode cache and the OS's file cache, as an install is
     interpreter, imports, engines = [], [], []

@@ -692,11 +692,11 @@ class Turn:
             handle.on_dispose(scope.cancel)
             try:
                 async with engine.backend.run(self.key, run_input) as events:
-                    # Once per event: the lookups are bound once, _run_over is inlined.
+                    # Once per event: the lookups are bound once.
                     receive = processor.receive
                     notifications = engine._notifications
                     async for event in events:
-                        if self._ending is not None:
+                        if self._run_over():
                             # Ended from outside (cancelled, superseded) while the
                             # backend already had this event: not processed, not shown.
                             break
@@ -713,7 +713,7 @@ class Turn:
                             break
                         if log is not None and log.pending:
                             await self._flush()  # what settled, the moment it exists
-                        if self._ending is not None:
+                        if self._run_over():
                             break
                 if not self._run_over():
                     try:
