@@ -16,12 +16,12 @@ that needs only part of the package, or only its version, pays for that part.
 
 from __future__ import annotations
 
-import sys
-import typing
+import sys as _sys
+import typing as _typing
 
 from toolrelay._version import __version__ as __version__
 
-if typing.TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from toolrelay._reasons import ReasonKind as ReasonKind, TerminalReason as TerminalReason
     from toolrelay.backends import AgentBackend as AgentBackend, ThreadKey as ThreadKey
     from toolrelay.core import (
@@ -176,15 +176,17 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> object:
-    """Import a public name from its layer the first time it is read, then keep it."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    __import__(module)
-    value = getattr(sys.modules[module], name)
-    globals()[name] = value
-    return value
+if not _typing.TYPE_CHECKING:  # type checkers read the imports above; a typo stays an error
+
+    def __getattr__(name: str) -> object:
+        """Import a public name from its layer the first time it is read, then keep it."""
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        __import__(module)
+        value = getattr(_sys.modules[module], name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:
