@@ -4,11 +4,14 @@ Theory of operation
 -------------------
 One connection, opened on first use, is driven from anyio worker threads (so the
 store serves asyncio and trio alike) and used by one thread at a time (a lock).
+Everything that needs it waits in one queue, and the first waiter takes the whole
+queue to a worker thread in one hop: under load, many turns' reads and writes share
+a hop (and the appends among them one transaction) instead of each paying its own.
 The file is in WAL mode with ``synchronous=NORMAL``: a commit survives the process
 being killed at any point (SIGKILL); only a power cut can lose the last commits,
 and never leaves the file damaged. ``durable=True`` asks for ``synchronous=FULL``.
 
-Each ``append`` is one ``BEGIN IMMEDIATE`` transaction: it reads the thread's last
+Appends are written in ``BEGIN IMMEDIATE`` transactions: each reads its thread's last
 sequence number, inserts the records after it and moves the thread's row forward.
 A failure rolls all of it back, so a sequence number is never seen twice.
 
@@ -25,14 +28,13 @@ an older one is migrated in one transaction.
 
 from __future__ import annotations
 
-import functools
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -113,11 +115,25 @@ _THREAD_COLUMNS = "server, room, thread, owner, last_seq, live_turn, created_at,
 _TURN_BOUNDS = frozenset((TurnStarted, TurnEnded))
 
 
-class _Append:
-    """One ``append`` waiting to be written; ``done`` is its last sequence number, or
-    the error that stopped it."""
+class _Queued:
+    """Work waiting for the connection. ``settled`` once it ran; ``error`` is what
+    stopped it."""
 
-    __slots__ = ("bodies", "claim", "done", "key", "owner", "records", "turns", "woken")
+    __slots__ = ("error", "settled")
+
+    def __init__(self) -> None:
+        self.settled = False
+        self.error: BaseException | None = None
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self.settled = True
+
+
+class _Append(_Queued):
+    """One ``append``; ``last`` is its last sequence number once written."""
+
+    __slots__ = ("bodies", "claim", "key", "last", "owner", "records", "turns")
 
     def __init__(
         self,
@@ -127,15 +143,40 @@ class _Append:
         owner: str | None,
         claim: Claim | None = None,
     ) -> None:
+        super().__init__()
         self.key = key
         self.claim = claim
         self.records = records
         self.bodies = bodies
         self.owner = owner
-        self.done: int | BaseException | None = None
-        self.woken = anyio.Event()
+        self.last = 0
         #: Whether the records may change the thread's live turn.
         self.turns = any(type(r) in _TURN_BOUNDS for r in records)
+
+    def written(self, last: int) -> None:
+        self.last = last
+        self.settled = True
+
+
+class _Job(_Queued):
+    """Any other use of the connection (a read, a claim); ``value`` is its result."""
+
+    __slots__ = ("doing", "value", "work")
+
+    def __init__(self, work: Callable[[sqlite3.Connection], object], doing: str) -> None:
+        super().__init__()
+        self.work = work
+        self.doing = doing
+        self.value: object = None
+
+    def run(self, connection: sqlite3.Connection) -> None:
+        try:
+            self.value = self.work(connection)
+            self.settled = True
+        except sqlite3.Error as exc:
+            self.fail(_error(exc, self.doing))
+        except Exception as exc:
+            self.fail(exc)
 
 
 def _error(exc: sqlite3.Error, doing: str) -> StoreError:
@@ -166,10 +207,13 @@ class SQLiteStore:
         self.durable = durable
         self._connection: sqlite3.Connection | None = None
         self._lock = threading.Lock()
-        # Group commit: appends wait in the queue; one of them leads and writes all that
-        # is queued in one transaction (one worker-thread hop for many concurrent turns).
-        self._queue: list[_Append] = []
+        # Everything that uses the connection waits in one queue; one waiter leads and
+        # takes all that is queued to a worker thread in one hop, appends that meet in
+        # one transaction (a group commit), so many concurrent turns cost a few hops.
+        self._queue: list[_Queued] = []
         self._leading = False
+        #: Set when what is queued now has run (or its leader quit).
+        self._next_hop: anyio.Event | None = None
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -293,21 +337,11 @@ class SQLiteStore:
     # -- the contract ------------------------------------------------------------------
 
     async def _run(self, work: Callable[[sqlite3.Connection], T], doing: str) -> T:
-        """Run ``work`` on the connection in a worker thread; a failure is typed."""
-        if self._connection is None:
-            await self.open()
-
-        def locked() -> T:
-            with self._lock:
-                connection = self._connection
-                if connection is None:
-                    raise StoreUnavailableError(f"{doing}: the store is closed")
-                try:
-                    return work(connection)
-                except sqlite3.Error as exc:
-                    raise _error(exc, doing) from exc
-
-        return await anyio.to_thread.run_sync(locked)
+        """Run ``work`` on the connection in a worker thread, with whatever else is
+        queued; a failure is typed."""
+        job = _Job(work, doing)
+        await self._queued(job)
+        return cast("T", job.value)
 
     async def append(
         self,
@@ -321,60 +355,89 @@ class SQLiteStore:
             raise ValueError("append needs at least one record")
         if claim is not None and claim.key != key:
             raise ValueError(f"the claim is for {claim.key}, not {key}")
-        bodies = [encode_record(record) for record in records]
-        item = _Append(key, records, bodies, owner, claim)
+        item = _Append(key, records, [encode_record(r) for r in records], owner, claim)
+        await self._queued(item)
+        return item.last
+
+    async def _queued(self, item: _Queued) -> None:
+        """Queue ``item`` and return once it ran; raises what stopped it. A waiter that
+        finds no leader leads."""
+        if self._connection is None:
+            await self.open()
         self._queue.append(item)
         try:
-            while item.done is None:
+            while not item.settled:
                 if self._leading:
-                    await item.woken.wait()  # its batch was written, or it leads now
-                    item.woken = anyio.Event()
+                    hop = self._next_hop
+                    if hop is None:
+                        hop = self._next_hop = anyio.Event()
+                    await hop.wait()  # its hop ran, or its leader quit
                 else:
                     await self._lead()
         finally:
-            if item.done is None and item in self._queue:  # cancelled while queued
+            if not item.settled and item in self._queue:  # cancelled while queued
                 self._queue.remove(item)
-        if isinstance(item.done, BaseException):
-            raise item.done
-        return item.done
+        if item.error is not None:
+            raise item.error
 
     async def _lead(self) -> None:
-        """Write what is queued, batch after batch, until the queue is empty; then wake
-        the appends it wrote. An append that finds no leader leads."""
+        """Take what is queued to the connection, hop after hop, until the queue is
+        empty; wake the waiters of each hop."""
         self._leading = True
         try:
             while self._queue:
                 batch, self._queue = self._queue, []
+                hop, self._next_hop = self._next_hop, None
                 try:
-                    await self._run(
-                        functools.partial(self._write, batch=batch),
-                        f"cannot write to {self.path}",
-                    )
-                except StoreError as exc:
-                    for queued in batch:
-                        if queued.done is None:
-                            queued.done = exc
+                    await anyio.to_thread.run_sync(self._hop, batch)
                 finally:
-                    for queued in batch:
-                        queued.woken.set()
+                    for item in batch:
+                        if not item.settled:  # only if the hop itself broke
+                            item.fail(StoreUnavailableError(f"{self.path}: the work did not run"))
+                    if hop is not None:
+                        hop.set()
         finally:
             self._leading = False
-            if self._queue:  # the leader was cancelled: the next queued append leads
-                self._queue[0].woken.set()
+            if self._queue and self._next_hop is not None:  # cancelled: a waiter leads
+                self._next_hop.set()
+                self._next_hop = None
+
+    def _hop(self, batch: list[_Queued]) -> None:
+        """Run ``batch`` in its order (in a worker thread); appends next to each other
+        share one transaction."""
+        with self._lock:
+            connection = self._connection
+            if connection is None:
+                for item in batch:
+                    item.fail(StoreUnavailableError(f"{self.path}: the store is closed"))
+                return
+            appends: list[_Append] = []
+            for item in batch:
+                if isinstance(item, _Append):
+                    appends.append(item)
+                    continue
+                if appends:
+                    self._write(connection, appends)
+                    appends = []
+                assert isinstance(item, _Job)
+                item.run(connection)
+            if appends:
+                self._write(connection, appends)
 
     def _write(self, connection: sqlite3.Connection, batch: list[_Append]) -> None:
         """Write ``batch`` in one transaction; if it fails and holds several appends,
         each is tried alone, so one's failure is not the others'."""
         try:
             self._transaction(connection, batch)
-        except sqlite3.Error:
+        except sqlite3.Error as exc:
             if len(batch) == 1:
-                raise
+                batch[0].fail(_error(exc, f"cannot write to {self.path}"))
+                return
             for item in batch:
                 try:
                     self._transaction(connection, [item])
                 except sqlite3.Error as alone:
-                    item.done = _error(alone, f"cannot write to {self.path}")
+                    item.fail(_error(alone, f"cannot write to {self.path}"))
 
     def _transaction(self, connection: sqlite3.Connection, batch: list[_Append]) -> None:
         now = time.time()
@@ -421,7 +484,10 @@ class SQLiteStore:
                 connection.execute("ROLLBACK")
             raise
         for item, outcome in zip(batch, lasts, strict=True):
-            item.done = outcome
+            if isinstance(outcome, int):
+                item.written(outcome)
+            else:
+                item.fail(outcome)
 
     async def read(
         self, key: ThreadKey, *, after: int = 0, limit: int | None = None
