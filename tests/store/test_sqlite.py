@@ -158,3 +158,72 @@ async def test_a_read_only_database_fails_typed_and_keeps_what_was_committed(
         await store.append(KEY, [TurnStarted(turn_id="b")])
     assert [e.record for e in await store.read(KEY)] == [TurnStarted(turn_id="a")]
     await store.aclose()
+
+
+async def test_reads_and_appends_that_meet_each_get_their_own_answer(tmp_path: Path) -> None:
+    # Launched together they share the connection's hops; each still gets its own
+    # outcome: the numbers of its thread, the log of its thread, its own error.
+    store = SQLiteStore(tmp_path / "toolrelay.db")
+    for i in range(20):
+        await store.append(ThreadKey(f"old{i}"), [TurnStarted(turn_id=f"old{i}")])
+    appended: dict[int, int] = {}
+    read: dict[int, list[str]] = {}
+    refused: list[ValueError] = []
+
+    async def append(i: int) -> None:
+        appended[i] = await store.append(ThreadKey(f"new{i}"), sample_records()[:3])
+
+    async def read_old(i: int) -> None:
+        entries = await store.read(ThreadKey(f"old{i}"))
+        read[i] = [e.record.turn_id for e in entries if isinstance(e.record, TurnStarted)]
+
+    async def bad_claim() -> None:
+        try:
+            await store.claim_next(worker="w", lease=1.0, limit=0)
+        except ValueError as exc:
+            refused.append(exc)
+
+    async with anyio.create_task_group() as group:
+        for i in range(20):
+            group.start_soon(append, i)
+            group.start_soon(read_old, i)
+        group.start_soon(bad_claim)
+    assert appended == dict.fromkeys(range(20), 3)
+    assert read == {i: [f"old{i}"] for i in range(20)}
+    assert len(refused) == 1
+    for i in range(20):
+        assert len(await store.read(ThreadKey(f"new{i}"))) == 3
+    await store.aclose()
+
+
+async def test_a_cancelled_leader_hands_the_queue_on(tmp_path: Path) -> None:
+    # The first waiter takes the queue to the connection; cancelled while its hop waits
+    # for another process's lock, it still finishes that hop (the thread cannot be
+    # abandoned halfway), and what queued behind it is written by the next waiter.
+    path = tmp_path / "toolrelay.db"
+    store = SQLiteStore(path, timeout=5.0)
+    await store.append(KEY, [TurnStarted(turn_id="a")])
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    followed: list[int] = []
+    leader = anyio.CancelScope()
+
+    async def lead() -> None:
+        with leader:
+            await store.append(ThreadKey("x"), [TurnStarted(turn_id="x")])
+
+    async def follow() -> None:
+        followed.append(await store.append(ThreadKey("y"), [TurnStarted(turn_id="y")]))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(lead)
+        await anyio.wait_all_tasks_blocked()  # the leader waits for its hop
+        group.start_soon(follow)
+        await anyio.wait_all_tasks_blocked()  # the follower waits in the queue
+        leader.cancel()
+        await anyio.sleep(0.05)
+        other.execute("ROLLBACK")
+        other.close()
+    assert followed == [1]
+    assert [e.record for e in await store.read(ThreadKey("x"))] == [TurnStarted(turn_id="x")]
+    await store.aclose()

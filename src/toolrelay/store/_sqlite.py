@@ -388,12 +388,15 @@ class SQLiteStore:
             while self._queue:
                 batch, self._queue = self._queue, []
                 hop, self._next_hop = self._next_hop, None
+                started: list[bool] = []
                 try:
-                    await anyio.to_thread.run_sync(self._hop, batch)
+                    await anyio.to_thread.run_sync(self._hop, batch, started)
                 finally:
+                    if not started:  # cancelled before the hop: back to the queue's head
+                        self._queue[0:0] = batch
                     for item in batch:
-                        if not item.settled:  # only if the hop itself broke
-                            item.fail(StoreUnavailableError(f"{self.path}: the work did not run"))
+                        if started and not item.settled:  # only if the hop itself broke
+                            item.fail(StoreUnavailableError(f"{self.path}: the work broke"))
                     if hop is not None:
                         hop.set()
         finally:
@@ -402,9 +405,10 @@ class SQLiteStore:
                 self._next_hop.set()
                 self._next_hop = None
 
-    def _hop(self, batch: list[_Queued]) -> None:
+    def _hop(self, batch: list[_Queued], started: list[bool]) -> None:
         """Run ``batch`` in its order (in a worker thread); appends next to each other
-        share one transaction."""
+        share one transaction. ``started`` says the hop began."""
+        started.append(True)
         with self._lock:
             connection = self._connection
             if connection is None:
