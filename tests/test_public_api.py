@@ -83,7 +83,7 @@ def test_importing_the_package_imports_no_layer_and_no_dependency() -> None:
     )
     assert done.stdout.splitlines() == [
         "[]",
-        "toolrelay.runtime._engine toolrelay.core._tools True",
+        "toolrelay.runtime._engine toolrelay.core._tool_decorator True",
         "module 'toolrelay' has no attribute 'Nope'",
     ]
 

@@ -19,6 +19,7 @@ from ag_ui.core import (
 )
 from hypothesis import given, strategies as st
 
+from toolrelay.core import ToolResult
 from toolrelay.core._conversation import (
     ChatMessage,
     Conversation,
@@ -34,7 +35,6 @@ from toolrelay.core._mapper import (
     tool_call_to_agui,
 )
 from toolrelay.core._processor import EventProcessor
-from toolrelay.core._tools import ToolResult
 from toolrelay.machines import ToolCallEvent, ToolCallStatus
 from toolrelay.protocol import (
     AssistantMessage,

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import msgspec
 import pytest
 
-from toolrelay.core import _processor
+from toolrelay.core import ToolResult, _processor
 from toolrelay.core._conversation import (
     Conversation,
     ReasoningRecord,
@@ -42,7 +42,6 @@ from toolrelay.core._effects import (
 )
 from toolrelay.core._processor import EventProcessor, Limits
 from toolrelay.core._resume import check_resume
-from toolrelay.core._tools import ToolResult
 from toolrelay.errors import IllegalTransition, LocalProtocolError, ResumeError
 from toolrelay.machines import ReasonKind, RunStatus, TerminalReason, ToolCallStatus
 from toolrelay.protocol import (

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolrelay.core import _processor
+from toolrelay.core import ToolResult, _processor
 from toolrelay.core._conversation import (
     ChatMessage,
     Conversation,
@@ -34,7 +34,6 @@ from toolrelay.core._effects import (
     ViolationRaised,
 )
 from toolrelay.core._processor import EventProcessor, Limits
-from toolrelay.core._tools import ToolResult
 from toolrelay.machines import ReasonKind, RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     AddOperation,

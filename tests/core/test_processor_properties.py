@@ -20,7 +20,7 @@ from typing import Any, SupportsIndex, overload
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from toolrelay.core import _processor_base
+from toolrelay.core import ToolResult, _processor_base
 from toolrelay.core._conversation import (
     ChatMessage,
     Conversation,
@@ -37,7 +37,6 @@ from toolrelay.core._effects import (
     TurnInterrupted,
 )
 from toolrelay.core._processor import EventProcessor, Limits
-from toolrelay.core._tools import ToolResult
 from toolrelay.machines import (
     RUN_MACHINE,
     TOOL_CALL_MACHINE,

@@ -22,7 +22,7 @@ import msgspec
 import pytest
 from hypothesis import given, strategies as st
 
-from toolrelay.core._tools import ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, tool
+from toolrelay.core import ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, tool
 from toolrelay.errors import ToolDefinitionError
 from toolrelay.protocol import Tool
 from toolrelay.runtime import execute_tool

@@ -7,7 +7,7 @@ from typing import Any, assert_type
 
 import anyio.to_thread
 
-from toolrelay.core._tools import ToolContext, ToolRegistry, ToolResult, ToolSpec, tool
+from toolrelay.core import ToolContext, ToolRegistry, ToolResult, ToolSpec, tool
 from toolrelay.runtime import execute_tool
 
 

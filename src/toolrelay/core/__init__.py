@@ -36,14 +36,11 @@ from toolrelay.core._patch import JsonPatchError as JsonPatchError, apply_patch 
 from toolrelay.core._processor import EventProcessor as EventProcessor, Limits as Limits
 from toolrelay.core._resume import check_resume as check_resume
 from toolrelay.core._thread_key import ThreadKey as ThreadKey
-from toolrelay.core._tools import (
-    ToolContext as ToolContext,
-    ToolError as ToolError,
-    ToolRegistry as ToolRegistry,
-    ToolResult as ToolResult,
-    ToolSpec as ToolSpec,
-    tool as tool,
-)
+from toolrelay.core._tool_context import ToolContext as ToolContext
+from toolrelay.core._tool_decorator import tool as tool
+from toolrelay.core._tool_registry import ToolRegistry as ToolRegistry
+from toolrelay.core._tool_result import ToolError as ToolError, ToolResult as ToolResult
+from toolrelay.core._tool_spec import ToolSpec as ToolSpec
 
 __all__ = (
     "Activity",

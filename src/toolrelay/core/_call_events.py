@@ -16,7 +16,7 @@ from toolrelay.core._effects import (
     Effect,
 )
 from toolrelay.core._processor_base import _CALLING, _PENDING, _STREAMING, ProcessorBase
-from toolrelay.core._tools import ToolResult
+from toolrelay.core._tool_result import ToolResult
 from toolrelay.errors import LimitExceededError
 from toolrelay.machines import (
     ToolCallEvent,

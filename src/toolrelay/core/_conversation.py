@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from toolrelay.core._arguments import TextAccumulator
-from toolrelay.core._tools import ToolResult
+from toolrelay.core._tool_result import ToolResult
 from toolrelay.machines import TOOL_CALL_MACHINE, ToolCallEvent, ToolCallStatus
 from toolrelay.protocol import AssistantMessage, Message, ToolMessage
 

@@ -40,7 +40,7 @@ from toolrelay.core._effects import (
 from toolrelay.core._limits import Limits
 from toolrelay.core._mapper import conversation_to_agui
 from toolrelay.core._patch import BoundedState
-from toolrelay.core._tools import ToolResult
+from toolrelay.core._tool_result import ToolResult
 from toolrelay.errors import IllegalTransition, LimitExceededError, RemoteProtocolError
 from toolrelay.machines import (
     RUN_MACHINE,

@@ -27,7 +27,7 @@ from toolrelay.core._processor_base import (
     _canonical_arguments,
     _waiting_for,
 )
-from toolrelay.core._tools import ToolResult
+from toolrelay.core._tool_result import ToolResult
 from toolrelay.machines import (
     RunEvent,
     ToolCallEvent,

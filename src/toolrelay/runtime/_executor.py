@@ -46,7 +46,8 @@ import anyio.lowlevel
 from anyio.abc import ObjectReceiveStream
 
 from toolrelay.core import ToolCallInfo, ToolRegistry, ToolResult, ToolSpec
-from toolrelay.core._tools import DEFAULT_MAX_RESULT_BYTES, ToolContext
+from toolrelay.core._tool_context import ToolContext
+from toolrelay.core._tool_result import DEFAULT_MAX_RESULT_BYTES
 
 if TYPE_CHECKING:
     from toolrelay.runtime._tracing import TurnTrace

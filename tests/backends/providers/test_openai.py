@@ -20,12 +20,13 @@ import msgspec
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from toolrelay.backends.providers._base import Capabilities, ProviderBackend
-from toolrelay.backends.providers._openai import (
+from toolrelay.backends.providers import (
+    Capabilities,
     OpenAIChatBackend,
     OpenAIChatTranslator,
     OpenAIResponsesBackend,
     OpenAIResponsesTranslator,
+    ProviderBackend,
 )
 from toolrelay.core import ToolCallMessage
 from toolrelay.demo import DEMO_TOOLS

@@ -32,9 +32,11 @@ from toolrelay.backends.providers._ollama import (
     OllamaBackend as OllamaBackend,
     OllamaTranslator as OllamaTranslator,
 )
-from toolrelay.backends.providers._openai import (
+from toolrelay.backends.providers._openai_chat import (
     OpenAIChatBackend as OpenAIChatBackend,
     OpenAIChatTranslator as OpenAIChatTranslator,
+)
+from toolrelay.backends.providers._openai_responses import (
     OpenAIResponsesBackend as OpenAIResponsesBackend,
     OpenAIResponsesTranslator as OpenAIResponsesTranslator,
 )

@@ -61,7 +61,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from toolrelay.backends.providers._base import Capabilities, ProviderBackend
-from toolrelay.backends.providers._openai import (
+from toolrelay.backends.providers._messages import (
     check_tool_results,
     sendable_messages,
     text_of,

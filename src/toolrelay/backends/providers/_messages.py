@@ -1,0 +1,125 @@
+"""What a provider is sent of a conversation: helpers of no one provider (the OpenAI
+and Anthropic backends use them).
+
+:func:`check_tool_results` validates the conversation before any network call: every
+``toolCalls`` entry of an assistant message needs a ``tool`` message right after it
+(the results of a batch follow their calls), and every ``tool`` message answers a
+call of the assistant message just before it; otherwise :class:`ConversationError`.
+Empty arguments are sent as ``"{}"`` (:func:`tool_arguments`); a failed tool result
+is sent as the ``tool`` message's content, which already is ``{"error": ...}``, so the
+model sees the error and can recover. :func:`sendable_messages` leaves out
+``reasoning`` and ``activity`` messages (a backend that sends reasoning back, such as
+Anthropic's, picks it itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from toolrelay.backends.providers._base import tool_results_after
+from toolrelay.errors import ConversationError
+from toolrelay.protocol import (
+    ActivityMessage,
+    AssistantMessage,
+    ContentPart,
+    DataSource,
+    Message,
+    ReasoningMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+)
+
+__all__ = (
+    "check_tool_results",
+    "data_url",
+    "sendable_messages",
+    "text_of",
+    "tool_arguments",
+    "unsupported_part",
+)
+
+_UNSENT = (ActivityMessage, ReasoningMessage)
+
+
+def sendable_messages(messages: Sequence[Message]) -> list[Message]:
+    """The messages a provider is sent: not ``activity`` (UI only) nor ``reasoning``."""
+    return [m for m in messages if not isinstance(m, _UNSENT)]
+
+
+def check_tool_results(messages: Sequence[Message], provider: str) -> None:
+    """Refuse a conversation whose tool calls and results do not pair up.
+
+    Every tool call of an assistant message needs a ``tool`` message among those right
+    after it, and every ``tool`` message must answer a call of the assistant message
+    just before it (once). Providers reject anything else, after a round trip.
+
+    Raises:
+        ConversationError: A call without its result, or a result without its call.
+    """
+    expected: set[str] = set()
+    answered: set[str] = set()
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolMessage):
+            call_id = message.tool_call_id
+            if call_id not in expected:
+                raise ConversationError(
+                    f"{provider}: tool message {message.id!r} answers tool call {call_id!r}, "
+                    "which the assistant message just before it did not ask for; a tool "
+                    "result must follow the assistant message that made its call"
+                )
+            if call_id in answered:
+                raise ConversationError(
+                    f"{provider}: tool call {call_id!r} has two results "
+                    f"(the second is tool message {message.id!r})"
+                )
+            answered.add(call_id)
+            continue
+        expected, answered = set(), set()
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            ids = [call.id for call in message.tool_calls]
+            if len(set(ids)) != len(ids):
+                raise ConversationError(
+                    f"{provider}: assistant message {message.id!r} has two tool calls with "
+                    "the same id"
+                )
+            results = {result.tool_call_id for result in tool_results_after(messages, index)}
+            missing = [call_id for call_id in ids if call_id not in results]
+            if missing:
+                raise ConversationError(
+                    f"{provider}: assistant message {message.id!r} asks for tool call(s) "
+                    f"{', '.join(map(repr, missing))} with no tool message right after it; "
+                    "every tool call needs its result before the conversation goes on"
+                )
+            expected = set(ids)
+
+
+def tool_arguments(call: ToolCall) -> str:
+    """The raw argument string of a call, ``"{}"`` when it is empty."""
+    arguments = call.function.arguments
+    return arguments if arguments.strip() else "{}"
+
+
+def data_url(source: DataSource) -> str:
+    """A ``data:`` URL of an inline (base64) source."""
+    return f"data:{source.mime_type};base64,{source.value}"
+
+
+def unsupported_part(provider: str, part: ContentPart, where: str) -> ConversationError:
+    """The error for a content ``part`` that ``provider`` cannot take in ``where``."""
+    kind = type(part).__struct_config__.tag
+    source = getattr(part, "source", None)
+    detail = f" from a {type(source).__struct_config__.tag} source" if source is not None else ""
+    return ConversationError(f"{provider} cannot take a {kind} part{detail} in {where}")
+
+
+def text_of(content: str | list[ContentPart], provider: str, where: str) -> str:
+    """The text of a message's content; only text parts can be sent as text."""
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for part in content:
+        if not isinstance(part, TextPart):
+            raise unsupported_part(provider, part, where)
+        texts.append(part.text)
+    return "".join(texts)

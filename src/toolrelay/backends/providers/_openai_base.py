@@ -1,0 +1,93 @@
+"""What the two OpenAI APIs share: the backend's options and auth, the stream's
+common pieces (run end, errors, argument pieces).
+
+Chat Completions lives in ``_openai_chat.py``, the Responses API in
+``_openai_responses.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import msgspec
+
+from toolrelay.backends.providers._base import Capabilities, ProviderBackend
+from toolrelay.protocol import RunErrorEvent, RunFinishedEvent
+
+__all__ = ("OpenAIBase", "arguments_piece", "error_event", "finished", "nonempty")
+
+_JSON_ENCODER = msgspec.json.Encoder()
+
+
+def finished(stop_reason: Any) -> RunFinishedEvent:
+    """RUN_FINISHED with ``{"stopReason": stop_reason}``."""
+    # The backend stamps the run's ids (the translator does not know them).
+    return RunFinishedEvent(thread_id="", run_id="", result={"stopReason": stop_reason})
+
+
+def error_event(error: Any, default: str) -> RunErrorEvent:
+    """RUN_ERROR from an error object (``{"message", "code", "type"}``) or a string."""
+    if isinstance(error, dict):
+        message = error.get("message")
+        code = error.get("code")
+        if code is None:
+            code = error.get("type")
+        return RunErrorEvent(
+            message=message if isinstance(message, str) and message else default,
+            code=None if code is None else str(code),
+        )
+    if isinstance(error, str) and error:
+        return RunErrorEvent(message=error)
+    return RunErrorEvent(message=default)
+
+
+def nonempty(value: Any) -> str | None:
+    """``value`` if it is a non-empty string."""
+    return value if isinstance(value, str) and value else None
+
+
+def arguments_piece(value: Any) -> str:
+    """An arguments piece as text: servers that send an object get it JSON-encoded."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return _JSON_ENCODER.encode(value).decode()
+
+
+class OpenAIBase(ProviderBackend):
+    """What the two OpenAI APIs share.
+
+    Args:
+        model: The model name.
+        developer_role: The role AG-UI ``developer`` messages are sent with:
+            ``"developer"`` (OpenAI's own API) or ``"system"``, for OpenAI-compatible
+            servers that predate the developer role and refuse it.
+        **kwargs: The other arguments of
+            :class:`~toolrelay.backends.providers._base.ProviderBackend`.
+    """
+
+    api_key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
+    default_base_url: ClassVar[str] = "https://api.openai.com/v1"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        streaming=True, tools=True, tool_ids=True, parallel_calls=True
+    )
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        developer_role: Literal["developer", "system"] = "developer",
+        **kwargs: Any,
+    ) -> None:
+        if developer_role not in ("developer", "system"):
+            raise ValueError(
+                f"developer_role must be 'developer' or 'system', not {developer_role!r}"
+            )
+        self.developer_role = developer_role
+        super().__init__(model, **kwargs)
+
+    def auth_headers(self) -> dict[str, str]:
+        if not self._api_key:
+            return {}  # OpenAI-compatible servers on a private network often need none
+        return {"Authorization": f"Bearer {self._api_key}"}

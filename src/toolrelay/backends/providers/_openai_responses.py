@@ -1,0 +1,384 @@
+"""The OpenAI Responses API as an agent backend, streamed.
+
+Theory of operation
+-------------------
+A pure translator, :class:`OpenAIResponsesTranslator`, plus a thin
+:class:`OpenAIResponsesBackend`.
+
+**Responses API** (``POST /responses``, ``stream: true``). Each SSE event names its
+``type``. :class:`OpenAIResponsesTranslator` maps::
+
+    response.output_item.added (function_call)     -> TOOL_CALL_START (its call_id, name)
+    response.function_call_arguments.delta          -> TOOL_CALL_ARGS
+    response.function_call_arguments.done,
+    response.output_item.done (function_call)      -> TOOL_CALL_END (the arguments of
+                                                      ``done`` if no delta carried them)
+    response.output_text.delta, .refusal.delta     -> TEXT_MESSAGE_START / CONTENT
+    response.output_item.done (message)            -> TEXT_MESSAGE_END
+    response.reasoning_summary_text.delta,
+    response.reasoning_text.delta                  -> REASONING_MESSAGE_START / CONTENT
+    response.completed                             -> RUN_FINISHED {"stopReason": "tool_calls"
+                                                      or "stop"}
+    response.incomplete                            -> RUN_FINISHED {"stopReason":
+                                                      incomplete_details.reason}; a call
+                                                      cut off before its ``done`` stays
+                                                      open and is never run
+    response.failed, error                         -> RUN_ERROR (message, code)
+
+Requests: see ``_messages.py`` (what every provider is sent of a conversation).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from toolrelay.backends.providers._messages import (
+    check_tool_results,
+    data_url,
+    sendable_messages,
+    text_of,
+    tool_arguments,
+    unsupported_part,
+)
+from toolrelay.backends.providers._openai_base import (
+    OpenAIBase,
+    arguments_piece,
+    error_event,
+    finished,
+    nonempty,
+)
+from toolrelay.errors import ConversationError
+from toolrelay.protocol import (
+    AssistantMessage,
+    ContentPart,
+    DataSource,
+    DeveloperMessage,
+    Event,
+    FileSource,
+    ImagePart,
+    Message,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    RunAgentInput,
+    SystemMessage,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    TextPart,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    ToolMessage,
+    UrlSource,
+    UserMessage,
+)
+
+__all__ = ("OpenAIResponsesBackend", "OpenAIResponsesTranslator")
+
+
+# --- the translator ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _ResponsesCall:
+    id: str
+    streamed: bool = False
+    ended: bool = False
+
+
+class OpenAIResponsesTranslator:
+    """Responses API stream events -> AG-UI events. Pure: no I/O, no clock.
+
+    Args:
+        fallback_message_id: The parent message id of calls when the stream names no
+            response (``response.created``) and no text came first.
+    """
+
+    def __init__(self, *, fallback_message_id: str = "message") -> None:
+        self._fallback_message_id = fallback_message_id
+        self._response_id: str | None = None
+        self._last_text_id: str | None = None
+        # Insertion-ordered sets: what is open, closed in the order it was opened.
+        self._open_texts: dict[str, None] = {}
+        self._open_reasoning: dict[str, None] = {}
+        self._calls: dict[str, _ResponsesCall] = {}  # by item id
+        self._items_by_index: dict[int, str] = {}  # output_index -> item id
+        self._ended = False
+
+    def feed(self, chunk: Any, event_name: str | None = None) -> list[Event]:
+        if self._ended or not isinstance(chunk, dict):
+            return []
+        kind = chunk.get("type")
+        if not isinstance(kind, str):
+            kind = event_name
+        out: list[Event] = []
+        match kind:
+            case "response.created" | "response.in_progress":
+                response = chunk.get("response")
+                if isinstance(response, dict) and self._response_id is None:
+                    self._response_id = nonempty(response.get("id"))
+            case "response.output_item.added":
+                self._item_added(chunk, out)
+            case "response.output_item.done":
+                self._item_done(chunk, out)
+            case "response.output_text.delta" | "response.refusal.delta":
+                delta = nonempty(chunk.get("delta"))
+                item_id = self._item_id(chunk)
+                if delta is not None and item_id is not None:
+                    self._text(item_id, delta, out)
+            case "response.function_call_arguments.delta":
+                call = self._call(chunk)
+                delta = arguments_piece(chunk.get("delta"))
+                if call is not None and not call.ended and delta:
+                    call.streamed = True
+                    out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=delta))
+            case "response.function_call_arguments.done":
+                call = self._call(chunk)
+                if call is not None:
+                    self._end_call(call, chunk.get("arguments"), out)
+            case "response.reasoning_summary_text.delta" | "response.reasoning_text.delta":
+                delta = nonempty(chunk.get("delta"))
+                item_id = self._item_id(chunk)
+                if delta is not None and item_id is not None:
+                    self._reasoning(item_id, delta, out)
+            case "response.completed":
+                self._close_messages(out)
+                for call in self._calls.values():
+                    # "completed": every item is complete, whether or not its done came.
+                    self._end_call(call, None, out)
+                out.append(finished("tool_calls" if self._calls else "stop"))
+                self._ended = True
+            case "response.incomplete":
+                self._close_messages(out)
+                response = chunk.get("response")
+                details = response.get("incomplete_details") if isinstance(response, dict) else None
+                reason = details.get("reason") if isinstance(details, dict) else None
+                out.append(finished(reason or "incomplete"))
+                self._ended = True
+            case "response.failed":
+                response = chunk.get("response")
+                error = response.get("error") if isinstance(response, dict) else None
+                self._ended = True
+                out.append(error_event(error, "the response failed"))
+            case "error":
+                error = chunk.get("error")
+                self._ended = True
+                out.append(
+                    error_event(error if isinstance(error, dict) else chunk, "provider error")
+                )
+            case _:
+                pass  # created/in_progress parts, annotations, usage, and what comes next
+        return out
+
+    def finish(self) -> list[Event]:
+        if self._ended:
+            return []
+        out: list[Event] = []
+        self._close_messages(out)  # calls without their done stay open: never run
+        self._ended = True
+        return out
+
+    # -- pieces -------------------------------------------------------------------------------
+
+    def _item_id(self, chunk: dict[str, Any]) -> str | None:
+        item_id = nonempty(chunk.get("item_id"))
+        if item_id is None:
+            index = chunk.get("output_index")
+            if isinstance(index, int):
+                item_id = self._items_by_index.get(index)
+        return item_id
+
+    def _call(self, chunk: dict[str, Any]) -> _ResponsesCall | None:
+        item_id = self._item_id(chunk)
+        return None if item_id is None else self._calls.get(item_id)
+
+    def _parent_id(self) -> str:
+        return self._last_text_id or self._response_id or self._fallback_message_id
+
+    def _start_call(self, item: dict[str, Any], index: Any, out: list[Event]) -> _ResponsesCall:
+        item_id = (
+            nonempty(item.get("id")) or nonempty(item.get("call_id")) or f"item-{len(self._calls)}"
+        )
+        call_id = nonempty(item.get("call_id")) or item_id
+        call = _ResponsesCall(id=call_id)
+        self._calls[item_id] = call
+        if isinstance(index, int):
+            self._items_by_index[index] = item_id
+        out.append(
+            ToolCallStartEvent(
+                tool_call_id=call_id,
+                tool_call_name=nonempty(item.get("name")) or "",
+                parent_message_id=self._parent_id(),
+            )
+        )
+        arguments = arguments_piece(item.get("arguments"))
+        if arguments:
+            call.streamed = True
+            out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=arguments))
+        return call
+
+    def _item_added(self, chunk: dict[str, Any], out: list[Event]) -> None:
+        item = chunk.get("item")
+        if not isinstance(item, dict):
+            return
+        index = chunk.get("output_index")
+        item_id = nonempty(item.get("id"))
+        if isinstance(index, int) and item_id is not None:
+            self._items_by_index[index] = item_id
+        if item.get("type") == "function_call":
+            self._start_call(item, index, out)
+
+    def _item_done(self, chunk: dict[str, Any], out: list[Event]) -> None:
+        item = chunk.get("item")
+        if not isinstance(item, dict):
+            return
+        item_id = nonempty(item.get("id"))
+        match item.get("type"):
+            case "function_call":
+                call = self._calls.get(item_id or nonempty(item.get("call_id")) or "")
+                if call is None:  # no output_item.added came: the whole call at once
+                    call = self._start_call(item, chunk.get("output_index"), out)
+                self._end_call(call, item.get("arguments"), out)
+            case "message" if item_id in self._open_texts:
+                del self._open_texts[item_id]
+                out.append(TextMessageEndEvent(message_id=item_id))
+            case "reasoning" if item_id in self._open_reasoning:
+                del self._open_reasoning[item_id]
+                out.append(ReasoningMessageEndEvent(message_id=item_id))
+            case _:
+                pass
+
+    def _end_call(self, call: _ResponsesCall, arguments: Any, out: list[Event]) -> None:
+        if call.ended:
+            return
+        call.ended = True
+        if not call.streamed:
+            # Servers that skip the deltas send the whole arguments with done.
+            whole = arguments_piece(arguments)
+            if whole:
+                call.streamed = True
+                out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=whole))
+        out.append(ToolCallEndEvent(tool_call_id=call.id))
+
+    def _text(self, item_id: str, delta: str, out: list[Event]) -> None:
+        if item_id not in self._open_texts:
+            self._open_texts[item_id] = None
+            self._last_text_id = item_id
+            out.append(TextMessageStartEvent(message_id=item_id, role="assistant"))
+        out.append(TextMessageContentEvent(message_id=item_id, delta=delta))
+
+    def _reasoning(self, item_id: str, delta: str, out: list[Event]) -> None:
+        if item_id not in self._open_reasoning:
+            self._open_reasoning[item_id] = None
+            out.append(ReasoningMessageStartEvent(message_id=item_id))
+        out.append(ReasoningMessageContentEvent(message_id=item_id, delta=delta))
+
+    def _close_messages(self, out: list[Event]) -> None:
+        out.extend(ReasoningMessageEndEvent(message_id=i) for i in self._open_reasoning)
+        self._open_reasoning.clear()
+        out.extend(TextMessageEndEvent(message_id=i) for i in self._open_texts)
+        self._open_texts.clear()
+
+
+# --- the backend ---------------------------------------------------------------------------------
+
+
+class OpenAIResponsesBackend(OpenAIBase):
+    """The OpenAI Responses API, streamed, stateless (the whole conversation every run).
+
+    Function tools are declared with ``strict: false`` (the Responses API makes them
+    strict by default, which needs schemas toolrelay does not promise). Function call
+    items are sent back by ``call_id`` only, without item ids, so no reasoning item has
+    to go with them. See :class:`~toolrelay.backends.providers._base.ProviderBackend`
+    for the arguments.
+    """
+
+    name: ClassVar[str] = "openai-responses"
+
+    def endpoint(self) -> str:
+        return f"{self.base_url}/responses"
+
+    def new_translator(self) -> OpenAIResponsesTranslator:
+        return OpenAIResponsesTranslator(fallback_message_id=f"msg_{uuid.uuid4().hex}")
+
+    def build_request(self, run_input: RunAgentInput) -> dict[str, Any]:
+        """The ``/responses`` body: model, options, input items, tools, ``stream``.
+
+        Raises:
+            ConversationError: Tool calls and results do not pair up, or a message has a
+                content part the Responses API cannot take.
+        """
+        messages = sendable_messages(run_input.messages)
+        check_tool_results(messages, self.name)
+        body: dict[str, Any] = {"model": self.model, **self.options}
+        items: list[dict[str, Any]] = []
+        for message in messages:
+            items.extend(self._items(message))
+        body["input"] = items
+        body["stream"] = True
+        if run_input.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                    "strict": False,
+                }
+                for tool in run_input.tools
+            ]
+        return body
+
+    def _items(self, message: Message) -> list[dict[str, Any]]:
+        match message:
+            case SystemMessage(content=content):
+                return [{"type": "message", "role": "system", "content": content}]
+            case DeveloperMessage(content=content):
+                return [{"type": "message", "role": self.developer_role, "content": content}]
+            case UserMessage(content=content):
+                return [{"type": "message", "role": "user", "content": self._user_content(content)}]
+            case AssistantMessage(content=content, tool_calls=tool_calls):
+                items: list[dict[str, Any]] = []
+                if content:
+                    items.append({"type": "message", "role": "assistant", "content": content})
+                items.extend(
+                    {
+                        "type": "function_call",
+                        "call_id": call.id,
+                        "name": call.function.name,
+                        "arguments": tool_arguments(call),
+                    }
+                    for call in tool_calls or ()
+                )
+                return items
+            case ToolMessage(content=content, tool_call_id=tool_call_id):
+                return [
+                    {
+                        "type": "function_call_output",
+                        "call_id": tool_call_id,
+                        "output": text_of(content, self.name, "a tool message"),
+                    }
+                ]
+            case _:  # pragma: no cover - sendable_messages left the others out
+                raise ConversationError(f"{self.name} cannot take a {type(message).__name__}")
+
+    def _user_content(self, content: str | list[ContentPart]) -> str | list[dict[str, Any]]:
+        if isinstance(content, str):
+            return content
+        parts: list[dict[str, Any]] = []
+        for part in content:
+            match part:
+                case TextPart(text=text):
+                    parts.append({"type": "input_text", "text": text})
+                case ImagePart(source=UrlSource(value=url)):
+                    parts.append({"type": "input_image", "image_url": url})
+                case ImagePart(source=DataSource() as source):
+                    parts.append({"type": "input_image", "image_url": data_url(source)})
+                case ImagePart(source=FileSource(value=file_id)):
+                    parts.append({"type": "input_image", "file_id": file_id})
+                case _:
+                    raise unsupported_part(self.name, part, "a user message")
+        return parts
