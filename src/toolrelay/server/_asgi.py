@@ -54,10 +54,12 @@ class Disconnected(Exception):
 
 
 def method_not_allowed(allowed: str) -> HTTPError:
+    """405, with the methods the route takes."""
     return HTTPError(405, "method_not_allowed", f"use {allowed}", [(b"allow", allowed.encode())])
 
 
 async def read_body(receive: Receive, headers: Mapping[str, str], limit: int) -> bytes:
+    """The request body, refused (413) as soon as it is known to pass ``limit``."""
     declared = headers.get("content-length")
     if declared is not None:
         try:
@@ -88,6 +90,7 @@ async def respond(
     content_type: str | None,
     headers: Sequence[tuple[bytes, bytes]] = (),
 ) -> None:
+    """A whole response: ``body`` with its length."""
     out = list(headers)
     if content_type is not None:
         out.append((b"content-type", content_type.encode()))
@@ -99,6 +102,7 @@ async def respond(
 async def respond_json(
     send: Send, status: int, value: Any, headers: Sequence[tuple[bytes, bytes]] = ()
 ) -> None:
+    """A whole JSON response."""
     await respond(send, status, msgspec.json.encode(value), "application/json", headers)
 
 

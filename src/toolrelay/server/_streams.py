@@ -237,11 +237,14 @@ class Streams(ServerBase):
 
 @dataclass(slots=True)
 class _Follower:
+    """One stream's queue of the live text deltas of its thread."""
+
     send: MemoryObjectSendStream[Event]
     receive: MemoryObjectReceiveStream[Event]
 
 
 def _drain(queue: MemoryObjectReceiveStream[Event]) -> list[Event]:
+    """What the queue holds now, without waiting."""
     out: list[Event] = []
     while True:
         try:
