@@ -1,4 +1,4 @@
-"""_LiveText: live deltas and the records that follow them make one valid message per
+"""LiveText: live deltas and the records that follow them make one valid message per
 stream, whatever the interleaving (Hypothesis)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from toolrelay.protocol import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
-from toolrelay.server._app import _LiveText, _shown_ids
+from toolrelay.server._sse import LiveText, shown_ids
 
 
 def record(message_id: str, text: str) -> list[Event]:
@@ -50,7 +50,7 @@ def test_deltas_and_the_record_make_one_message(
     deltas += [TextMessageContentEvent(message_id="m", delta=p) for p in pieces]
     committed_at = min(committed_at, len(deltas))
     joined_at = min(joined_at, committed_at)
-    live = _LiveText()
+    live = LiveText()
     out: list[Event] = []
     out += live.admit(deltas[joined_at:committed_at])  # what it saw live
     out += live.committed(record("m", text))  # the record
@@ -61,7 +61,7 @@ def test_deltas_and_the_record_make_one_message(
 
 @given(pieces=st.lists(st.text(min_size=1, max_size=5), min_size=1, max_size=6))
 def test_a_message_that_is_never_written_is_closed_before_the_run_ends(pieces: list[str]) -> None:
-    live = _LiveText()
+    live = LiveText()
     out = live.admit(
         [TextMessageStartEvent(message_id="m", role="assistant")]
         + [TextMessageContentEvent(message_id="m", delta=p) for p in pieces]
@@ -75,7 +75,7 @@ def test_a_record_whose_events_all_went_out_live_sends_nothing_and_breaks_nothin
     """A record holding a message's start and text (its end comes with the next one),
     all of which a stream already sent live, leaves that stream nothing to send: no
     event, no id (a load on PostgreSQL met this: the ids and the events disagreed)."""
-    live = _LiveText()
+    live = LiveText()
     sent = live.admit(
         [
             TextMessageStartEvent(message_id="m", role="assistant"),
@@ -89,9 +89,9 @@ def test_a_record_whose_events_all_went_out_live_sends_nothing_and_breaks_nothin
     ]
     shown = live.committed(events)
     assert shown == []
-    assert _shown_ids(2, events, shown, "1") == []
+    assert shown_ids(2, events, shown, "1") == []
     end: list[Event] = [TextMessageEndEvent(message_id="m")]
     shown = live.committed(end)
-    assert shown == end and _shown_ids(3, end, shown, "2") == ["3"]
+    assert shown == end and shown_ids(3, end, shown, "2") == ["3"]
     fresh = record("n", "Hi")  # nothing of it live: the record's own ids
-    assert _shown_ids(4, fresh, _LiveText().committed(fresh), "3") == ["3", "3", "4"]
+    assert shown_ids(4, fresh, LiveText().committed(fresh), "3") == ["3", "3", "4"]

@@ -16,12 +16,7 @@ client can catch up (reference 004).
 
 from __future__ import annotations
 
-from toolrelay.server._app import (
-    DEFAULT_MAX_TOOL_ROUNDS as DEFAULT_MAX_TOOL_ROUNDS,
-    MAX_TOOL_ROUNDS_ENV as MAX_TOOL_ROUNDS_ENV,
-    AguiServer as AguiServer,
-    max_tool_rounds_from_env as max_tool_rounds_from_env,
-)
+from toolrelay.server._app import AguiServer as AguiServer
 from toolrelay.server._auth import (
     ANONYMOUS as ANONYMOUS,
     Anonymous as Anonymous,
@@ -35,7 +30,13 @@ from toolrelay.server._feed import (
     StopReason as StopReason,
     result_message_id as result_message_id,
 )
-from toolrelay.server._rounds import RoundLimit as RoundLimit, rounds_in as rounds_in
+from toolrelay.server._rounds import (
+    DEFAULT_MAX_TOOL_ROUNDS as DEFAULT_MAX_TOOL_ROUNDS,
+    MAX_TOOL_ROUNDS_ENV as MAX_TOOL_ROUNDS_ENV,
+    RoundLimit as RoundLimit,
+    max_tool_rounds_from_env as max_tool_rounds_from_env,
+    rounds_in as rounds_in,
+)
 from toolrelay.server._watch import WatchedStore as WatchedStore
 
 __all__ = (

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 The server never forwards what the model streams: every SSE event it sends is
 derived from a record the store has committed, and carries that record's sequence
-number as its SSE ``id`` (see ``_event_ids`` in ``_app``: the last event of record
+number as its SSE ``id`` (see ``event_ids`` in ``_sse``: the last event of record
 ``N`` carries ``N``, one that completes a message or call inside it ``N:i``). A stream
 that starts at the beginning of a turn and a client that comes back with
 ``Last-Event-ID: N`` therefore read the same events, by construction: catch-up is

@@ -14,7 +14,8 @@ after a restart.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import anyio
@@ -29,7 +30,36 @@ from toolrelay.protocol import (
 )
 from toolrelay.server._feed import StopReason
 
-__all__ = ("RoundLimit", "rounds_in")
+__all__ = (
+    "DEFAULT_MAX_TOOL_ROUNDS",
+    "MAX_TOOL_ROUNDS_ENV",
+    "RoundLimit",
+    "max_tool_rounds_from_env",
+    "rounds_in",
+)
+
+#: The environment variable that sets ``max_tool_rounds`` when it is not given.
+MAX_TOOL_ROUNDS_ENV = "TOOLRELAY_MAX_TOOL_ROUNDS"
+#: The default tool-round limit (reference 004).
+DEFAULT_MAX_TOOL_ROUNDS = 5
+
+
+def max_tool_rounds_from_env(environ: Mapping[str, str] | None = None) -> int:
+    """``TOOLRELAY_MAX_TOOL_ROUNDS``, or the default (5).
+
+    Raises:
+        ValueError: The variable is set to something other than a positive integer.
+    """
+    value = (os.environ if environ is None else environ).get(MAX_TOOL_ROUNDS_ENV)
+    if value is None or not value.strip():
+        return DEFAULT_MAX_TOOL_ROUNDS
+    try:
+        rounds = int(value)
+    except ValueError:
+        raise ValueError(f"{MAX_TOOL_ROUNDS_ENV}={value!r}: expected a positive integer") from None
+    if rounds < 1:
+        raise ValueError(f"{MAX_TOOL_ROUNDS_ENV}={value!r}: expected a positive integer")
+    return rounds
 
 
 def rounds_in(run_input: RunAgentInput) -> int:
