@@ -96,8 +96,9 @@ class MachineBase(RuleBasedStateMachine):
     #: How long nothing observable may move, while a clock-bound probe tool runs,
     #: before a turn that is not parked counts as stuck (seconds). Also bounds every
     #: user action (``cancel``, ``close``...) and leaving the engine: they must
-    #: return promptly (promise 4).
-    stall_timeout: ClassVar[float] = 1.0
+    #: return promptly (promise 4). A busy machine (two cores, load 5) once moved
+    #: nothing for just over a second while a probe's worker thread waited for a core.
+    stall_timeout: ClassVar[float] = 3.0
     #: How many event-loop iterations in which nothing observable moves, while no
     #: clock- or thread-bound tool runs, make a turn that is not parked stuck.
     stall_iterations: ClassVar[int] = 2000
