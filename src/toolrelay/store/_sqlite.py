@@ -448,6 +448,7 @@ class SQLiteStore:
         connection.execute("BEGIN IMMEDIATE")
         try:
             lasts: list[int | BaseException] = []
+            rows: list[tuple[object, int, bytes]] = []  # every append's records, one statement
             for item in batch:
                 key = item.key
                 if item.claim is not None and not _claim_valid(connection, item.claim, now):
@@ -461,27 +462,25 @@ class SQLiteStore:
                     "RETURNING id, last_seq, live_turn",
                     (count, now, key.server, key.room_id, key.thread_id),
                 ).fetchone()
-                if row is None:
+                if row is None:  # a new thread: its row starts where the records leave it
+                    live = live_turn_after(None, item.records) if item.turns else None
                     cursor = connection.execute(
-                        f"INSERT INTO threads ({_THREAD_COLUMNS}) "
-                        "VALUES (?, ?, ?, ?, ?, NULL, ?, ?)",
-                        (key.server, key.room_id, key.thread_id, item.owner, count, now, now),
+                        f"INSERT INTO threads ({_THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (key.server, key.room_id, key.thread_id, item.owner, count, live, now, now),
                     )
-                    thread, last, live = cursor.lastrowid, count, None
+                    thread, last = cursor.lastrowid, count
                 else:
                     thread, last, live = row
+                    if item.turns:
+                        turn = live_turn_after(live, item.records)
+                        if turn != live:
+                            connection.execute(
+                                "UPDATE threads SET live_turn = ? WHERE id = ?", (turn, thread)
+                            )
                 first = last - count
-                connection.executemany(
-                    "INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)",
-                    [(thread, first + i, body) for i, body in enumerate(item.bodies, 1)],
-                )
-                if item.turns:
-                    turn = live_turn_after(live, item.records)
-                    if turn != live:
-                        connection.execute(
-                            "UPDATE threads SET live_turn = ? WHERE id = ?", (turn, thread)
-                        )
+                rows.extend((thread, first + i, body) for i, body in enumerate(item.bodies, 1))
                 lasts.append(int(last))
+            connection.executemany("INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)", rows)
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
