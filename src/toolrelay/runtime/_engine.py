@@ -31,7 +31,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from toolrelay._reasons import ReasonKind, TerminalReason
-from toolrelay.backends._base import AgentBackend, RetryNotice, RunSettings
+from toolrelay.backends._base import AgentBackend
 from toolrelay.core import (
     ChatMessage,
     Conversation,
@@ -47,13 +47,13 @@ from toolrelay.protocol import Context, Interrupt, ResumeEntry, UserMessage
 from toolrelay.runtime._durable import ThreadLog
 from toolrelay.runtime._executor import ToolOptions, ToolThreads
 from toolrelay.runtime._fanout import Fanout
+from toolrelay.runtime._host import TurnHost
 from toolrelay.runtime._registry import RunHandle, RunRegistry
 from toolrelay.runtime._turn import Turn
 from toolrelay.runtime._views import (
     EngineStatistics,
     EventReceived,
     Notification,
-    RunRetrying,
     TurnSnapshot,
 )
 from toolrelay.store import MessageSaved, Store, TurnStarted, message_to_record, replay
@@ -178,7 +178,6 @@ class Engine:
             )
         self.store = store
         self._recover_on_enter = recover
-        self._tracer_provider = tracer_provider
         # Per thread, what its turns write to the store (with a store only).
         self._logs: dict[ThreadKey, ThreadLog] = {}
         self.backend = backend
@@ -191,18 +190,15 @@ class Engine:
             limits = own if isinstance(own, Limits) else Limits()
         self.limits: Limits = limits
         self.registry = registry if registry is not None else RunRegistry()
-        self._limiter = (
-            anyio.CapacityLimiter(max_concurrent_tools) if max_concurrent_tools else None
-        )
         self._context = tuple(context)
-        self._tool_options = tool_options if tool_options is not None else ToolOptions()
-        self._tool_threads = ToolThreads(self._tool_options.max_threads)
+        tool_options = tool_options if tool_options is not None else ToolOptions()
+        self._tool_threads = ToolThreads(tool_options.max_threads)
         self._tool_context = tool_context
         self._forwarded_props = forwarded_props
-        self._run_id_factory = run_id_factory
         self._id_factory = id_factory
-        # As given: the backend is told (RunSettings) whether the choice was left to it.
-        self._include_reasoning_given = include_reasoning
+        # As given (include_reasoning_given): the backend is told (RunSettings) whether
+        # the choice was left to it.
+        include_reasoning_given = include_reasoning
         if include_reasoning is None:
             include_reasoning = getattr(backend, "takes_reasoning", False) is True
         self._include_reasoning = include_reasoning
@@ -221,6 +217,21 @@ class Engine:
         self._focused: ThreadKey | None = None
         self._group: TaskGroup | None = None
         self._closed = False
+        # What every turn asks of the engine (the whole of it; see runtime/_host.py).
+        self._host = TurnHost(
+            engine=self,
+            notifications=self._notifications,
+            tool_limiter=(
+                anyio.CapacityLimiter(max_concurrent_tools) if max_concurrent_tools else None
+            ),
+            tool_threads=self._tool_threads,
+            tool_options=tool_options,
+            tracer_provider=tracer_provider,
+            include_reasoning=include_reasoning_given,
+            new_run_id=run_id_factory,
+            load=self._load,
+            finished=self._turn_finished,
+        )
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -292,7 +303,7 @@ class Engine:
         self._closed = True
         reason = TerminalReason(kind=ReasonKind.CLOSED, message="the engine was closed")
         for turn in list(self._live):
-            turn._end(reason)
+            turn.end(reason)
 
     def _close_streams(self) -> None:
         if not self.registry.closed:
@@ -390,7 +401,7 @@ class Engine:
         if open_interrupts is not None:
             self._interrupts[key] = open_interrupts
         if previous is not None:
-            previous._end(
+            previous.end(
                 TerminalReason(
                     kind=ReasonKind.SUPERSEDED, message="a newer turn on the thread took over"
                 ),
@@ -405,7 +416,7 @@ class Engine:
         self._conversations[key] = conversation  # the most recently used, last
         start = len(conversation.messages)
         if previous is not None:
-            previous._close_slice(start)
+            previous.close_slice(start)
         if isinstance(message, str):
             message = UserMessage(id=self._id_factory(), content=message)
         if message is not None:
@@ -417,7 +428,7 @@ class Engine:
                 log.add(MessageSaved(turn_id=turn_id, message=message_to_record(message)))
         registry = (tools if tools is not None else self.tools).freeze()
         turn = Turn(
-            self,
+            self._host,
             key,
             self._processor(conversation, registry, resume),
             registry,
@@ -430,8 +441,8 @@ class Engine:
             log.waiting.append(turn)
         self._turns[key] = turn
         self._live.add(turn)
-        turn._publish_state()
-        group.start_soon(turn._drive, name=f"toolrelay turn {key}")
+        turn.publish_state()
+        group.start_soon(turn.drive, name=f"toolrelay turn {key}")
         return turn
 
     def _processor(
@@ -482,7 +493,7 @@ class Engine:
                         self._interrupts[key] = ()
                 shift = len(history.messages) - supplied
                 for turn in log.waiting:
-                    turn._shift(shift)
+                    turn.shift_slice(shift)
             else:
                 log.prepend(
                     MessageSaved(turn_id="", message=message_to_record(m))
@@ -549,7 +560,7 @@ class Engine:
             registry = self.tools.freeze()
             resume = live.resume if live.tools is None else ()
             turn = Turn(
-                self,
+                self._host,
                 key,
                 self._processor(conversation, registry, resume),
                 registry,
@@ -561,8 +572,8 @@ class Engine:
             )
             self._turns[key] = turn
             self._live.add(turn)
-            turn._publish_state()
-            group.start_soon(turn._drive, name=f"toolrelay recovered turn {key}")
+            turn.publish_state()
+            group.start_soon(turn.drive, name=f"toolrelay recovered turn {key}")
             resumed.append(turn)
         return tuple(resumed)
 
@@ -735,7 +746,7 @@ class Engine:
         turn = self._turns.get(self._focused)
         if turn is None:
             return None
-        turn._publish_state(force=True)
+        turn.publish_state(force=True)
         return turn.snapshot()
 
     def subscribe(
@@ -788,42 +799,6 @@ class Engine:
 
         return wants
 
-    def _notify(self, notification: Notification) -> None:
-        self._notifications.publish(notification)
-
-    def _run_settings(self, key: ThreadKey) -> RunSettings:
-        """What the backend is told for the runs of a turn on ``key`` (its limits, and
-        where a retry is reported)."""
-
-        def on_retry(notice: RetryNotice) -> None:
-            self._notify(
-                RunRetrying(
-                    key,
-                    notice.attempt,
-                    notice.delay,
-                    notice.reason,
-                    notice.code,
-                    notice.resume_from,
-                )
-            )
-
-        return RunSettings(
-            limits=self.limits,
-            on_retry=on_retry,
-            include_reasoning=self._include_reasoning_given,
-        )
-
-    def _deadline_reason(self) -> TerminalReason:
-        """Why a turn that outlived ``limits.turn_seconds`` ended."""
-        return TerminalReason(
-            kind=ReasonKind.DEADLINE,
-            message=f"the turn did not end within turn_seconds={self.limits.turn_seconds:g} s",
-            code="turn_seconds",
-        )
-
-    def _new_run_id(self) -> str:
-        return self._run_id_factory()
-
     def _turn_finished(self, turn: Turn, handle: RunHandle | None) -> None:
         """``turn``'s task is ending: its run leaves the registry, it is counted."""
         if handle is not None and not self.registry.closed:
@@ -839,5 +814,5 @@ class Engine:
         if self._turns.get(turn.key) is turn:
             # A superseded turn published its end when it was superseded; published
             # again now, after the newer turn's, it would flash over it (promise 5).
-            turn._publish_state()
+            turn.publish_state()
         self._evict()

@@ -100,7 +100,7 @@ from toolrelay.runtime._views import (
 from toolrelay.store import LiveTurn, ToolFinished, call_from_record
 
 if TYPE_CHECKING:
-    from toolrelay.runtime._engine import Engine
+    from toolrelay.runtime._host import TurnHost
 
 __all__ = ("Turn",)
 
@@ -139,7 +139,7 @@ class Turn:
     __slots__ = (
         "_approved",
         "_done",
-        "_engine",
+        "_host",
         "_ending",
         "_handle",
         "_last_published",
@@ -158,7 +158,7 @@ class Turn:
 
     def __init__(
         self,
-        engine: Engine,
+        host: TurnHost,
         key: ThreadKey,
         processor: EventProcessor,
         tools: ToolRegistry,
@@ -169,7 +169,7 @@ class Turn:
         recovered: LiveTurn | None = None,
         tool_context: object = None,
     ) -> None:
-        self._engine = engine
+        self._host = host
         self._tool_context = tool_context
         # While calls await approval: where approved calls go to run (made by the
         # first of approve() and _execute to need it; closed when the batch ends).
@@ -300,7 +300,7 @@ class Turn:
                 self._log.add(
                     ToolFinished(turn_id=self.turn_id, call_id=call.id, result=call.result)
                 )
-            self._engine._notify(ToolCallFinished(self.key, call.id, call.name, call.result))
+            self._host.notify(ToolCallFinished(self.key, call.id, call.name, call.result))
         self._perform(effects)
         self._decided()
 
@@ -380,7 +380,7 @@ class Turn:
         Returns:
             ``False`` when the turn had already ended (nothing changes).
         """
-        return self._end(TerminalReason(kind=ReasonKind.CANCELLED, message=message))
+        return self.end(TerminalReason(kind=ReasonKind.CANCELLED, message=message))
 
     async def wait_finished(self) -> TerminalReason:
         """Wait until the turn's task is done; returns why the turn ended."""
@@ -393,9 +393,13 @@ class Turn:
         return f"Turn(key={self.key}, status={self.status.value}, depth={self.depth})"
 
     # -- what the engine asks of a turn ----------------------------------------------
+    # The engine's side of the contract in runtime/_host.py: public so that the engine
+    # reads no private member, but not user API (user code reads, cancels, approves and
+    # waits).
 
-    def _end(self, reason: TerminalReason) -> bool:
-        """End the turn from outside its task (cancel, supersede, the engine closing).
+    def end(self, reason: TerminalReason) -> bool:
+        """Engine-facing: end the turn from outside its task (cancel, supersede, the
+        engine closing), with ``reason``.
 
         A turn that already ended but whose task still works (a store failure ended
         it while its tools ran) has that work stopped too; ``False`` says it had ended.
@@ -412,41 +416,46 @@ class Turn:
         self._perform(effects)
         return True
 
-    def _close_slice(self, stop: int) -> None:
-        """The next turn on the thread begins at ``stop``: this turn's messages end there."""
+    def close_slice(self, stop: int) -> None:
+        """Engine-facing: the next turn on the thread begins at ``stop``, where this
+        turn's messages end."""
         self._stop = stop
 
-    def _shift(self, by: int) -> None:
-        """``by`` messages were put before this turn's (its thread's history, loaded)."""
+    def shift_slice(self, by: int) -> None:
+        """Engine-facing: ``by`` messages were put before this turn's (its thread's
+        history, loaded from the store)."""
         self._start += by
         if self._stop is not None:
             self._stop += by
 
-    def _publish_state(self, *, force: bool = False) -> None:
-        """Tell subscribers the turn's state, unless it is the one they were last told
-        (``force``: a newly focused view wants it again)."""
-        engine = self._engine
-        if not engine._notifications:
+    def publish_state(self, *, force: bool = False) -> None:
+        """Engine-facing (and the turn's own): tell subscribers the turn's state,
+        unless it is the one they were last told (``force``: a newly focused view
+        wants it again)."""
+        host = self._host
+        if not host.notifications:
             return
         snapshot = self.snapshot()
         if not force and snapshot == self._last_published:
             return
         self._last_published = snapshot
-        engine._notify(StateChanged(snapshot))
+        host.notify(StateChanged(snapshot))
 
     # -- the driver ---------------------------------------------------------------------
 
-    async def _drive(self) -> None:
+    async def drive(self) -> None:
+        """Engine-facing: the turn's task, started once by the engine in its task
+        group; it ends with the turn in a final state."""
         processor = self._processor
-        engine = self._engine
-        turn_seconds = engine.limits.turn_seconds
+        host = self._host
+        turn_seconds = host.engine.limits.turn_seconds
         trace = self._trace = start_turn(
-            engine._tracer_provider, engine.backend, self.key, self.turn_id
+            host.tracer_provider, host.engine.backend, self.key, self.turn_id
         )
         try:
             with (
                 self._scope,
-                using_run_settings(engine._run_settings(self.key)),
+                using_run_settings(host.run_settings(self.key)),
                 trace.current() if trace is not None else _UNTRACED,
             ):
                 deadline = math.inf if turn_seconds is None else turn_seconds
@@ -454,7 +463,7 @@ class Turn:
                     if await self._prepare():
                         await self._run_all()
                 if timer.cancelled_caught:  # the turn's deadline (Limits.turn_seconds)
-                    self._perform(processor.fail(engine._deadline_reason()))
+                    self._perform(processor.fail(host.deadline_reason()))
         except StoreError as exc:
             self._perform(processor.fail(exc.reason))
         except Exception as exc:
@@ -468,7 +477,7 @@ class Turn:
             self._close_approvals()
             if self._log is not None:
                 await self._last_flush(self._log)
-            self._engine._turn_finished(self, self._handle)
+            host.finished(self, self._handle)
             self._done.set()
 
     async def _prepare(self) -> bool:
@@ -477,7 +486,7 @@ class Turn:
         log = self._log
         if log is None:
             return True
-        await self._engine._load(self.key, log)
+        await self._host.load(self.key, log)
         await log.flush()
         return not self._processor.status.is_final
 
@@ -515,7 +524,7 @@ class Turn:
                     self._ending = effect
                 case ActivityChanged() | ViolationRaised() | MessagesSettled():
                     pass  # observers read the new state; the store's records are added
-        self._publish_state()
+        self.publish_state()
 
     def _internal_error(self, exc: Exception) -> None:
         """Safety check 7: log an unexpected exception and fail the turn ``internal_error``
@@ -532,7 +541,7 @@ class Turn:
     async def _allocate(self) -> str | None:
         processor = self._processor
         try:
-            run_id = await self._engine.backend.allocate_run(self.key)
+            run_id = await self._host.engine.backend.allocate_run(self.key)
         except RemoteProtocolError as exc:
             self._perform(processor.fail(exc.reason))
             return None
@@ -548,11 +557,11 @@ class Turn:
             return None
         if processor.status.is_final:
             return None
-        return run_id or self._engine._new_run_id()
+        return run_id or self._host.new_run_id()
 
     def _stale(self, handle: RunHandle) -> bool:
         """Safety check 4: is ``handle`` still the thread's registered run?"""
-        if self._engine.registry.is_registered(handle):
+        if self._host.engine.registry.is_registered(handle):
             return False
         self._perform(self._processor.supersede("the run was replaced on its thread"))
         return True
@@ -564,13 +573,13 @@ class Turn:
             self._log.add(ToolFinished(turn_id=self.turn_id, call_id=call.id, result=result))
         effects = self._processor.record_result(call, result)
         if not self._processor.status.is_final:
-            self._engine._notify(ToolCallFinished(self.key, call.id, call.name, result))
+            self._host.notify(ToolCallFinished(self.key, call.id, call.name, result))
         self._perform(effects)
         await self._flush()
 
     async def _run_all(self) -> None:
         processor = self._processor
-        engine = self._engine
+        engine = self._host.engine
         recovered, self._recovered = self._recovered, None
         restored = recovered is not None and recovered.tools is not None
         if recovered is not None and recovered.tools is not None:
@@ -587,7 +596,7 @@ class Turn:
             engine.registry.register_run(handle)
             self._handle = handle
             run_input = processor.start_run(run_id)
-            self._publish_state()
+            self.publish_state()
             ending = await self._stream(handle, run_input)
         while True:
             match ending:
@@ -610,7 +619,7 @@ class Turn:
             handle = next_handle
             self._handle = handle
             run_input = processor.start_run(next_run_id)
-            self._publish_state()
+            self.publish_state()
             restored = False
             ending = await self._stream(handle, run_input)
 
@@ -631,7 +640,8 @@ class Turn:
             calls = tuple(again)
             if not calls and not awaiting:
                 return
-        engine = self._engine
+        host = self._host
+        timeout = host.engine.tool_timeout
         context = ToolContext(
             deps=self._tool_context, thread_id=self.key.thread_id, run_id=self._processor.run_id
         )
@@ -639,12 +649,12 @@ class Turn:
             await execute_batch(
                 self._tools,
                 calls,
-                default_timeout=engine.tool_timeout,
+                default_timeout=timeout,
                 on_result=self._take_result,
-                limiter=engine._limiter,
-                threads=engine._tool_threads,
+                limiter=host.tool_limiter,
+                threads=host.tool_threads,
                 context=context,
-                options=engine._tool_options,
+                options=host.tool_options,
                 trace=self._trace,
             )
             return
@@ -655,12 +665,12 @@ class Turn:
                 self._tools,
                 calls,
                 receive,
-                default_timeout=engine.tool_timeout,
+                default_timeout=timeout,
                 on_result=self._take_result,
-                limiter=engine._limiter,
-                threads=engine._tool_threads,
+                limiter=host.tool_limiter,
+                threads=host.tool_threads,
                 context=context,
-                options=engine._tool_options,
+                options=host.tool_options,
                 trace=self._trace,
             )
         finally:
@@ -694,7 +704,7 @@ class Turn:
             run_id=tools.run_id, depth=tools.depth, runs=tools.runs, calls=calls
         )
         self._perform(effects)
-        self._publish_state()
+        self.publish_state()
         return self._ending
 
     def _run_over(self) -> bool:
@@ -717,18 +727,18 @@ class Turn:
 
     async def _stream_run(self, handle: RunHandle, run_input: RunAgentInput) -> RunEnding | None:
         processor = self._processor
-        engine = self._engine
+        host = self._host
         log = self._log
         self._ending = None
         with anyio.CancelScope() as scope:
             handle.on_dispose(scope.cancel)
             try:
-                async with engine.backend.run(self.key, run_input) as events:
+                async with host.engine.backend.run(self.key, run_input) as events:
                     if self._trace is not None:
                         events = self._trace.watch(events)
                     # Once per event: the lookups are bound once.
                     receive = processor.receive
-                    notifications = engine._notifications
+                    notifications = host.notifications
                     async for event in events:
                         if self._run_over():
                             # Ended from outside (cancelled, superseded) while the
@@ -739,7 +749,7 @@ class Turn:
                         try:
                             effects = receive(event)
                             if notifications.marked:
-                                engine._notify(EventReceived(self.key, event))
+                                host.notify(EventReceived(self.key, event))
                             if effects:
                                 self._perform(effects)
                         except Exception as exc:
