@@ -74,16 +74,12 @@ class TurnHost:
     load: Callable[[ThreadKey, ThreadLog], Awaitable[None]]
     finished: Callable[[Turn, RunHandle | None], None]
 
-    def notify(self, notification: Notification) -> None:
-        """Tell the subscribers that want ``notification`` (never waits)."""
-        self.notifications.publish(notification)
-
     def run_settings(self, key: ThreadKey) -> RunSettings:
         """What the backend is told for the runs of a turn on ``key`` (the engine's
         limits, and where a retry is reported)."""
 
         def on_retry(notice: RetryNotice) -> None:
-            self.notify(
+            self.notifications.publish(
                 RunRetrying(
                     key,
                     notice.attempt,

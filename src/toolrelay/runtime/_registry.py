@@ -203,7 +203,7 @@ class RunRegistry:
         self._check_open()
         previous = self._runs.get(handle.key)
         self._runs[handle.key] = handle
-        self._emit(RunRegistered(handle.key, handle.run_id))
+        self._fanout.publish(RunRegistered(handle.key, handle.run_id))
         if previous is not None and previous is not handle:
             self._dispose(previous)
 
@@ -231,7 +231,7 @@ class RunRegistry:
         if self._runs.get(old.key) is not old:
             return False
         self._runs[new.key] = new
-        self._emit(RunReplaced(new.key, new.run_id, old.run_id))
+        self._fanout.publish(RunReplaced(new.key, new.run_id, old.run_id))
         self._dispose(old)
         return True
 
@@ -249,7 +249,7 @@ class RunRegistry:
         if self._runs.get(handle.key) is not handle:
             return False
         del self._runs[handle.key]
-        self._emit(RunUnregistered(handle.key, handle.run_id, status))
+        self._fanout.publish(RunUnregistered(handle.key, handle.run_id, status))
         self._dispose(handle)
         return True
 
@@ -290,6 +290,3 @@ class RunRegistry:
         except Exception:
             # The swap is committed; messy cleanup must not fail it (promise 5).
             logger.warning("error disposing run %s on %s", handle.run_id, handle.key, exc_info=True)
-
-    def _emit(self, event: RegistryChange) -> None:
-        self._fanout.publish(event)

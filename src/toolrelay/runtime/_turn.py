@@ -300,7 +300,9 @@ class Turn:
                 self._log.add(
                     ToolFinished(turn_id=self.turn_id, call_id=call.id, result=call.result)
                 )
-            self._host.notify(ToolCallFinished(self.key, call.id, call.name, call.result))
+            self._host.notifications.publish(
+                ToolCallFinished(self.key, call.id, call.name, call.result)
+            )
         self._perform(effects)
         self._decided()
 
@@ -439,7 +441,7 @@ class Turn:
         if not force and snapshot == self._last_published:
             return
         self._last_published = snapshot
-        host.notify(StateChanged(snapshot))
+        host.notifications.publish(StateChanged(snapshot))
 
     # -- the driver ---------------------------------------------------------------------
 
@@ -573,7 +575,7 @@ class Turn:
             self._log.add(ToolFinished(turn_id=self.turn_id, call_id=call.id, result=result))
         effects = self._processor.record_result(call, result)
         if not self._processor.status.is_final:
-            self._host.notify(ToolCallFinished(self.key, call.id, call.name, result))
+            self._host.notifications.publish(ToolCallFinished(self.key, call.id, call.name, result))
         self._perform(effects)
         await self._flush()
 
@@ -749,7 +751,7 @@ class Turn:
                         try:
                             effects = receive(event)
                             if notifications.marked:
-                                host.notify(EventReceived(self.key, event))
+                                notifications.publish(EventReceived(self.key, event))
                             if effects:
                                 self._perform(effects)
                         except Exception as exc:
