@@ -84,10 +84,11 @@ from toolrelay.core import (
     ViolationRaised,
 )
 from toolrelay.errors import ApprovalError, RemoteProtocolError, StoreError
-from toolrelay.machines import RunStatus, ToolCallEvent, ToolCallStatus
+from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import Interrupt, ResumeEntry, RunAgentInput
 from toolrelay.runtime._durable import ThreadLog
 from toolrelay.runtime._executor import execute_batch, execute_batch_with_approvals
+from toolrelay.runtime._recovery import INTERRUPTED, restored_calls, split_for_rerun
 from toolrelay.runtime._registry import RunHandle
 from toolrelay.runtime._tracing import TurnTrace, start_turn
 from toolrelay.runtime._views import (
@@ -97,7 +98,7 @@ from toolrelay.runtime._views import (
     TurnSnapshot,
     TurnStatistics,
 )
-from toolrelay.store import LiveTurn, ToolFinished, call_from_record
+from toolrelay.store import LiveTurn, ToolFinished
 
 if TYPE_CHECKING:
     from toolrelay.runtime._host import TurnHost
@@ -105,13 +106,6 @@ if TYPE_CHECKING:
 __all__ = ("Turn",)
 
 logger = logging.getLogger("toolrelay.runtime")
-
-#: What the model is told of a call that was running when the process stopped, when its
-#: tool is not idempotent (so it is not run a second time).
-_INTERRUPTED = ToolResult.failure(
-    "interrupted: the process running this tool call stopped before its result was "
-    "saved; the call was not run again (its tool is not declared idempotent)"
-)
 
 #: The effects that end a run: the turn goes on with tools, or it is over.
 RunEnding = ToolsReady | TurnCompleted | TurnInterrupted | TurnEnded
@@ -632,14 +626,9 @@ class Turn:
         tool is idempotent, the others get the "interrupted" error (promise 10). With
         calls ``awaiting`` approval, each one approved runs too, until all are decided."""
         if recovering:
-            again: list[ToolCallInfo] = []
-            for call in calls:
-                spec = self._tools.get(call.name)
-                if spec is not None and spec.idempotent:
-                    again.append(call)
-                else:
-                    await self._take_result(call, _INTERRUPTED)
-            calls = tuple(again)
+            calls, interrupted = split_for_rerun(calls, self._tools)
+            for call in interrupted:
+                await self._take_result(call, INTERRUPTED)
             if not calls and not awaiting:
                 return
         host = self._host
@@ -685,25 +674,9 @@ class Turn:
         continuation."""
         tools = live.tools
         assert tools is not None
-        calls = []
-        if live.batch_open:
-            for stored in tools.calls:
-                call = call_from_record(stored)
-                result = live.results.get(call.id)
-                if result is not None and call.status is ToolCallStatus.awaiting_approval:
-                    # Decided before the crash: approved and run, or denied.
-                    if result.ok:
-                        call.send(ToolCallEvent.approve)
-                    else:
-                        call.send(ToolCallEvent.deny)
-                        call.result = result
-                if result is not None and call.status is ToolCallStatus.executing:
-                    call.send(ToolCallEvent.succeed if result.ok else ToolCallEvent.fail)
-                    call.result = result
-                calls.append(call)
         self._ending = None
         effects = self._processor.restore(
-            run_id=tools.run_id, depth=tools.depth, runs=tools.runs, calls=calls
+            run_id=tools.run_id, depth=tools.depth, runs=tools.runs, calls=restored_calls(live)
         )
         self._perform(effects)
         self.publish_state()
