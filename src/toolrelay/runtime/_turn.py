@@ -58,7 +58,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.backends._base import using_run_settings
@@ -83,9 +82,10 @@ from toolrelay.core import (
     TurnInterrupted,
     ViolationRaised,
 )
-from toolrelay.errors import ApprovalError, RemoteProtocolError, StoreError
+from toolrelay.errors import RemoteProtocolError, StoreError
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import Interrupt, ResumeEntry, RunAgentInput
+from toolrelay.runtime._approvals import ApprovalQueue, approval_interrupts, find_awaiting
 from toolrelay.runtime._durable import ThreadLog
 from toolrelay.runtime._executor import execute_batch, execute_batch_with_approvals
 from toolrelay.runtime._recovery import INTERRUPTED, restored_calls, split_for_rerun
@@ -165,12 +165,8 @@ class Turn:
     ) -> None:
         self._host = host
         self._tool_context = tool_context
-        # While calls await approval: where approved calls go to run (made by the
-        # first of approve() and _execute to need it; closed when the batch ends).
-        self._approved: (
-            tuple[MemoryObjectSendStream[ToolCallInfo], MemoryObjectReceiveStream[ToolCallInfo]]
-            | None
-        ) = None
+        # While calls await approval: where approved calls go to run.
+        self._approved = ApprovalQueue()
         self.key = key
         #: The turn's id in the thread's log.
         self.turn_id = turn_id
@@ -256,16 +252,7 @@ class Turn:
         ``metadata`` holds the tool's name and arguments. Answer each with
         :meth:`approve` or :meth:`deny`; the turn waits (``executing_tools``, activity
         ``awaiting_approval``) until every one is answered, or it is cancelled."""
-        return tuple(
-            Interrupt(
-                id=call.id,
-                reason="tool_approval",
-                tool_call_id=call.id,
-                message=f"approve the call of tool {call.name!r}?",
-                metadata={"tool": call.name, "arguments": call.arguments},
-            )
-            for call in self._processor.awaiting_approval
-        )
+        return approval_interrupts(self._processor.awaiting_approval)
 
     def approve(self, call_id: str) -> None:
         """Approve a call that awaits approval: it runs, and the model sees its result.
@@ -274,9 +261,9 @@ class Turn:
             ApprovalError: No call of this turn awaits approval under that id
                 (decided already, or the turn ended); nothing changed.
         """
-        call = self._awaiting(call_id)
+        call = find_awaiting(self._processor.awaiting_approval, call_id)
         self._perform(self._processor.approve(call))
-        self._approval_stream()[0].send_nowait(call)
+        self._approved.put(call)
         self._decided()
 
     def deny(self, call_id: str, message: str = "The user denied this tool call.") -> None:
@@ -287,7 +274,7 @@ class Turn:
             ApprovalError: No call of this turn awaits approval under that id
                 (decided already, or the turn ended); nothing changed.
         """
-        call = self._awaiting(call_id)
+        call = find_awaiting(self._processor.awaiting_approval, call_id)
         effects = self._processor.deny(call, message)
         if call.result is not None:
             if self._log is not None:  # written when the batch ends (Turn._execute)
@@ -300,33 +287,9 @@ class Turn:
         self._perform(effects)
         self._decided()
 
-    def _awaiting(self, call_id: str) -> ToolCallInfo:
-        awaiting = self._processor.awaiting_approval
-        for call in awaiting:
-            if call.id == call_id:
-                return call
-        raise ApprovalError(
-            f"no call of this turn awaits approval with id {call_id!r} (awaiting: "
-            f"{', '.join(repr(c.id) for c in awaiting) or 'none'})"
-        )
-
-    def _approval_stream(
-        self,
-    ) -> tuple[MemoryObjectSendStream[ToolCallInfo], MemoryObjectReceiveStream[ToolCallInfo]]:
-        if self._approved is None:
-            self._approved = anyio.create_memory_object_stream[ToolCallInfo](math.inf)
-        return self._approved
-
     def _decided(self) -> None:
         if not self._processor.awaiting_approval:
-            self._approval_stream()[0].close()  # the batch ends once approved calls finish
-
-    def _close_approvals(self) -> None:
-        if self._approved is not None:
-            send, receive = self._approved
-            self._approved = None
-            send.close()
-            receive.close()
+            self._approved.all_decided()
 
     @property
     def resume(self) -> tuple[ResumeEntry, ...]:
@@ -470,7 +433,7 @@ class Turn:
                 self._perform(processor.cancel("the turn's task was cancelled"))
             if trace is not None:
                 trace.end(processor.status, processor.reason, processor.run_count, processor.depth)
-            self._close_approvals()
+            self._approved.close()
             if self._log is not None:
                 await self._last_flush(self._log)
             host.finished(self, self._handle)
@@ -650,7 +613,7 @@ class Turn:
             )
             return
         # With calls awaiting approval, each one approved runs too (Turn.approve).
-        _, receive = self._approval_stream()
+        receive = self._approved.receive()
         try:
             await execute_batch_with_approvals(
                 self._tools,
@@ -665,7 +628,7 @@ class Turn:
                 trace=self._trace,
             )
         finally:
-            self._close_approvals()
+            self._approved.close()
         await self._flush()  # the denials
 
     def _restore(self, live: LiveTurn) -> RunEnding | None:
