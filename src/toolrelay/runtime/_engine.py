@@ -45,9 +45,11 @@ from toolrelay.core import (
 from toolrelay.errors import ClosedError
 from toolrelay.machines import RunStatus
 from toolrelay.protocol import Context, Interrupt, ResumeEntry, UserMessage
+from toolrelay.runtime._durable import ThreadLog
 from toolrelay.runtime._executor import ToolOptions, ToolThreads
 from toolrelay.runtime._fanout import Fanout
 from toolrelay.runtime._host import TurnHost
+from toolrelay.runtime._recovery import recover_turns
 from toolrelay.runtime._registry import RunHandle, RunRegistry
 from toolrelay.runtime._threads import ThreadTable
 from toolrelay.runtime._turn import Turn
@@ -57,7 +59,7 @@ from toolrelay.runtime._views import (
     Notification,
     TurnSnapshot,
 )
-from toolrelay.store import MessageSaved, Store, TurnStarted, message_to_record, replay
+from toolrelay.store import LiveTurn, MessageSaved, Store, TurnStarted, message_to_record
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -427,10 +429,14 @@ class Engine:
         )
         if log is not None and not log.loaded:
             log.waiting.append(turn)
-        threads.turns[key] = turn
+        return self._launch(group, turn, f"toolrelay turn {key}")
+
+    def _launch(self, group: TaskGroup, turn: Turn, name: str) -> Turn:
+        """``turn`` becomes its thread's latest, is live, told, and its task starts."""
+        self._threads.turns[turn.key] = turn
         self._live.add(turn)
         turn.publish_state()
-        group.start_soon(turn.drive, name=f"toolrelay turn {key}")
+        group.start_soon(turn.drive, name=name)
         return turn
 
     def _processor(
@@ -485,26 +491,15 @@ class Engine:
             if keys is None
             else {k if isinstance(k, ThreadKey) else ThreadKey(k) for k in keys}
         )
-        threads = self._threads
-        resumed: list[Turn] = []
-        for info in await store.threads(live=True):
-            key = info.key
-            if wanted is not None and key not in wanted:
-                continue
-            current = threads.turns.get(key)
-            if current is not None and not current.finished:
-                continue
-            history = replay(await store.read(key))
-            live = history.live
-            if live is None or (current is not None and not current.finished):
-                continue
-            conversation, log = threads.restore(store, key, history, info.owner)
+
+        def resume(
+            key: ThreadKey, conversation: Conversation, log: ThreadLog, live: LiveTurn
+        ) -> Turn:
             registry = self.tools.freeze()
-            resume = live.resume if live.tools is None else ()
             turn = Turn(
                 self._host,
                 key,
-                self._processor(conversation, registry, resume),
+                self._processor(conversation, registry, live.resume if live.tools is None else ()),
                 registry,
                 live.first_message,
                 turn_id=live.turn_id,
@@ -512,12 +507,9 @@ class Engine:
                 recovered=live,
                 tool_context=self._tool_context,
             )
-            threads.turns[key] = turn
-            self._live.add(turn)
-            turn.publish_state()
-            group.start_soon(turn.drive, name=f"toolrelay recovered turn {key}")
-            resumed.append(turn)
-        return tuple(resumed)
+            return self._launch(group, turn, f"toolrelay recovered turn {key}")
+
+        return await recover_turns(store, self._threads, wanted, resume)
 
     async def retry(self, key: ThreadKey | str) -> Turn:
         """Start the thread's failed turn again: its last run's input (the user's
@@ -539,20 +531,7 @@ class Engine:
         """
         group = self._check_open()
         thread = key if isinstance(key, ThreadKey) else ThreadKey(key)
-        latest = self._threads.turns.get(thread)
-        if latest is not None:
-            failed = latest.status is RunStatus.failed
-            failed_id: str | None = latest.turn_id
-        elif self.store is not None:
-            ended = replay(await self.store.read(thread)).last_ended
-            failed = ended is not None and ended.status == RunStatus.failed.value
-            failed_id = ended.turn_id if ended is not None else None
-            if self._threads.turns.get(thread) is not None:  # a turn started while it read
-                raise ValueError(f"a newer turn started on {thread} meanwhile")
-        else:
-            failed, failed_id = False, None
-        if not failed:
-            raise ValueError(f"the last turn on {thread} did not fail: there is nothing to retry")
+        failed_id = await self._threads.failed_turn(thread)
         return self._start(group, thread, None, retry_of=failed_id)
 
     async def run_turn(

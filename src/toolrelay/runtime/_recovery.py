@@ -1,7 +1,8 @@
 """What a crash left of a turn, and how its tool batch is put back (promises 9, 10).
 
-The engine resumes a turn its store shows live (:meth:`Engine.recover
-<toolrelay.runtime.Engine.recover>`). A turn that was streaming starts that run
+The engine resumes the turns its store shows live (:meth:`Engine.recover
+<toolrelay.runtime.Engine.recover>`, by :func:`recover_turns`): each thread is held
+as the store has it, then its turn resumes. A turn that was streaming starts that run
 again; one that was running tools gets its batch back as the log has it
 (:func:`restored_calls`): a call with a stored result keeps it and never runs again.
 Of the calls that were running without a result, only those of idempotent tools run
@@ -11,13 +12,19 @@ again (:func:`split_for_rerun`); the model is told the others were interrupted
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from toolrelay.core import ToolCallInfo, ToolRegistry, ToolResult
+from toolrelay.core import Conversation, ThreadKey, ToolCallInfo, ToolRegistry, ToolResult
 from toolrelay.machines import ToolCallEvent, ToolCallStatus
-from toolrelay.store import LiveTurn, call_from_record
+from toolrelay.runtime._durable import ThreadLog
+from toolrelay.runtime._threads import ThreadTable
+from toolrelay.store import LiveTurn, Store, call_from_record, replay
 
-__all__ = ("INTERRUPTED", "restored_calls", "split_for_rerun")
+if TYPE_CHECKING:
+    from toolrelay.runtime._turn import Turn
+
+__all__ = ("INTERRUPTED", "recover_turns", "restored_calls", "split_for_rerun")
 
 #: What the model is told of a call that was running when the process stopped, when its
 #: tool is not idempotent (so it is not run a second time).
@@ -62,3 +69,33 @@ def split_for_rerun(
         spec = tools.get(call.name)
         (again if spec is not None and spec.idempotent else interrupted).append(call)
     return tuple(again), tuple(interrupted)
+
+
+async def recover_turns(
+    store: Store,
+    threads: ThreadTable,
+    wanted: set[ThreadKey] | None,
+    resume: Callable[[ThreadKey, Conversation, ThreadLog, LiveTurn], Turn],
+) -> tuple[Turn, ...]:
+    """Resume the turns ``store`` shows live, on the ``wanted`` threads (``None``:
+    all) whose turn is not live here: each thread is held as stored, then ``resume``
+    starts its turn.
+
+    Raises:
+        StoreError: The store could not be read.
+    """
+    resumed: list[Turn] = []
+    for info in await store.threads(live=True):
+        key = info.key
+        if wanted is not None and key not in wanted:
+            continue
+        current = threads.turns.get(key)
+        if current is not None and not current.finished:
+            continue
+        history = replay(await store.read(key))
+        live = history.live
+        if live is None or (current is not None and not current.finished):
+            continue
+        conversation, log = threads.restore(store, key, history, info.owner)
+        resumed.append(resume(key, conversation, log, live))
+    return tuple(resumed)

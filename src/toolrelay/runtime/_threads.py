@@ -128,6 +128,31 @@ class ThreadTable:
             self.interrupts[key] = ended.interrupts
         return conversation, log
 
+    async def failed_turn(self, key: ThreadKey) -> str | None:
+        """The id of ``key``'s last turn if it ended ``failed`` (read from the store
+        when the engine holds no turn of the thread).
+
+        Raises:
+            ValueError: The last turn did not fail (or none is known), or a newer turn
+                started while the store was read.
+            StoreError: The store could not be read.
+        """
+        latest = self.turns.get(key)
+        if latest is not None:
+            failed = latest.status is RunStatus.failed
+            failed_id: str | None = latest.turn_id
+        elif self.store is not None:
+            ended = replay(await self.store.read(key)).last_ended
+            failed = ended is not None and ended.status == RunStatus.failed.value
+            failed_id = ended.turn_id if ended is not None else None
+            if self.turns.get(key) is not None:  # a turn started while it read
+                raise ValueError(f"a newer turn started on {key} meanwhile")
+        else:
+            failed, failed_id = False, None
+        if not failed:
+            raise ValueError(f"the last turn on {key} did not fail: there is nothing to retry")
+        return failed_id
+
     def forget(self, key: ThreadKey) -> bool:
         """Drop ``key`` (see :meth:`Engine.forget <toolrelay.runtime.Engine.forget>`)."""
         turn = self.turns.get(key)
