@@ -127,7 +127,9 @@ class Turn:
     interrupts) and every run until the answer.
 
     Created by :meth:`Engine.start_turn`; read it at any time, :meth:`cancel` it, and
-    ``await`` :meth:`wait_finished`.
+    ``await`` :meth:`wait_finished`. Its engine-facing methods (:meth:`drive`,
+    :meth:`end`, :meth:`publish_state`, :meth:`close_slice`, :meth:`shift_slice`) are
+    the engine's side of their contract (``runtime/_host.py``), not for user code.
     """
 
     __slots__ = (
