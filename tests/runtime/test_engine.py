@@ -47,13 +47,13 @@ from toolrelay.protocol import (
 from toolrelay.runtime import (
     Engine,
     EventReceived,
-    LifecycleEvent,
     Notification,
-    RunCompleted,
-    RunContinued,
+    RegistryChange,
     RunHandle,
+    RunRegistered,
     RunRegistry,
-    RunStarted,
+    RunReplaced,
+    RunUnregistered,
     StateChanged,
     ToolCallFinished,
     Turn,
@@ -148,10 +148,10 @@ def subscribe(
 
 
 @pytest.fixture
-def lifecycle() -> Iterator[Callable[[RunRegistry], MemoryObjectReceiveStream[LifecycleEvent]]]:
-    streams: list[MemoryObjectReceiveStream[LifecycleEvent]] = []
+def lifecycle() -> Iterator[Callable[[RunRegistry], MemoryObjectReceiveStream[RegistryChange]]]:
+    streams: list[MemoryObjectReceiveStream[RegistryChange]] = []
 
-    def _subscribe(registry: RunRegistry) -> MemoryObjectReceiveStream[LifecycleEvent]:
+    def _subscribe(registry: RunRegistry) -> MemoryObjectReceiveStream[RegistryChange]:
         stream = registry.subscribe()
         streams.append(stream)
         return stream
@@ -511,7 +511,7 @@ async def test_a_tool_spec_timeout_overrides_the_engine_default() -> None:
 
 
 async def test_allocation_failure_on_the_continuation_fails_and_keeps_the_results(
-    lifecycle: Callable[[RunRegistry], MemoryObjectReceiveStream[LifecycleEvent]],
+    lifecycle: Callable[[RunRegistry], MemoryObjectReceiveStream[RegistryChange]],
 ) -> None:
     agent = ScriptedAgent(
         [tool_call("get_secret_number", {"name": "alice"}, id="c1")],
@@ -523,7 +523,7 @@ async def test_allocation_failure_on_the_continuation_fails_and_keeps_the_result
             events = lifecycle(engine.registry)
             turn = await engine.run_turn("t1", "go")
             assert engine.registry.get_handle(T1) is None  # nothing left registered
-            completed = [e for e in drain(events) if isinstance(e, RunCompleted)]
+            completed = [e for e in drain(events) if isinstance(e, RunUnregistered)]
     assert turn.status is RunStatus.failed  # not stuck in executing_tools
     assert turn.reason is not None
     assert turn.reason.kind is ReasonKind.BACKEND_ERROR
@@ -782,7 +782,7 @@ async def test_engine_cancel_of_an_unknown_thread_is_false() -> None:
 
 
 async def test_user_resend_during_tool_execution_supersedes_the_old_turn(
-    lifecycle: Callable[[RunRegistry], MemoryObjectReceiveStream[LifecycleEvent]],
+    lifecycle: Callable[[RunRegistry], MemoryObjectReceiveStream[RegistryChange]],
 ) -> None:
     started = anyio.Event()
     never = anyio.Event()
@@ -821,8 +821,8 @@ async def test_user_resend_during_tool_execution_supersedes_the_old_turn(
         "second question",
     ]
     assert not has_tool_results(agent.inputs[1])
-    assert not any(isinstance(e, RunContinued) for e in lifecycle_events)
-    assert sum(isinstance(e, RunStarted) for e in lifecycle_events) == 2
+    assert not any(isinstance(e, RunReplaced) for e in lifecycle_events)
+    assert sum(isinstance(e, RunRegistered) for e in lifecycle_events) == 2
 
 
 async def test_a_run_replaced_in_the_registry_during_tool_execution_is_superseded() -> None:
@@ -895,7 +895,7 @@ async def test_a_failed_compare_and_swap_disposes_the_new_handle_and_supersedes(
 
 
 async def test_continuations_emit_run_continued_not_run_started(
-    lifecycle: Callable[[RunRegistry], MemoryObjectReceiveStream[LifecycleEvent]],
+    lifecycle: Callable[[RunRegistry], MemoryObjectReceiveStream[RegistryChange]],
 ) -> None:
     agent = ScriptedAgent(
         [tool_call("get_secret_number", {"name": "alice"}, id="c1")],
@@ -911,12 +911,12 @@ async def test_continuations_emit_run_continued_not_run_started(
             await engine.run_turn("t1", "again")
             got = drain(events)
     assert got == [
-        RunStarted(T1, "srv-run-1"),
-        RunContinued(T1, "srv-run-2", previous_run_id="srv-run-1"),
-        RunContinued(T1, "srv-run-3", previous_run_id="srv-run-2"),
-        RunCompleted(T1, "srv-run-3", "completed"),
-        RunStarted(T1, "srv-run-4"),
-        RunCompleted(T1, "srv-run-4", "completed"),
+        RunRegistered(T1, "srv-run-1"),
+        RunReplaced(T1, "srv-run-2", previous_run_id="srv-run-1"),
+        RunReplaced(T1, "srv-run-3", previous_run_id="srv-run-2"),
+        RunUnregistered(T1, "srv-run-3", "completed"),
+        RunRegistered(T1, "srv-run-4"),
+        RunUnregistered(T1, "srv-run-4", "completed"),
     ]
     assert [i.run_id for i in agent.inputs] == [f"srv-run-{n}" for n in range(1, 5)]
 
@@ -1020,7 +1020,7 @@ def always_a_tool(key: ThreadKey, request: RunAgentInput) -> Script:
 
 
 async def test_the_circuit_breaker_stops_a_turn_after_ten_continuations(
-    lifecycle: Callable[[RunRegistry], MemoryObjectReceiveStream[LifecycleEvent]],
+    lifecycle: Callable[[RunRegistry], MemoryObjectReceiveStream[RegistryChange]],
 ) -> None:
     executions = 0
 
@@ -1044,8 +1044,8 @@ async def test_the_circuit_breaker_stops_a_turn_after_ten_continuations(
     assert agent.run_count == 11
     assert turn.depth == 10
     assert executions == 10  # the 11th run's call was never executed
-    assert sum(isinstance(e, RunContinued) for e in got) == 10
-    assert sum(isinstance(e, RunStarted) for e in got) == 1
+    assert sum(isinstance(e, RunReplaced) for e in got) == 10
+    assert sum(isinstance(e, RunRegistered) for e in got) == 1
     assert turn.tool_calls == ()
     assert [c.id for c in turn.abandoned_calls] == [f"call-{agent.inputs[-1].run_id}"]
 

@@ -30,7 +30,7 @@ from toolrelay.protocol import (
 )
 from toolrelay.runtime import (
     Engine,
-    RunCompleted,
+    RunUnregistered,
     StateChanged,
     Turn,
 )
@@ -129,7 +129,7 @@ async def test_an_interrupted_turn_then_a_resumed_turn_that_completes() -> None:
                 shown = [n.snapshot for n in drain(updates) if isinstance(n, StateChanged)]
                 assert shown[-1].status is RunStatus.interrupted
                 assert shown[-1].interrupts == (MAY_I,)
-                [ended] = [e for e in drain(runs) if isinstance(e, RunCompleted)]
+                [ended] = [e for e in drain(runs) if isinstance(e, RunUnregistered)]
                 assert ended.status == "interrupted"
 
                 second = await engine.run_turn("t1", resume=[YES])

@@ -13,12 +13,12 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from toolrelay.backends._base import ThreadKey
 from toolrelay.errors import ClosedError
 from toolrelay.runtime import (
-    LifecycleEvent,
-    RunCompleted,
-    RunContinued,
+    RegistryChange,
     RunHandle,
+    RunRegistered,
     RunRegistry,
-    RunStarted,
+    RunReplaced,
+    RunUnregistered,
 )
 
 # The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
@@ -41,15 +41,15 @@ def registry() -> Iterator[RunRegistry]:
     registry.close()
 
 
-Subscribe = Callable[[RunRegistry], MemoryObjectReceiveStream[LifecycleEvent]]
+Subscribe = Callable[[RunRegistry], MemoryObjectReceiveStream[RegistryChange]]
 
 
 @pytest.fixture
 def subscribe() -> Iterator[Subscribe]:
     """``registry.subscribe()``, closed again at teardown."""
-    streams: list[MemoryObjectReceiveStream[LifecycleEvent]] = []
+    streams: list[MemoryObjectReceiveStream[RegistryChange]] = []
 
-    def _subscribe(registry: RunRegistry) -> MemoryObjectReceiveStream[LifecycleEvent]:
+    def _subscribe(registry: RunRegistry) -> MemoryObjectReceiveStream[RegistryChange]:
         stream = registry.subscribe()
         streams.append(stream)
         return stream
@@ -75,7 +75,7 @@ class TestRunRegistry:
         assert registry.get_handle(A) is second
         assert first.disposed
         assert not second.disposed
-        assert drain(events) == [RunStarted(A, "run-1"), RunStarted(A, "run-2")]
+        assert drain(events) == [RunRegistered(A, "run-1"), RunRegistered(A, "run-2")]
 
     def test_register_run_disposes_the_previous_handle_after_registering_the_new_one(
         self, registry: RunRegistry
@@ -103,8 +103,8 @@ class TestRunRegistry:
         assert not registry.is_registered(old)
         assert old.disposed
         assert not new.disposed
-        # A continuation is not a new user run: RunContinued, never RunStarted.
-        assert drain(events) == [RunContinued(A, "run-2", previous_run_id="run-1")]
+        # A continuation is not a new user run: RunReplaced, never RunRegistered.
+        assert drain(events) == [RunReplaced(A, "run-2", previous_run_id="run-1")]
 
     def test_replace_run_with_a_stale_handle_returns_false_and_changes_nothing(
         self, registry: RunRegistry, subscribe: Subscribe
@@ -138,14 +138,14 @@ class TestRunRegistry:
         new = RunHandle(A, "run-2")
         registry.register_run(old)
         drain(events)
-        seen: list[tuple[RunHandle | None, list[LifecycleEvent]]] = []
+        seen: list[tuple[RunHandle | None, list[RegistryChange]]] = []
         old.on_dispose(lambda: seen.append((registry.get_handle(A), drain(events))))
 
         assert registry.replace_run(old, new)
 
         # When the old handle's dispose callback runs, the new handle already owns the
-        # thread and RunContinued was already emitted.
-        assert seen == [(new, [RunContinued(A, "run-2", "run-1")])]
+        # thread and RunReplaced was already emitted.
+        assert seen == [(new, [RunReplaced(A, "run-2", "run-1")])]
 
     def test_replace_run_logs_dispose_errors_and_keeps_the_swap(
         self, registry: RunRegistry, caplog: pytest.LogCaptureFixture
@@ -239,7 +239,7 @@ class TestRunRegistry:
         assert registry.get_handle(A) is None
         assert len(registry) == 0
         assert handle.disposed
-        assert drain(events) == [RunCompleted(A, "run-1", "failed")]
+        assert drain(events) == [RunUnregistered(A, "run-1", "failed")]
 
     def test_complete_run_of_a_stale_handle_changes_nothing(
         self, registry: RunRegistry, subscribe: Subscribe
@@ -265,10 +265,10 @@ class TestRunRegistry:
         registry.register_run(old)
         registry.replace_run(old, new)
         registry.complete_run(new)
-        expected: list[LifecycleEvent] = [
-            RunStarted(A, "run-1"),
-            RunContinued(A, "run-2", "run-1"),
-            RunCompleted(A, "run-2", "completed"),
+        expected: list[RegistryChange] = [
+            RunRegistered(A, "run-1"),
+            RunReplaced(A, "run-2", "run-1"),
+            RunUnregistered(A, "run-2", "completed"),
         ]
         for stream in streams:
             assert drain(stream) == expected
@@ -280,7 +280,7 @@ class TestRunRegistry:
         kept = subscribe(registry)
         gone.close()
         registry.register_run(RunHandle(A, "run-1"))
-        assert drain(kept) == [RunStarted(A, "run-1")]
+        assert drain(kept) == [RunRegistered(A, "run-1")]
 
     def test_a_full_subscriber_loses_events_and_they_are_counted(
         self, subscribe: Subscribe
@@ -290,7 +290,7 @@ class TestRunRegistry:
         registry.register_run(RunHandle(A, "run-1"))
         registry.register_run(RunHandle(B, "run-2"))
         registry.close()
-        assert drain(slow) == [RunStarted(A, "run-1")]
+        assert drain(slow) == [RunRegistered(A, "run-1")]
         assert registry.dropped_events == 1
 
     def test_a_closed_registry_refuses_every_change(self, registry: RunRegistry) -> None:
@@ -379,11 +379,11 @@ class TestRunRegistry:
         assert registry.get_handle(B) is not None
         assert {h.run_id for h in registry} == {"b-new"}
         assert [type(e).__name__ for e in drain(events)] == [
-            "RunStarted",
-            "RunStarted",
-            "RunContinued",
-            "RunStarted",
-            "RunCompleted",
+            "RunRegistered",
+            "RunRegistered",
+            "RunReplaced",
+            "RunRegistered",
+            "RunUnregistered",
         ]
 
 

@@ -11,12 +11,12 @@ from toolrelay.runtime._executor import (
     execute_tool as execute_tool,
 )
 from toolrelay.runtime._registry import (
-    LifecycleEvent as LifecycleEvent,
-    RunCompleted as RunCompleted,
-    RunContinued as RunContinued,
+    RegistryChange as RegistryChange,
     RunHandle as RunHandle,
+    RunRegistered as RunRegistered,
     RunRegistry as RunRegistry,
-    RunStarted as RunStarted,
+    RunReplaced as RunReplaced,
+    RunUnregistered as RunUnregistered,
 )
 from toolrelay.runtime._turn import Turn as Turn
 from toolrelay.runtime._views import (
@@ -34,15 +34,15 @@ __all__ = (
     "Engine",
     "EngineStatistics",
     "EventReceived",
-    "LifecycleEvent",
     "Notification",
-    "RunCompleted",
-    "RunContinued",
+    "RegistryChange",
     "RunHandle",
+    "RunRegistered",
     "RunRegistry",
+    "RunReplaced",
     "RunRetrying",
-    "RunStarted",
     "RunSync",
+    "RunUnregistered",
     "StateChanged",
     "ToolCallFinished",
     "ToolOptions",

@@ -1,7 +1,8 @@
 """The engine: turns on any number of threads, concurrently, and who is told what.
 
-The engine holds the threads' conversations, starts each turn's task in its task
-group (the loop itself is :mod:`toolrelay.runtime._turn`), supersedes a thread's
+The engine holds the threads (what it keeps of each, and what the store fills in, is
+:mod:`toolrelay.runtime._threads`), starts each turn's task in its task group (the
+loop itself is :mod:`toolrelay.runtime._turn`), supersedes a thread's
 running turn when a new one starts, and tells subscribers (one
 :class:`~toolrelay.runtime._fanout.Fanout` of notifications: state, events, tool
 results; focus decides who hears a background thread, promise 6).
@@ -31,7 +32,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from toolrelay._reasons import ReasonKind, TerminalReason
-from toolrelay.backends._base import AgentBackend, RetryNotice, RunSettings
+from toolrelay.backends._base import AgentBackend
 from toolrelay.core import (
     ChatMessage,
     Conversation,
@@ -47,16 +48,18 @@ from toolrelay.protocol import Context, Interrupt, ResumeEntry, UserMessage
 from toolrelay.runtime._durable import ThreadLog
 from toolrelay.runtime._executor import ToolOptions, ToolThreads
 from toolrelay.runtime._fanout import Fanout
+from toolrelay.runtime._host import TurnHost
+from toolrelay.runtime._recovery import recover_turns
 from toolrelay.runtime._registry import RunHandle, RunRegistry
+from toolrelay.runtime._threads import ThreadTable
 from toolrelay.runtime._turn import Turn
 from toolrelay.runtime._views import (
     EngineStatistics,
     EventReceived,
     Notification,
-    RunRetrying,
     TurnSnapshot,
 )
-from toolrelay.store import MessageSaved, Store, TurnStarted, message_to_record, replay
+from toolrelay.store import LiveTurn, MessageSaved, Store, TurnStarted, message_to_record
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -178,9 +181,8 @@ class Engine:
             )
         self.store = store
         self._recover_on_enter = recover
-        self._tracer_provider = tracer_provider
-        # Per thread, what its turns write to the store (with a store only).
-        self._logs: dict[ThreadKey, ThreadLog] = {}
+        # What the engine holds of each thread (and, with a store, loads from it).
+        self._threads = ThreadTable(store)
         self.backend = backend
         self.max_threads = max_threads
         self.tools = tools if tools is not None else ToolRegistry()
@@ -191,26 +193,18 @@ class Engine:
             limits = own if isinstance(own, Limits) else Limits()
         self.limits: Limits = limits
         self.registry = registry if registry is not None else RunRegistry()
-        self._limiter = (
-            anyio.CapacityLimiter(max_concurrent_tools) if max_concurrent_tools else None
-        )
         self._context = tuple(context)
-        self._tool_options = tool_options if tool_options is not None else ToolOptions()
-        self._tool_threads = ToolThreads(self._tool_options.max_threads)
+        tool_options = tool_options if tool_options is not None else ToolOptions()
+        self._tool_threads = ToolThreads(tool_options.max_threads)
         self._tool_context = tool_context
         self._forwarded_props = forwarded_props
-        self._run_id_factory = run_id_factory
         self._id_factory = id_factory
-        # As given: the backend is told (RunSettings) whether the choice was left to it.
-        self._include_reasoning_given = include_reasoning
+        # As given (include_reasoning_given): the backend is told (RunSettings) whether
+        # the choice was left to it.
+        include_reasoning_given = include_reasoning
         if include_reasoning is None:
             include_reasoning = getattr(backend, "takes_reasoning", False) is True
         self._include_reasoning = include_reasoning
-        self._conversations: dict[ThreadKey, Conversation] = {}
-        self._turns: dict[ThreadKey, Turn] = {}
-        # Per thread, the interrupts open before its latest turn started (absent: not
-        # known); see open_interrupts.
-        self._interrupts: dict[ThreadKey, tuple[Interrupt, ...]] = {}
         self._live: set[Turn] = set()
         # Turns whose task is done, by final state: counted once as each one leaves
         # ``_live`` (O(1) per turn; no list of past turns is kept).
@@ -221,6 +215,21 @@ class Engine:
         self._focused: ThreadKey | None = None
         self._group: TaskGroup | None = None
         self._closed = False
+        # What every turn asks of the engine (the whole of it; see runtime/_host.py).
+        self._host = TurnHost(
+            engine=self,
+            notifications=self._notifications,
+            tool_limiter=(
+                anyio.CapacityLimiter(max_concurrent_tools) if max_concurrent_tools else None
+            ),
+            tool_threads=self._tool_threads,
+            tool_options=tool_options,
+            tracer_provider=tracer_provider,
+            include_reasoning=include_reasoning_given,
+            new_run_id=run_id_factory,
+            load=self._threads.load,
+            finished=self._turn_finished,
+        )
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -292,7 +301,7 @@ class Engine:
         self._closed = True
         reason = TerminalReason(kind=ReasonKind.CLOSED, message="the engine was closed")
         for turn in list(self._live):
-            turn._end(reason)
+            turn.end(reason)
 
     def _close_streams(self) -> None:
         if not self.registry.closed:
@@ -356,10 +365,8 @@ class Engine:
         entries = tuple(resume)
         if message is None and not entries:
             raise ValueError("a turn needs a message, resume entries, or both")
-        previous = self._turns.get(key)
-        open_interrupts = self._open_interrupts(key, previous)
         if entries:
-            check_resume(open_interrupts, entries)
+            check_resume(self._threads.open_interrupts(key), entries)
         return self._start(
             group,
             key,
@@ -385,27 +392,21 @@ class Engine:
         tool_context: Any = None,
     ) -> Turn:
         """Start a turn whose arguments were checked (see :meth:`start_turn`)."""
-        previous = self._turns.get(key)
-        open_interrupts = self._open_interrupts(key, previous)
+        threads = self._threads
+        previous = threads.turns.get(key)
+        open_interrupts = threads.open_interrupts(key)
         if open_interrupts is not None:
-            self._interrupts[key] = open_interrupts
+            threads.interrupts[key] = open_interrupts
         if previous is not None:
-            previous._end(
+            previous.end(
                 TerminalReason(
                     kind=ReasonKind.SUPERSEDED, message="a newer turn on the thread took over"
                 ),
             )
-        conversation = self._conversations.pop(key, None)
-        log = self._logs.get(key)
-        if conversation is None:
-            conversation = Conversation(key.thread_id, history or ())
-            if self.store is not None:
-                log = self._logs[key] = ThreadLog(self.store, key, owner)
-                log.supplied = len(conversation.messages)
-        self._conversations[key] = conversation  # the most recently used, last
+        conversation, log = threads.use(key, history, owner)
         start = len(conversation.messages)
         if previous is not None:
-            previous._close_slice(start)
+            previous.close_slice(start)
         if isinstance(message, str):
             message = UserMessage(id=self._id_factory(), content=message)
         if message is not None:
@@ -417,7 +418,7 @@ class Engine:
                 log.add(MessageSaved(turn_id=turn_id, message=message_to_record(message)))
         registry = (tools if tools is not None else self.tools).freeze()
         turn = Turn(
-            self,
+            self._host,
             key,
             self._processor(conversation, registry, resume),
             registry,
@@ -428,10 +429,14 @@ class Engine:
         )
         if log is not None and not log.loaded:
             log.waiting.append(turn)
-        self._turns[key] = turn
+        return self._launch(group, turn, f"toolrelay turn {key}")
+
+    def _launch(self, group: TaskGroup, turn: Turn, name: str) -> Turn:
+        """``turn`` becomes its thread's latest, is live, told, and its task starts."""
+        self._threads.turns[turn.key] = turn
         self._live.add(turn)
-        turn._publish_state()
-        group.start_soon(turn._drive, name=f"toolrelay turn {key}")
+        turn.publish_state()
+        group.start_soon(turn.drive, name=name)
         return turn
 
     def _processor(
@@ -452,45 +457,6 @@ class Engine:
         )
 
     # -- the store ---------------------------------------------------------------------
-
-    async def _load(self, key: ThreadKey, log: ThreadLog) -> None:
-        """Put what the store has of ``key`` in front of its conversation, once.
-
-        History the embedding code supplied for the thread is replaced by the store's
-        when the store has the thread, and written to it when it does not.
-        """
-        store = self.store
-        assert store is not None
-        async with log.lock:
-            if log.loaded:
-                return
-            history = replay(await store.read(key))
-            conversation = self._conversations.get(key)
-            if conversation is None:  # forgotten meanwhile: nothing to fill
-                log.loaded = True
-                return
-            supplied = log.supplied
-            if history.last_seq:
-                conversation.replace_head(supplied, history.messages)
-                if history.state is not None:
-                    conversation.state = history.state
-                ended = history.last_ended
-                if ended is not None and key not in self._interrupts:
-                    if ended.status == RunStatus.interrupted.value:
-                        self._interrupts[key] = ended.interrupts
-                    elif ended.status == RunStatus.completed.value:
-                        self._interrupts[key] = ()
-                shift = len(history.messages) - supplied
-                for turn in log.waiting:
-                    turn._shift(shift)
-            else:
-                log.prepend(
-                    MessageSaved(turn_id="", message=message_to_record(m))
-                    for m in conversation.messages[:supplied]
-                )
-            log.saved_state(conversation)
-            log.waiting.clear()
-            log.loaded = True
 
     async def recover(self, keys: Iterable[ThreadKey | str] | None = None) -> tuple[Turn, ...]:
         """Resume the turns the store shows live: those a crash (or a killed process)
@@ -525,33 +491,15 @@ class Engine:
             if keys is None
             else {k if isinstance(k, ThreadKey) else ThreadKey(k) for k in keys}
         )
-        resumed: list[Turn] = []
-        for info in await store.threads(live=True):
-            key = info.key
-            if wanted is not None and key not in wanted:
-                continue
-            current = self._turns.get(key)
-            if current is not None and not current.finished:
-                continue
-            history = replay(await store.read(key))
-            live = history.live
-            if live is None or (current is not None and not current.finished):
-                continue
-            conversation = Conversation(key.thread_id, history.messages, state=history.state)
-            self._conversations.pop(key, None)
-            self._conversations[key] = conversation
-            log = self._logs[key] = ThreadLog(store, key, info.owner)
-            log.loaded = True
-            log.saved_state(conversation)
-            ended = history.last_ended
-            if ended is not None and ended.status == RunStatus.interrupted.value:
-                self._interrupts[key] = ended.interrupts
+
+        def resume(
+            key: ThreadKey, conversation: Conversation, log: ThreadLog, live: LiveTurn
+        ) -> Turn:
             registry = self.tools.freeze()
-            resume = live.resume if live.tools is None else ()
             turn = Turn(
-                self,
+                self._host,
                 key,
-                self._processor(conversation, registry, resume),
+                self._processor(conversation, registry, live.resume if live.tools is None else ()),
                 registry,
                 live.first_message,
                 turn_id=live.turn_id,
@@ -559,12 +507,9 @@ class Engine:
                 recovered=live,
                 tool_context=self._tool_context,
             )
-            self._turns[key] = turn
-            self._live.add(turn)
-            turn._publish_state()
-            group.start_soon(turn._drive, name=f"toolrelay recovered turn {key}")
-            resumed.append(turn)
-        return tuple(resumed)
+            return self._launch(group, turn, f"toolrelay recovered turn {key}")
+
+        return await recover_turns(store, self._threads, wanted, resume)
 
     async def retry(self, key: ThreadKey | str) -> Turn:
         """Start the thread's failed turn again: its last run's input (the user's
@@ -586,20 +531,7 @@ class Engine:
         """
         group = self._check_open()
         thread = key if isinstance(key, ThreadKey) else ThreadKey(key)
-        latest = self._turns.get(thread)
-        if latest is not None:
-            failed = latest.status is RunStatus.failed
-            failed_id: str | None = latest.turn_id
-        elif self.store is not None:
-            ended = replay(await self.store.read(thread)).last_ended
-            failed = ended is not None and ended.status == RunStatus.failed.value
-            failed_id = ended.turn_id if ended is not None else None
-            if self._turns.get(thread) is not None:  # a turn started while it read
-                raise ValueError(f"a newer turn started on {thread} meanwhile")
-        else:
-            failed, failed_id = False, None
-        if not failed:
-            raise ValueError(f"the last turn on {thread} did not fail: there is nothing to retry")
+        failed_id = await self._threads.failed_turn(thread)
         return self._start(group, thread, None, retry_of=failed_id)
 
     async def run_turn(
@@ -644,17 +576,7 @@ class Engine:
             say because its history comes from elsewhere): then
             :meth:`start_turn` sends resume entries unchecked, but for duplicates.
         """
-        thread = key if isinstance(key, ThreadKey) else ThreadKey(key)
-        return self._open_interrupts(thread, self._turns.get(thread))
-
-    def _open_interrupts(self, key: ThreadKey, latest: Turn | None) -> tuple[Interrupt, ...] | None:
-        if latest is not None:
-            status = latest.status
-            if status is RunStatus.interrupted:
-                return latest.interrupts
-            if status is RunStatus.completed:
-                return ()
-        return self._interrupts.get(key)
+        return self._threads.open_interrupts(key if isinstance(key, ThreadKey) else ThreadKey(key))
 
     def cancel(self, key: ThreadKey | str, message: str = "cancelled by the user") -> bool:
         """Cancel the live turn of a thread; ``False`` if there is none."""
@@ -663,7 +585,7 @@ class Engine:
 
     def turn(self, key: ThreadKey | str) -> Turn | None:
         """The latest turn of a thread (live or finished), or ``None``."""
-        return self._turns.get(key if isinstance(key, ThreadKey) else ThreadKey(key))
+        return self._threads.turns.get(key if isinstance(key, ThreadKey) else ThreadKey(key))
 
     def state(self, key: ThreadKey | str) -> TurnSnapshot | None:
         """A snapshot of the thread's latest turn, or ``None``."""
@@ -671,12 +593,14 @@ class Engine:
         return turn.snapshot() if turn is not None else None
 
     def conversation(self, key: ThreadKey | str) -> Conversation | None:
-        return self._conversations.get(key if isinstance(key, ThreadKey) else ThreadKey(key))
+        return self._threads.conversations.get(
+            key if isinstance(key, ThreadKey) else ThreadKey(key)
+        )
 
     @property
     def threads(self) -> tuple[ThreadKey, ...]:
         """The threads the engine holds in memory, least recently used first."""
-        return tuple(self._conversations)
+        return tuple(self._threads.conversations)
 
     def forget(self, key: ThreadKey | str) -> bool:
         """Drop a thread from the engine's memory: its conversation, its latest turn and
@@ -691,30 +615,7 @@ class Engine:
             hold it, its turn is live, or records the store refused still wait to be
             written (nothing changes).
         """
-        thread = key if isinstance(key, ThreadKey) else ThreadKey(key)
-        turn = self._turns.get(thread)
-        if turn is not None and not turn.finished:
-            return False
-        log = self._logs.get(thread)
-        if log is not None and log.pending:
-            return False  # records the store refused wait for a later write
-        held = thread in self._conversations or turn is not None
-        self._conversations.pop(thread, None)
-        self._turns.pop(thread, None)
-        self._interrupts.pop(thread, None)
-        self._logs.pop(thread, None)
-        return held
-
-    def _evict(self) -> None:
-        """Forget the least recently used idle threads past :attr:`max_threads`."""
-        bound = self.max_threads
-        if bound is None or len(self._conversations) <= bound:
-            return
-        for thread in list(self._conversations):
-            if len(self._conversations) <= bound:
-                return
-            if thread != self._focused:  # the thread a person looks at stays
-                self.forget(thread)
+        return self._threads.forget(key if isinstance(key, ThreadKey) else ThreadKey(key))
 
     # -- focus and observers ------------------------------------------------------------
 
@@ -732,10 +633,10 @@ class Engine:
         self._focused = key if key is None or isinstance(key, ThreadKey) else ThreadKey(key)
         if self._focused is None:
             return None
-        turn = self._turns.get(self._focused)
+        turn = self._threads.turns.get(self._focused)
         if turn is None:
             return None
-        turn._publish_state(force=True)
+        turn.publish_state(force=True)
         return turn.snapshot()
 
     def subscribe(
@@ -770,7 +671,7 @@ class Engine:
         return EngineStatistics(
             turns=counts,
             registered_runs=len(self.registry),
-            threads=len(self._conversations),
+            threads=len(self._threads.conversations),
             stuck_tool_threads=self._tool_threads.stuck,
         )
 
@@ -788,56 +689,17 @@ class Engine:
 
         return wants
 
-    def _notify(self, notification: Notification) -> None:
-        self._notifications.publish(notification)
-
-    def _run_settings(self, key: ThreadKey) -> RunSettings:
-        """What the backend is told for the runs of a turn on ``key`` (its limits, and
-        where a retry is reported)."""
-
-        def on_retry(notice: RetryNotice) -> None:
-            self._notify(
-                RunRetrying(
-                    key,
-                    notice.attempt,
-                    notice.delay,
-                    notice.reason,
-                    notice.code,
-                    notice.resume_from,
-                )
-            )
-
-        return RunSettings(
-            limits=self.limits,
-            on_retry=on_retry,
-            include_reasoning=self._include_reasoning_given,
-        )
-
-    def _deadline_reason(self) -> TerminalReason:
-        """Why a turn that outlived ``limits.turn_seconds`` ended."""
-        return TerminalReason(
-            kind=ReasonKind.DEADLINE,
-            message=f"the turn did not end within turn_seconds={self.limits.turn_seconds:g} s",
-            code="turn_seconds",
-        )
-
-    def _new_run_id(self) -> str:
-        return self._run_id_factory()
-
     def _turn_finished(self, turn: Turn, handle: RunHandle | None) -> None:
         """``turn``'s task is ending: its run leaves the registry, it is counted."""
         if handle is not None and not self.registry.closed:
             self.registry.complete_run(handle, turn.status.value)
         self._live.discard(turn)
         self._finished[turn.status] += 1
-        log = self._logs.get(turn.key)
-        if log is not None and log.stale and self._turns.get(turn.key) is turn:
-            # Another worker took the thread over: what this engine holds of it is
-            # stale; its next turn here reads it afresh.
-            self._conversations.pop(turn.key, None)
-            self._logs.pop(turn.key, None)
-        if self._turns.get(turn.key) is turn:
+        self._threads.drop_if_stale(turn)
+        if self._threads.turns.get(turn.key) is turn:
             # A superseded turn published its end when it was superseded; published
             # again now, after the newer turn's, it would flash over it (promise 5).
-            turn._publish_state()
-        self._evict()
+            turn.publish_state()
+        # The least recently used idle threads past max_threads are forgotten; the
+        # thread a person looks at stays.
+        self._threads.evict(self.max_threads, keep=self._focused)

@@ -1,7 +1,8 @@
 """One way to tell many subscribers: each gets its own anyio memory object stream.
 
-Both the engine's notifications and the run registry's lifecycle events go out
-through a :class:`Fanout`. Sending never waits (a publisher is inside a turn's hot
+Both the engine's notifications (published by its turns) and the run registry's
+changes go out through a :class:`Fanout`, by :meth:`Fanout.publish` itself: this is
+the one fan-out mechanism of the runtime. Sending never waits (a publisher is inside a turn's hot
 loop): a subscriber that fell behind past its buffer misses the item, counted in
 :attr:`Fanout.dropped`; one that closed its end is dropped and our end closed too
 (an open end leaks and warns).

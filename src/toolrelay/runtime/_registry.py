@@ -8,17 +8,18 @@ owns the thread now. Three operations change it, each synchronous, so each is at
 with respect to other tasks (nothing awaits inside):
 
 - :meth:`RunRegistry.register_run`: a user's new turn. The thread's previous handle,
-  if any, is disposed. Emits :class:`RunStarted`.
+  if any, is disposed. Emits :class:`RunRegistered`.
 - :meth:`RunRegistry.replace_run`: a continuation. Compare-and-swap: it only replaces
   ``old`` if ``old`` is still the registered handle (promise 5), registers ``new``
   *before* disposing ``old``, logs (never raises) a dispose error, and emits
-  :class:`RunContinued`, not :class:`RunStarted`, so consumers can tell a system
+  :class:`RunReplaced`, not :class:`RunRegistered`, so consumers can tell a system
   continuation from a user's turn. Replacing a handle with itself is refused
   (:class:`ValueError`, nothing changes): it would dispose the run it registers.
-- :meth:`RunRegistry.complete_run`: the turn ended. Emits :class:`RunCompleted`.
+- :meth:`RunRegistry.complete_run`: the turn ended. Emits :class:`RunUnregistered`.
 
-Lifecycle events go to any number of subscribers through anyio memory object streams
-(no async callbacks).
+Each change is told to any number of subscribers as a :class:`RegistryChange` (the
+registry's own notifications about a thread's run, not AG-UI wire events), through
+anyio memory object streams (no async callbacks).
 
 :meth:`RunRegistry.close` disposes every handle and ends every subscription. As with
 anyio's and trio's closed streams (whose ``statistics()`` still answer while
@@ -44,28 +45,30 @@ from toolrelay.errors import ClosedError
 from toolrelay.runtime._fanout import Fanout
 
 __all__ = (
-    "LifecycleEvent",
-    "RunCompleted",
-    "RunContinued",
+    "RegistryChange",
     "RunHandle",
+    "RunRegistered",
     "RunRegistry",
-    "RunStarted",
+    "RunReplaced",
+    "RunUnregistered",
 )
 
 logger = logging.getLogger("toolrelay.runtime")
 
 
 @dataclass(frozen=True, slots=True)
-class RunStarted:
-    """A user's turn registered its first run on ``key``."""
+class RunRegistered:
+    """The registry's notification that a user's turn registered its first run on
+    ``key`` (:meth:`RunRegistry.register_run`)."""
 
     key: ThreadKey
     run_id: str
 
 
 @dataclass(frozen=True, slots=True)
-class RunContinued:
-    """A continuation run replaced the previous run of ``key`` (tool results sent)."""
+class RunReplaced:
+    """The registry's notification that a continuation run replaced the previous run
+    of ``key`` (tool results sent; :meth:`RunRegistry.replace_run`)."""
 
     key: ThreadKey
     run_id: str
@@ -73,15 +76,17 @@ class RunContinued:
 
 
 @dataclass(frozen=True, slots=True)
-class RunCompleted:
-    """The run registered on ``key`` ended (its turn reached a final state)."""
+class RunUnregistered:
+    """The registry's notification that the run registered on ``key`` left it: its
+    turn reached a final state, ``status`` (:meth:`RunRegistry.complete_run`)."""
 
     key: ThreadKey
     run_id: str
     status: str
 
 
-LifecycleEvent = RunStarted | RunContinued | RunCompleted
+#: What :meth:`RunRegistry.subscribe` streams: one change of a thread's run.
+RegistryChange = RunRegistered | RunReplaced | RunUnregistered
 
 
 @dataclass(eq=False, slots=True)
@@ -144,14 +149,14 @@ class RunRegistry:
     itself is idempotent.
 
     Args:
-        subscriber_buffer: How many lifecycle events a subscriber may fall behind
-            before further events to it are dropped (and counted in
+        subscriber_buffer: How many changes a subscriber may fall behind
+            before further changes to it are dropped (and counted in
             :attr:`dropped_events`); unbounded by default.
     """
 
     def __init__(self, *, subscriber_buffer: float = math.inf) -> None:
         self._runs: dict[ThreadKey, RunHandle] = {}
-        self._fanout: Fanout[LifecycleEvent] = Fanout()
+        self._fanout: Fanout[RegistryChange] = Fanout()
         self._buffer = subscriber_buffer
         self._closed = False
 
@@ -168,7 +173,7 @@ class RunRegistry:
 
     @property
     def dropped_events(self) -> int:
-        """Lifecycle events a slow subscriber did not get."""
+        """Changes a slow subscriber did not get."""
         return self._fanout.dropped
 
     def get_handle(self, key: ThreadKey) -> RunHandle | None:
@@ -198,7 +203,7 @@ class RunRegistry:
         self._check_open()
         previous = self._runs.get(handle.key)
         self._runs[handle.key] = handle
-        self._emit(RunStarted(handle.key, handle.run_id))
+        self._fanout.publish(RunRegistered(handle.key, handle.run_id))
         if previous is not None and previous is not handle:
             self._dispose(previous)
 
@@ -226,13 +231,13 @@ class RunRegistry:
         if self._runs.get(old.key) is not old:
             return False
         self._runs[new.key] = new
-        self._emit(RunContinued(new.key, new.run_id, old.run_id))
+        self._fanout.publish(RunReplaced(new.key, new.run_id, old.run_id))
         self._dispose(old)
         return True
 
     def complete_run(self, handle: RunHandle, status: str = "completed") -> bool:
         """Unregister ``handle`` if it still owns its thread, dispose it, emit
-        :class:`RunCompleted`.
+        :class:`RunUnregistered`.
 
         Returns:
             Whether ``handle`` was registered.
@@ -244,12 +249,12 @@ class RunRegistry:
         if self._runs.get(handle.key) is not handle:
             return False
         del self._runs[handle.key]
-        self._emit(RunCompleted(handle.key, handle.run_id, status))
+        self._fanout.publish(RunUnregistered(handle.key, handle.run_id, status))
         self._dispose(handle)
         return True
 
-    def subscribe(self) -> MemoryObjectReceiveStream[LifecycleEvent]:
-        """A new stream of every lifecycle event from now on; close it to unsubscribe.
+    def subscribe(self) -> MemoryObjectReceiveStream[RegistryChange]:
+        """A new stream of every change from now on; close it to unsubscribe.
 
         Raises:
             ClosedError: The registry is closed.
@@ -285,6 +290,3 @@ class RunRegistry:
         except Exception:
             # The swap is committed; messy cleanup must not fail it (promise 5).
             logger.warning("error disposing run %s on %s", handle.run_id, handle.key, exc_info=True)
-
-    def _emit(self, event: LifecycleEvent) -> None:
-        self._fanout.publish(event)

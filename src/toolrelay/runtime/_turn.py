@@ -58,7 +58,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.backends._base import using_run_settings
@@ -83,11 +82,13 @@ from toolrelay.core import (
     TurnInterrupted,
     ViolationRaised,
 )
-from toolrelay.errors import ApprovalError, RemoteProtocolError, StoreError
-from toolrelay.machines import RunStatus, ToolCallEvent, ToolCallStatus
+from toolrelay.errors import RemoteProtocolError, StoreError
+from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import Interrupt, ResumeEntry, RunAgentInput
+from toolrelay.runtime._approvals import ApprovalQueue, approval_interrupts, find_awaiting
 from toolrelay.runtime._durable import ThreadLog
 from toolrelay.runtime._executor import execute_batch, execute_batch_with_approvals
+from toolrelay.runtime._recovery import INTERRUPTED, restored_calls, split_for_rerun
 from toolrelay.runtime._registry import RunHandle
 from toolrelay.runtime._tracing import TurnTrace, start_turn
 from toolrelay.runtime._views import (
@@ -97,21 +98,14 @@ from toolrelay.runtime._views import (
     TurnSnapshot,
     TurnStatistics,
 )
-from toolrelay.store import LiveTurn, ToolFinished, call_from_record
+from toolrelay.store import LiveTurn, ToolFinished
 
 if TYPE_CHECKING:
-    from toolrelay.runtime._engine import Engine
+    from toolrelay.runtime._host import TurnHost
 
 __all__ = ("Turn",)
 
 logger = logging.getLogger("toolrelay.runtime")
-
-#: What the model is told of a call that was running when the process stopped, when its
-#: tool is not idempotent (so it is not run a second time).
-_INTERRUPTED = ToolResult.failure(
-    "interrupted: the process running this tool call stopped before its result was "
-    "saved; the call was not run again (its tool is not declared idempotent)"
-)
 
 #: The effects that end a run: the turn goes on with tools, or it is over.
 RunEnding = ToolsReady | TurnCompleted | TurnInterrupted | TurnEnded
@@ -133,13 +127,15 @@ class Turn:
     interrupts) and every run until the answer.
 
     Created by :meth:`Engine.start_turn`; read it at any time, :meth:`cancel` it, and
-    ``await`` :meth:`wait_finished`.
+    ``await`` :meth:`wait_finished`. Its engine-facing methods (:meth:`drive`,
+    :meth:`end`, :meth:`publish_state`, :meth:`close_slice`, :meth:`shift_slice`) are
+    the engine's side of their contract (``runtime/_host.py``), not for user code.
     """
 
     __slots__ = (
         "_approved",
         "_done",
-        "_engine",
+        "_host",
         "_ending",
         "_handle",
         "_last_published",
@@ -158,7 +154,7 @@ class Turn:
 
     def __init__(
         self,
-        engine: Engine,
+        host: TurnHost,
         key: ThreadKey,
         processor: EventProcessor,
         tools: ToolRegistry,
@@ -169,14 +165,10 @@ class Turn:
         recovered: LiveTurn | None = None,
         tool_context: object = None,
     ) -> None:
-        self._engine = engine
+        self._host = host
         self._tool_context = tool_context
-        # While calls await approval: where approved calls go to run (made by the
-        # first of approve() and _execute to need it; closed when the batch ends).
-        self._approved: (
-            tuple[MemoryObjectSendStream[ToolCallInfo], MemoryObjectReceiveStream[ToolCallInfo]]
-            | None
-        ) = None
+        # While calls await approval: where approved calls go to run.
+        self._approved = ApprovalQueue()
         self.key = key
         #: The turn's id in the thread's log.
         self.turn_id = turn_id
@@ -262,16 +254,7 @@ class Turn:
         ``metadata`` holds the tool's name and arguments. Answer each with
         :meth:`approve` or :meth:`deny`; the turn waits (``executing_tools``, activity
         ``awaiting_approval``) until every one is answered, or it is cancelled."""
-        return tuple(
-            Interrupt(
-                id=call.id,
-                reason="tool_approval",
-                tool_call_id=call.id,
-                message=f"approve the call of tool {call.name!r}?",
-                metadata={"tool": call.name, "arguments": call.arguments},
-            )
-            for call in self._processor.awaiting_approval
-        )
+        return approval_interrupts(self._processor.awaiting_approval)
 
     def approve(self, call_id: str) -> None:
         """Approve a call that awaits approval: it runs, and the model sees its result.
@@ -280,9 +263,9 @@ class Turn:
             ApprovalError: No call of this turn awaits approval under that id
                 (decided already, or the turn ended); nothing changed.
         """
-        call = self._awaiting(call_id)
+        call = find_awaiting(self._processor.awaiting_approval, call_id)
         self._perform(self._processor.approve(call))
-        self._approval_stream()[0].send_nowait(call)
+        self._approved.put(call)
         self._decided()
 
     def deny(self, call_id: str, message: str = "The user denied this tool call.") -> None:
@@ -293,44 +276,22 @@ class Turn:
             ApprovalError: No call of this turn awaits approval under that id
                 (decided already, or the turn ended); nothing changed.
         """
-        call = self._awaiting(call_id)
+        call = find_awaiting(self._processor.awaiting_approval, call_id)
         effects = self._processor.deny(call, message)
         if call.result is not None:
             if self._log is not None:  # written when the batch ends (Turn._execute)
                 self._log.add(
                     ToolFinished(turn_id=self.turn_id, call_id=call.id, result=call.result)
                 )
-            self._engine._notify(ToolCallFinished(self.key, call.id, call.name, call.result))
+            self._host.notifications.publish(
+                ToolCallFinished(self.key, call.id, call.name, call.result)
+            )
         self._perform(effects)
         self._decided()
 
-    def _awaiting(self, call_id: str) -> ToolCallInfo:
-        awaiting = self._processor.awaiting_approval
-        for call in awaiting:
-            if call.id == call_id:
-                return call
-        raise ApprovalError(
-            f"no call of this turn awaits approval with id {call_id!r} (awaiting: "
-            f"{', '.join(repr(c.id) for c in awaiting) or 'none'})"
-        )
-
-    def _approval_stream(
-        self,
-    ) -> tuple[MemoryObjectSendStream[ToolCallInfo], MemoryObjectReceiveStream[ToolCallInfo]]:
-        if self._approved is None:
-            self._approved = anyio.create_memory_object_stream[ToolCallInfo](math.inf)
-        return self._approved
-
     def _decided(self) -> None:
         if not self._processor.awaiting_approval:
-            self._approval_stream()[0].close()  # the batch ends once approved calls finish
-
-    def _close_approvals(self) -> None:
-        if self._approved is not None:
-            send, receive = self._approved
-            self._approved = None
-            send.close()
-            receive.close()
+            self._approved.all_decided()
 
     @property
     def resume(self) -> tuple[ResumeEntry, ...]:
@@ -380,7 +341,7 @@ class Turn:
         Returns:
             ``False`` when the turn had already ended (nothing changes).
         """
-        return self._end(TerminalReason(kind=ReasonKind.CANCELLED, message=message))
+        return self.end(TerminalReason(kind=ReasonKind.CANCELLED, message=message))
 
     async def wait_finished(self) -> TerminalReason:
         """Wait until the turn's task is done; returns why the turn ended."""
@@ -393,9 +354,13 @@ class Turn:
         return f"Turn(key={self.key}, status={self.status.value}, depth={self.depth})"
 
     # -- what the engine asks of a turn ----------------------------------------------
+    # The engine's side of the contract in runtime/_host.py: public so that the engine
+    # reads no private member, but not user API (user code reads, cancels, approves and
+    # waits).
 
-    def _end(self, reason: TerminalReason) -> bool:
-        """End the turn from outside its task (cancel, supersede, the engine closing).
+    def end(self, reason: TerminalReason) -> bool:
+        """Engine-facing: end the turn from outside its task (cancel, supersede, the
+        engine closing), with ``reason``.
 
         A turn that already ended but whose task still works (a store failure ended
         it while its tools ran) has that work stopped too; ``False`` says it had ended.
@@ -412,41 +377,46 @@ class Turn:
         self._perform(effects)
         return True
 
-    def _close_slice(self, stop: int) -> None:
-        """The next turn on the thread begins at ``stop``: this turn's messages end there."""
+    def close_slice(self, stop: int) -> None:
+        """Engine-facing: the next turn on the thread begins at ``stop``, where this
+        turn's messages end."""
         self._stop = stop
 
-    def _shift(self, by: int) -> None:
-        """``by`` messages were put before this turn's (its thread's history, loaded)."""
+    def shift_slice(self, by: int) -> None:
+        """Engine-facing: ``by`` messages were put before this turn's (its thread's
+        history, loaded from the store)."""
         self._start += by
         if self._stop is not None:
             self._stop += by
 
-    def _publish_state(self, *, force: bool = False) -> None:
-        """Tell subscribers the turn's state, unless it is the one they were last told
-        (``force``: a newly focused view wants it again)."""
-        engine = self._engine
-        if not engine._notifications:
+    def publish_state(self, *, force: bool = False) -> None:
+        """Engine-facing (and the turn's own): tell subscribers the turn's state,
+        unless it is the one they were last told (``force``: a newly focused view
+        wants it again)."""
+        host = self._host
+        if not host.notifications:
             return
         snapshot = self.snapshot()
         if not force and snapshot == self._last_published:
             return
         self._last_published = snapshot
-        engine._notify(StateChanged(snapshot))
+        host.notifications.publish(StateChanged(snapshot))
 
     # -- the driver ---------------------------------------------------------------------
 
-    async def _drive(self) -> None:
+    async def drive(self) -> None:
+        """Engine-facing: the turn's task, started once by the engine in its task
+        group; it ends with the turn in a final state."""
         processor = self._processor
-        engine = self._engine
-        turn_seconds = engine.limits.turn_seconds
+        host = self._host
+        turn_seconds = host.engine.limits.turn_seconds
         trace = self._trace = start_turn(
-            engine._tracer_provider, engine.backend, self.key, self.turn_id
+            host.tracer_provider, host.engine.backend, self.key, self.turn_id
         )
         try:
             with (
                 self._scope,
-                using_run_settings(engine._run_settings(self.key)),
+                using_run_settings(host.run_settings(self.key)),
                 trace.current() if trace is not None else _UNTRACED,
             ):
                 deadline = math.inf if turn_seconds is None else turn_seconds
@@ -454,7 +424,7 @@ class Turn:
                     if await self._prepare():
                         await self._run_all()
                 if timer.cancelled_caught:  # the turn's deadline (Limits.turn_seconds)
-                    self._perform(processor.fail(engine._deadline_reason()))
+                    self._perform(processor.fail(host.deadline_reason()))
         except StoreError as exc:
             self._perform(processor.fail(exc.reason))
         except Exception as exc:
@@ -465,10 +435,10 @@ class Turn:
                 self._perform(processor.cancel("the turn's task was cancelled"))
             if trace is not None:
                 trace.end(processor.status, processor.reason, processor.run_count, processor.depth)
-            self._close_approvals()
+            self._approved.close()
             if self._log is not None:
                 await self._last_flush(self._log)
-            self._engine._turn_finished(self, self._handle)
+            host.finished(self, self._handle)
             self._done.set()
 
     async def _prepare(self) -> bool:
@@ -477,7 +447,7 @@ class Turn:
         log = self._log
         if log is None:
             return True
-        await self._engine._load(self.key, log)
+        await self._host.load(self.key, log)
         await log.flush()
         return not self._processor.status.is_final
 
@@ -515,7 +485,7 @@ class Turn:
                     self._ending = effect
                 case ActivityChanged() | ViolationRaised() | MessagesSettled():
                     pass  # observers read the new state; the store's records are added
-        self._publish_state()
+        self.publish_state()
 
     def _internal_error(self, exc: Exception) -> None:
         """Safety check 7: log an unexpected exception and fail the turn ``internal_error``
@@ -532,7 +502,7 @@ class Turn:
     async def _allocate(self) -> str | None:
         processor = self._processor
         try:
-            run_id = await self._engine.backend.allocate_run(self.key)
+            run_id = await self._host.engine.backend.allocate_run(self.key)
         except RemoteProtocolError as exc:
             self._perform(processor.fail(exc.reason))
             return None
@@ -548,11 +518,11 @@ class Turn:
             return None
         if processor.status.is_final:
             return None
-        return run_id or self._engine._new_run_id()
+        return run_id or self._host.new_run_id()
 
     def _stale(self, handle: RunHandle) -> bool:
         """Safety check 4: is ``handle`` still the thread's registered run?"""
-        if self._engine.registry.is_registered(handle):
+        if self._host.engine.registry.is_registered(handle):
             return False
         self._perform(self._processor.supersede("the run was replaced on its thread"))
         return True
@@ -564,13 +534,13 @@ class Turn:
             self._log.add(ToolFinished(turn_id=self.turn_id, call_id=call.id, result=result))
         effects = self._processor.record_result(call, result)
         if not self._processor.status.is_final:
-            self._engine._notify(ToolCallFinished(self.key, call.id, call.name, result))
+            self._host.notifications.publish(ToolCallFinished(self.key, call.id, call.name, result))
         self._perform(effects)
         await self._flush()
 
     async def _run_all(self) -> None:
         processor = self._processor
-        engine = self._engine
+        engine = self._host.engine
         recovered, self._recovered = self._recovered, None
         restored = recovered is not None and recovered.tools is not None
         if recovered is not None and recovered.tools is not None:
@@ -587,7 +557,7 @@ class Turn:
             engine.registry.register_run(handle)
             self._handle = handle
             run_input = processor.start_run(run_id)
-            self._publish_state()
+            self.publish_state()
             ending = await self._stream(handle, run_input)
         while True:
             match ending:
@@ -610,7 +580,7 @@ class Turn:
             handle = next_handle
             self._handle = handle
             run_input = processor.start_run(next_run_id)
-            self._publish_state()
+            self.publish_state()
             restored = False
             ending = await self._stream(handle, run_input)
 
@@ -621,17 +591,13 @@ class Turn:
         tool is idempotent, the others get the "interrupted" error (promise 10). With
         calls ``awaiting`` approval, each one approved runs too, until all are decided."""
         if recovering:
-            again: list[ToolCallInfo] = []
-            for call in calls:
-                spec = self._tools.get(call.name)
-                if spec is not None and spec.idempotent:
-                    again.append(call)
-                else:
-                    await self._take_result(call, _INTERRUPTED)
-            calls = tuple(again)
+            calls, interrupted = split_for_rerun(calls, self._tools)
+            for call in interrupted:
+                await self._take_result(call, INTERRUPTED)
             if not calls and not awaiting:
                 return
-        engine = self._engine
+        host = self._host
+        timeout = host.engine.tool_timeout
         context = ToolContext(
             deps=self._tool_context, thread_id=self.key.thread_id, run_id=self._processor.run_id
         )
@@ -639,32 +605,32 @@ class Turn:
             await execute_batch(
                 self._tools,
                 calls,
-                default_timeout=engine.tool_timeout,
+                default_timeout=timeout,
                 on_result=self._take_result,
-                limiter=engine._limiter,
-                threads=engine._tool_threads,
+                limiter=host.tool_limiter,
+                threads=host.tool_threads,
                 context=context,
-                options=engine._tool_options,
+                options=host.tool_options,
                 trace=self._trace,
             )
             return
         # With calls awaiting approval, each one approved runs too (Turn.approve).
-        _, receive = self._approval_stream()
+        receive = self._approved.receive()
         try:
             await execute_batch_with_approvals(
                 self._tools,
                 calls,
                 receive,
-                default_timeout=engine.tool_timeout,
+                default_timeout=timeout,
                 on_result=self._take_result,
-                limiter=engine._limiter,
-                threads=engine._tool_threads,
+                limiter=host.tool_limiter,
+                threads=host.tool_threads,
                 context=context,
-                options=engine._tool_options,
+                options=host.tool_options,
                 trace=self._trace,
             )
         finally:
-            self._close_approvals()
+            self._approved.close()
         await self._flush()  # the denials
 
     def _restore(self, live: LiveTurn) -> RunEnding | None:
@@ -673,28 +639,12 @@ class Turn:
         continuation."""
         tools = live.tools
         assert tools is not None
-        calls = []
-        if live.batch_open:
-            for stored in tools.calls:
-                call = call_from_record(stored)
-                result = live.results.get(call.id)
-                if result is not None and call.status is ToolCallStatus.awaiting_approval:
-                    # Decided before the crash: approved and run, or denied.
-                    if result.ok:
-                        call.send(ToolCallEvent.approve)
-                    else:
-                        call.send(ToolCallEvent.deny)
-                        call.result = result
-                if result is not None and call.status is ToolCallStatus.executing:
-                    call.send(ToolCallEvent.succeed if result.ok else ToolCallEvent.fail)
-                    call.result = result
-                calls.append(call)
         self._ending = None
         effects = self._processor.restore(
-            run_id=tools.run_id, depth=tools.depth, runs=tools.runs, calls=calls
+            run_id=tools.run_id, depth=tools.depth, runs=tools.runs, calls=restored_calls(live)
         )
         self._perform(effects)
-        self._publish_state()
+        self.publish_state()
         return self._ending
 
     def _run_over(self) -> bool:
@@ -717,18 +667,18 @@ class Turn:
 
     async def _stream_run(self, handle: RunHandle, run_input: RunAgentInput) -> RunEnding | None:
         processor = self._processor
-        engine = self._engine
+        host = self._host
         log = self._log
         self._ending = None
         with anyio.CancelScope() as scope:
             handle.on_dispose(scope.cancel)
             try:
-                async with engine.backend.run(self.key, run_input) as events:
+                async with host.engine.backend.run(self.key, run_input) as events:
                     if self._trace is not None:
                         events = self._trace.watch(events)
                     # Once per event: the lookups are bound once.
                     receive = processor.receive
-                    notifications = engine._notifications
+                    notifications = host.notifications
                     async for event in events:
                         if self._run_over():
                             # Ended from outside (cancelled, superseded) while the
@@ -739,7 +689,7 @@ class Turn:
                         try:
                             effects = receive(event)
                             if notifications.marked:
-                                engine._notify(EventReceived(self.key, event))
+                                notifications.publish(EventReceived(self.key, event))
                             if effects:
                                 self._perform(effects)
                         except Exception as exc:

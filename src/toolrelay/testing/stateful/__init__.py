@@ -66,8 +66,8 @@ Invariants:
    with reason ``closed`` (promise 4).
 5. The registry holds exactly the live turns' current runs, one per thread, at the
    turn's depth; a handle is never disposed while registered; a dispose error changes
-   nothing; first runs are announced as ``RunStarted``, continuations as
-   ``RunContinued`` naming their predecessor; a re-sent thread's older turn is
+   nothing; first runs are announced as ``RunRegistered``, continuations as
+   ``RunReplaced`` naming their predecessor; a re-sent thread's older turn is
    ``superseded`` at once (promise 5).
 6. Only the ``focus`` rule moves the focus; focused-only subscribers hear only the
    focused thread; focusing shows the thread's current state; per thread,

@@ -41,8 +41,8 @@ from toolrelay.protocol import (
 )
 from toolrelay.runtime import (
     Engine,
-    LifecycleEvent,
     Notification,
+    RegistryChange,
 )
 from toolrelay.testing._builders import run_cancelled, run_interrupted, text, tool_call
 from toolrelay.testing._scripted import Hang, Raise, Step
@@ -152,7 +152,7 @@ class MachineBase(RuleBasedStateMachine):
         self._stop: anyio.Event | None = None
         self._focused_sub: ObjectReceiveStream[Notification] | None = None
         self._all_sub: ObjectReceiveStream[Notification] | None = None
-        self._lifecycle_sub: ObjectReceiveStream[LifecycleEvent] | None = None
+        self._lifecycle_sub: ObjectReceiveStream[RegistryChange] | None = None
         self._exit = ExitStack()
         try:
             self._portal: BlockingPortal = self._exit.enter_context(

@@ -18,9 +18,9 @@ from toolrelay.protocol import (
 )
 from toolrelay.runtime import (
     EventReceived,
-    RunCompleted,
-    RunContinued,
-    RunStarted,
+    RunRegistered,
+    RunReplaced,
+    RunUnregistered,
     StateChanged,
     ToolCallFinished,
 )
@@ -230,14 +230,14 @@ class Invariants(MachineBase):
             assert record is not None, f"promise 5: {event} for a run that never streamed"
             label = f"{record.model.label}, run {record.index}"
             match event:
-                case RunStarted():
-                    assert record.index == 0, f"promise 5: continuation {label} sent RunStarted"
+                case RunRegistered():
+                    assert record.index == 0, f"promise 5: continuation {label} sent RunRegistered"
                     kind = "started"
-                case RunContinued(previous_run_id=previous):
-                    assert record.index > 0, f"promise 5: first run {label} sent RunContinued"
+                case RunReplaced(previous_run_id=previous):
+                    assert record.index > 0, f"promise 5: first run {label} sent RunReplaced"
                     assert previous == record.parent_run_id, f"promise 5: {event} ({label})"
                     kind = "continued"
-                case RunCompleted(status=status):
+                case RunUnregistered(status=status):
                     turn = record.model.turn
                     assert turn is not None and status == turn.status.value, (
                         f"promise 5: {event} but {turn!r}"

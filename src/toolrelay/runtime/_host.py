@@ -1,0 +1,107 @@
+"""The contract between the engine and its turns, both ways, in one place.
+
+A :class:`~toolrelay.runtime.Turn` never reads its engine's private members, and the
+engine never reads a turn's: each side asks the other through a small named
+interface that is not user API.
+
+- **What a turn asks of its engine** is a :class:`TurnHost`: the engine builds one
+  and hands it to every turn. It carries what the engine's turns share (where
+  notifications go, how tools run, where spans go) and the two things only the
+  engine can do for a turn (load its thread from the store; count it and release its
+  run when its task ends).
+- **What the engine asks of a turn** is the turn's engine-facing section
+  (:meth:`Turn.drive`, :meth:`Turn.end`, :meth:`Turn.publish_state`,
+  :meth:`Turn.close_slice`, :meth:`Turn.shift_slice`). Those methods are public so
+  the engine can call them, and documented as the engine's; user code calls
+  :meth:`Turn.cancel` and reads the turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+
+from toolrelay._reasons import ReasonKind, TerminalReason
+from toolrelay.backends._base import RetryNotice, RunSettings
+from toolrelay.core import ThreadKey
+from toolrelay.runtime._executor import ToolOptions, ToolThreads
+from toolrelay.runtime._fanout import Fanout
+from toolrelay.runtime._views import Notification, RunRetrying
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+    from toolrelay.runtime._durable import ThreadLog
+    from toolrelay.runtime._engine import Engine
+    from toolrelay.runtime._registry import RunHandle
+    from toolrelay.runtime._turn import Turn
+
+__all__ = ("TurnHost",)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class TurnHost:
+    """What every turn of one engine shares, and how a turn reaches back to its engine.
+
+    Attributes:
+        engine: The engine, for its public settings (``backend``, ``registry``,
+            ``limits``, ``tool_timeout``), read where they are used.
+        notifications: Where observers are told (state, events, tool results).
+        tool_limiter: Bound on tools running at once across all turns (``None``: none).
+        tool_threads: The worker threads of blocking tools.
+        tool_options: How tools run (result size, what the model sees of an error).
+        tracer_provider: Where spans go (``None``: the global provider).
+        include_reasoning: The engine's ``include_reasoning`` as its caller gave it
+            (told to the backend, see :class:`~toolrelay.backends.RunSettings`).
+        new_run_id: Makes a client-side run id when the backend allocates none.
+        load: Puts what the store has of a thread in front of its conversation, once
+            (with a store only).
+        finished: Called as a turn's task ends, before its waiters wake: the turn's
+            run leaves the registry and the turn is counted.
+    """
+
+    engine: Engine
+    notifications: Fanout[Notification]
+    tool_limiter: anyio.CapacityLimiter | None
+    tool_threads: ToolThreads
+    tool_options: ToolOptions
+    tracer_provider: TracerProvider | None
+    include_reasoning: bool | None
+    new_run_id: Callable[[], str]
+    load: Callable[[ThreadKey, ThreadLog], Awaitable[None]]
+    finished: Callable[[Turn, RunHandle | None], None]
+
+    def run_settings(self, key: ThreadKey) -> RunSettings:
+        """What the backend is told for the runs of a turn on ``key`` (the engine's
+        limits, and where a retry is reported)."""
+
+        def on_retry(notice: RetryNotice) -> None:
+            self.notifications.publish(
+                RunRetrying(
+                    key,
+                    notice.attempt,
+                    notice.delay,
+                    notice.reason,
+                    notice.code,
+                    notice.resume_from,
+                )
+            )
+
+        return RunSettings(
+            limits=self.engine.limits,
+            on_retry=on_retry,
+            include_reasoning=self.include_reasoning,
+        )
+
+    def deadline_reason(self) -> TerminalReason:
+        """Why a turn that outlived ``limits.turn_seconds`` ended."""
+        return TerminalReason(
+            kind=ReasonKind.DEADLINE,
+            message=(
+                f"the turn did not end within turn_seconds={self.engine.limits.turn_seconds:g} s"
+            ),
+            code="turn_seconds",
+        )
