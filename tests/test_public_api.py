@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import subprocess
+import sys
 
 import pytest
 
@@ -34,6 +36,10 @@ def _all_modules() -> list[str]:
 
 
 def test_top_level_all_equals_the_public_names() -> None:
+    # The names are imported on first access: read each, then nothing else may be public.
+    for name in toolrelay.__all__:
+        assert getattr(toolrelay, name) is not None, name
+    assert set(toolrelay.__all__) <= set(dir(toolrelay))
     public = {name for name in vars(toolrelay) if not name.startswith("_")}
     modules = {
         name for name in public if type(getattr(toolrelay, name)).__name__ in ("module", "_Feature")
@@ -55,6 +61,31 @@ def test_public_namespace_all_is_a_sorted_tuple_of_existing_names(module_name: s
 def test_every_module_has_a_tuple_all(module_name: str) -> None:
     module = importlib.import_module(module_name)
     assert isinstance(getattr(module, "__all__", None), tuple), module_name
+
+
+def test_importing_the_package_imports_no_layer_and_no_dependency() -> None:
+    # A fresh interpreter: ``import toolrelay`` reads the version and nothing else;
+    # the first read of a name imports its layer (the cold start of issue 16).
+    script = (
+        "import sys, toolrelay\n"
+        "heavy = ('httpx', 'httpx_sse', 'msgspec', 'anyio', 'statemachine',"
+        " 'toolrelay.core', 'toolrelay.runtime', 'toolrelay.backends')\n"
+        "print(sorted(name for name in heavy if name in sys.modules))\n"
+        "from toolrelay import Engine, tool\n"
+        "print(Engine.__module__, tool.__module__, 'toolrelay.runtime' in sys.modules)\n"
+        "try:\n"
+        "    toolrelay.Nope\n"
+        "except AttributeError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.splitlines() == [
+        "[]",
+        "toolrelay.runtime._engine toolrelay.core._tools True",
+        "module 'toolrelay' has no attribute 'Nope'",
+    ]
 
 
 def test_the_package_ships_py_typed() -> None:

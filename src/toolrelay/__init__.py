@@ -8,63 +8,72 @@ threads, and a proof that every path ends in a terminal state.
 
 Public namespaces: ``toolrelay`` (this module), ``toolrelay.protocol`` (wire types),
 ``toolrelay.machines``, ``toolrelay.testing``, ``toolrelay.diagrams``.
+
+Importing ``toolrelay`` is cheap: each public name is imported from its layer the first
+time it is read (``toolrelay.Engine``, ``from toolrelay import Engine``), so a program
+that needs only part of the package, or only its version, pays for that part.
 """
 
 from __future__ import annotations
 
-from toolrelay._reasons import ReasonKind as ReasonKind, TerminalReason as TerminalReason
+import sys as _sys
+import typing as _typing
+
 from toolrelay._version import __version__ as __version__
-from toolrelay.backends import AgentBackend as AgentBackend, ThreadKey as ThreadKey
-from toolrelay.core import (
-    Activity as Activity,
-    ActivityKind as ActivityKind,
-    Conversation as Conversation,
-    EventProcessor as EventProcessor,
-    Limits as Limits,
-    ProtocolViolation as ProtocolViolation,
-    TextMessage as TextMessage,
-    ToolCallInfo as ToolCallInfo,
-    ToolCallMessage as ToolCallMessage,
-    ToolContext as ToolContext,
-    ToolError as ToolError,
-    ToolRegistry as ToolRegistry,
-    ToolResult as ToolResult,
-    ToolSpec as ToolSpec,
-    to_agui_messages as to_agui_messages,
-    tool as tool,
-)
-from toolrelay.errors import (
-    ClosedError as ClosedError,
-    IllegalTransition as IllegalTransition,
-    LocalProtocolError as LocalProtocolError,
-    RemoteProtocolError as RemoteProtocolError,
-    ToolrelayError as ToolrelayError,
-)
-from toolrelay.machines import (
-    RunLifecycle as RunLifecycle,
-    RunStatus as RunStatus,
-    ToolCallLifecycle as ToolCallLifecycle,
-    ToolCallStatus as ToolCallStatus,
-)
-from toolrelay.runtime import (
-    Engine as Engine,
-    EngineStatistics as EngineStatistics,
-    EventReceived as EventReceived,
-    Notification as Notification,
-    RunCompleted as RunCompleted,
-    RunContinued as RunContinued,
-    RunHandle as RunHandle,
-    RunRegistry as RunRegistry,
-    RunRetrying as RunRetrying,
-    RunStarted as RunStarted,
-    StateChanged as StateChanged,
-    ToolCallFinished as ToolCallFinished,
-    ToolOptions as ToolOptions,
-    Turn as Turn,
-    TurnSnapshot as TurnSnapshot,
-    TurnStatistics as TurnStatistics,
-    execute_tool as execute_tool,
-)
+
+if _typing.TYPE_CHECKING:
+    from toolrelay._reasons import ReasonKind as ReasonKind, TerminalReason as TerminalReason
+    from toolrelay.backends import AgentBackend as AgentBackend, ThreadKey as ThreadKey
+    from toolrelay.core import (
+        Activity as Activity,
+        ActivityKind as ActivityKind,
+        Conversation as Conversation,
+        EventProcessor as EventProcessor,
+        Limits as Limits,
+        ProtocolViolation as ProtocolViolation,
+        TextMessage as TextMessage,
+        ToolCallInfo as ToolCallInfo,
+        ToolCallMessage as ToolCallMessage,
+        ToolContext as ToolContext,
+        ToolError as ToolError,
+        ToolRegistry as ToolRegistry,
+        ToolResult as ToolResult,
+        ToolSpec as ToolSpec,
+        to_agui_messages as to_agui_messages,
+        tool as tool,
+    )
+    from toolrelay.errors import (
+        ClosedError as ClosedError,
+        IllegalTransition as IllegalTransition,
+        LocalProtocolError as LocalProtocolError,
+        RemoteProtocolError as RemoteProtocolError,
+        ToolrelayError as ToolrelayError,
+    )
+    from toolrelay.machines import (
+        RunLifecycle as RunLifecycle,
+        RunStatus as RunStatus,
+        ToolCallLifecycle as ToolCallLifecycle,
+        ToolCallStatus as ToolCallStatus,
+    )
+    from toolrelay.runtime import (
+        Engine as Engine,
+        EngineStatistics as EngineStatistics,
+        EventReceived as EventReceived,
+        Notification as Notification,
+        RunCompleted as RunCompleted,
+        RunContinued as RunContinued,
+        RunHandle as RunHandle,
+        RunRegistry as RunRegistry,
+        RunRetrying as RunRetrying,
+        RunStarted as RunStarted,
+        StateChanged as StateChanged,
+        ToolCallFinished as ToolCallFinished,
+        ToolOptions as ToolOptions,
+        Turn as Turn,
+        TurnSnapshot as TurnSnapshot,
+        TurnStatistics as TurnStatistics,
+        execute_tool as execute_tool,
+    )
 
 __all__ = (
     "Activity",
@@ -115,3 +124,70 @@ __all__ = (
     "to_agui_messages",
     "tool",
 )
+
+#: Where each public name lives; read on first access by :func:`__getattr__`.
+_LAZY: dict[str, str] = {
+    "ReasonKind": "toolrelay._reasons",
+    "TerminalReason": "toolrelay._reasons",
+    "AgentBackend": "toolrelay.backends",
+    "ThreadKey": "toolrelay.backends",
+    "Activity": "toolrelay.core",
+    "ActivityKind": "toolrelay.core",
+    "Conversation": "toolrelay.core",
+    "EventProcessor": "toolrelay.core",
+    "Limits": "toolrelay.core",
+    "ProtocolViolation": "toolrelay.core",
+    "TextMessage": "toolrelay.core",
+    "ToolCallInfo": "toolrelay.core",
+    "ToolCallMessage": "toolrelay.core",
+    "ToolContext": "toolrelay.core",
+    "ToolError": "toolrelay.core",
+    "ToolRegistry": "toolrelay.core",
+    "ToolResult": "toolrelay.core",
+    "ToolSpec": "toolrelay.core",
+    "to_agui_messages": "toolrelay.core",
+    "tool": "toolrelay.core",
+    "ClosedError": "toolrelay.errors",
+    "IllegalTransition": "toolrelay.errors",
+    "LocalProtocolError": "toolrelay.errors",
+    "RemoteProtocolError": "toolrelay.errors",
+    "ToolrelayError": "toolrelay.errors",
+    "RunLifecycle": "toolrelay.machines",
+    "RunStatus": "toolrelay.machines",
+    "ToolCallLifecycle": "toolrelay.machines",
+    "ToolCallStatus": "toolrelay.machines",
+    "Engine": "toolrelay.runtime",
+    "EngineStatistics": "toolrelay.runtime",
+    "EventReceived": "toolrelay.runtime",
+    "Notification": "toolrelay.runtime",
+    "RunCompleted": "toolrelay.runtime",
+    "RunContinued": "toolrelay.runtime",
+    "RunHandle": "toolrelay.runtime",
+    "RunRegistry": "toolrelay.runtime",
+    "RunRetrying": "toolrelay.runtime",
+    "RunStarted": "toolrelay.runtime",
+    "StateChanged": "toolrelay.runtime",
+    "ToolCallFinished": "toolrelay.runtime",
+    "ToolOptions": "toolrelay.runtime",
+    "Turn": "toolrelay.runtime",
+    "TurnSnapshot": "toolrelay.runtime",
+    "TurnStatistics": "toolrelay.runtime",
+    "execute_tool": "toolrelay.runtime",
+}
+
+
+if not _typing.TYPE_CHECKING:  # type checkers read the imports above; a typo stays an error
+
+    def __getattr__(name: str) -> object:
+        """Import a public name from its layer the first time it is read, then keep it."""
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        __import__(module)
+        value = getattr(_sys.modules[module], name)
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -24,6 +24,8 @@ Cases (each compares toolrelay with a floor measured in the same run):
    latency, CPU per turn (servers + database); skipped without PostgreSQL.
 t. tracing: cost per turn with OpenTelemetry off (no provider set) vs the package
    absent, and on (the SDK with an exporter that drops spans).
+c. cold start: ``import toolrelay`` and ``toolrelay demo``'s first answer, each in a
+   fresh interpreter, best of a few runs.
 
 ``--quick`` (CI's smoke test) runs every case smaller and with fewer repeats, in well
 under a minute; the targets are read from the full run. The command exits 0 whether or
@@ -55,6 +57,7 @@ def _cases(quick: bool) -> dict[str, Callable[[Report], None]]:
     import bench_processor
     import bench_scaleout
     import bench_server
+    import bench_startup
     import bench_store
     import bench_tracing
 
@@ -70,6 +73,7 @@ def _cases(quick: bool) -> dict[str, Callable[[Report], None]]:
         "8": lambda r: bench_server.run_server(r, quick=quick),
         "9": lambda r: bench_scaleout.run_scaleout(r, quick=quick),
         "t": lambda r: bench_tracing.run_tracing(r, quick=quick),
+        "c": lambda r: bench_startup.run_startup(r, quick=quick),
     }
 
 
@@ -91,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller, faster (CI smoke test)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument(
-        "--only", metavar="CASES", default="123456789t", help="which cases, e.g. 13 (default: all)"
+        "--only", metavar="CASES", default="123456789ct", help="which cases, e.g. 13 (default: all)"
     )
     parser.add_argument(
         "--profile",

@@ -277,3 +277,21 @@ def test_toolrelay_run_executes_client_tools_the_server_hands_over(tmp_path: Pat
     results = [e.record for e in entries if isinstance(e.record, ToolFinished)]
     assert sorted(r.result.content for r in results) == ["42", "7"]
     assert isinstance(entries[-1].record, TurnEnded) and entries[-1].record.status == "completed"
+
+
+def test_the_command_line_names_the_servers_rounds_variable_without_importing_it() -> None:
+    # The parser of every command is built on each run, so `serve` keeps its help text's
+    # variable name to itself instead of importing the server: the two must agree, and
+    # building the parser (as `toolrelay demo` does) must not load the server.
+    script = (
+        "import sys\n"
+        "from toolrelay.cli import _serve, build_parser\n"
+        "build_parser(sys.stderr)\n"
+        "print('toolrelay.server' in sys.modules)\n"
+        "from toolrelay.server import MAX_TOOL_ROUNDS_ENV\n"
+        "print(_serve.MAX_TOOL_ROUNDS_ENV == MAX_TOOL_ROUNDS_ENV)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.split() == ["False", "True"]

@@ -464,44 +464,49 @@ class _RunStream:
     async def events(self) -> AsyncGenerator[Event | UnknownEvent, None]:
         # Once per event, so written out: decode_event's fast path is called inline.
         max_bytes = self._max_event_bytes
+        decode, run_ends = decode_known_event, _RUN_ENDS
         while True:
             try:
                 with map_transport_errors():
-                    async for sse in self.sse_events:
-                        data = sse.data
-                        if not data:
-                            continue  # an event with no data: a named ping, an id, a retry
-                        if len(data) > max_bytes:
-                            raise LimitExceededError(
-                                "max_event_bytes", max_bytes, f"an SSE event of {len(data)} bytes"
-                            )
-                        try:
-                            event: Event | UnknownEvent = decode_known_event(data)
-                        except (msgspec.MsgspecError, ValueError, RecursionError):
-                            # Unknown type, snake_case, a lone surrogate, or the typed
-                            # error (deep nesting and bad UTF-8 included).
-                            event = decode_event(data)
-                        if self._replay is not None:
-                            kept = self._replay.admit(sse.id, event)
-                            if kept is None:
-                                continue
-                            event = kept
-                            if not self._replay.active:
-                                self._replay = None
-                        event_type = type(event)
-                        if event_type in _RUN_ENDS:
-                            self.ended = True
-                        elif event_type is RunStartedEvent:
-                            self._run_id = event.run_id  # type: ignore[union-attr]
-                        if sse.id != self._last_id:
-                            self._last_id = sse.id
-                            self._since.clear()
-                            if self._attempt:  # progress: the next drop starts afresh
-                                self._attempt = 0
-                                self._waited = 0.0
-                        elif sse.id:
-                            self._since.add(event)
-                        yield event
+                    # A read's events at once (one await per read, not per event).
+                    while batch := await self.sse_events.batch():
+                        for sse in batch:
+                            data = sse.data
+                            if not data:
+                                continue  # an event with no data: a named ping, an id, a retry
+                            if len(data) > max_bytes:
+                                raise LimitExceededError(
+                                    "max_event_bytes",
+                                    max_bytes,
+                                    f"an SSE event of {len(data)} bytes",
+                                )
+                            try:
+                                event: Event | UnknownEvent = decode(data)
+                            except (msgspec.MsgspecError, ValueError, RecursionError):
+                                # Unknown type, snake_case, a lone surrogate, or the typed
+                                # error (deep nesting and bad UTF-8 included).
+                                event = decode_event(data)
+                            if self._replay is not None:
+                                kept = self._replay.admit(sse.id, event)
+                                if kept is None:
+                                    continue
+                                event = kept
+                                if not self._replay.active:
+                                    self._replay = None
+                            event_type = type(event)
+                            if event_type in run_ends:
+                                self.ended = True
+                            elif event_type is RunStartedEvent:
+                                self._run_id = event.run_id  # type: ignore[union-attr]
+                            if sse.id != self._last_id:
+                                self._last_id = sse.id
+                                self._since.clear()
+                                if self._attempt:  # progress: the next drop starts afresh
+                                    self._attempt = 0
+                                    self._waited = 0.0
+                            elif sse.id:
+                                self._since.add(event)
+                            yield event
                 return
             except StreamDroppedError as dropped:
                 if self.ended or not _resumable(self._last_id) or self._since.overflowed:

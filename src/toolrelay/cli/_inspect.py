@@ -31,7 +31,6 @@ from httpx_sse import EventSource
 
 from toolrelay.cli._replay import Finding, _Lines, replay_capture
 from toolrelay.core import Limits
-from toolrelay.server._inspector import static_file, static_headers
 
 __all__ = ("MAX_EVENTS", "capture_document", "make_server", "register", "run")
 
@@ -89,6 +88,8 @@ def capture_document(data: bytes, name: str, *, limits: Limits | None = None) ->
 def make_server(document: bytes, port: int = 0) -> http.server.ThreadingHTTPServer:
     """An HTTP server on 127.0.0.1:``port`` (0: any free one) serving the page and
     ``document`` as its ``capture.json``; not started."""
+    # The page's files live with the server; building the command line must not load it.
+    from toolrelay.server._inspector import static_file, static_headers
 
     class Handler(http.server.BaseHTTPRequestHandler):
         server_version = "toolrelay-inspect"

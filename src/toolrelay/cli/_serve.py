@@ -40,13 +40,15 @@ from toolrelay.core import ToolRegistry
 from toolrelay.demo import DEMO_TOOLS, plan_reply
 from toolrelay.errors import StreamDroppedError
 from toolrelay.protocol import RunAgentInput, decode_event
-from toolrelay.server import MAX_TOOL_ROUNDS_ENV, AguiServer, max_tool_rounds_from_env
 from toolrelay.store import ClaimingStore, MemoryStore, NotifyingStore, SQLiteStore, Store
 
 __all__ = ("DemoModel", "open_store", "register", "serve")
 
 #: The environment variable holding the bearer token when ``--token`` is not given.
 TOKEN_ENV = "TOOLRELAY_TOKEN"
+#: ``toolrelay.server.MAX_TOOL_ROUNDS_ENV``, written here so that building the command
+#: line (every ``toolrelay`` command does) does not import the server.
+MAX_TOOL_ROUNDS_ENV = "TOOLRELAY_MAX_TOOL_ROUNDS"
 
 
 class DemoModel:
@@ -204,6 +206,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """Run ``toolrelay serve`` until Ctrl-C; returns an exit code."""
     from toolrelay.cli import ExitCode
+    from toolrelay.server import AguiServer, max_tool_rounds_from_env
 
     try:
         import uvicorn

@@ -726,6 +726,9 @@ class Turn:
                 async with engine.backend.run(self.key, run_input) as events:
                     if self._trace is not None:
                         events = self._trace.watch(events)
+                    # Once per event: the lookups are bound once.
+                    receive = processor.receive
+                    notifications = engine._notifications
                     async for event in events:
                         if self._run_over():
                             # Ended from outside (cancelled, superseded) while the
@@ -734,10 +737,11 @@ class Turn:
                         # An exception here is ours (processor, observers), not the
                         # backend's: safety check 7, then stop reading the stream.
                         try:
-                            effects = processor.receive(event)
-                            if engine._notifications.marked:
+                            effects = receive(event)
+                            if notifications.marked:
                                 engine._notify(EventReceived(self.key, event))
-                            self._perform(effects)
+                            if effects:
+                                self._perform(effects)
                         except Exception as exc:
                             self._internal_error(exc)
                             break
