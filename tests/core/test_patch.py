@@ -97,6 +97,12 @@ RFC_EXAMPLES: list[tuple[str, Any, list[dict[str, Any]], Any]] = [
         [{"op": "add", "path": "/foo/-", "value": ["abc", "def"]}],
         {"foo": ["bar", ["abc", "def"]]},
     ),
+    (
+        "a path through an array element",
+        {"a": [{"b": 1}, {"b": 2}]},
+        [{"op": "replace", "path": "/a/1/b", "value": 3}, {"op": "remove", "path": "/a/0/b"}],
+        {"a": [{}, {"b": 3}]},
+    ),
 ]
 
 # (section or case, document, patch)

@@ -2044,3 +2044,35 @@ def test_a_restored_batch_waits_again_for_its_undecided_approvals() -> None:
     assert any(isinstance(e, MessagesSettled) for e in settled)
     [batch] = batches(processor)
     assert [c.id for c in batch.calls] == ["c1", "c2"]
+
+
+# --- edges of the state and snapshot handlers ---------------------------------------------
+
+
+def test_a_state_delta_built_with_no_list_of_operations_is_a_violation_not_a_crash() -> None:
+    # Events built in code are not validated as decoded ones are.
+    processor = running()
+    feed(processor, StateSnapshotEvent(snapshot={"n": 1}))
+    effects = feed(processor, StateDeltaEvent(delta=None))  # type: ignore[arg-type]
+    assert codes(effects) == ["state_delta_failed"]
+    effects = feed(processor, StateDeltaEvent(delta=["add"]))  # type: ignore[list-item]
+    assert codes(effects) == ["state_delta_failed"]
+    assert processor.conversation.state == {"n": 1}
+    assert status_of(processor) is RunStatus.running
+
+
+def test_only_assistant_messages_of_a_snapshot_only_answer_are_kept() -> None:
+    processor = running()
+    effects = feed(
+        processor,
+        MessagesSnapshotEvent(
+            messages=[
+                USER,
+                UserMessage(id="u2", content="and another question"),
+                AssistantMessage(id="a1", content="Hello."),
+            ]
+        ),
+    )
+    assert codes(effects) == ["snapshot_only_message"]
+    assert [t.text for t in processor.conversation.texts()] == ["Hello."]
+    assert [getattr(m, "id", None) for m in processor.conversation.messages] == ["user-1", "a1"]
