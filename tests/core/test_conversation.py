@@ -5,6 +5,7 @@ from __future__ import annotations
 from toolrelay.core import ThreadKey
 from toolrelay.core._conversation import (
     Conversation,
+    ReasoningRecord,
     TextMessage,
     ToolCallInfo,
     ToolCallMessage,
@@ -113,3 +114,12 @@ def test_every_activity_reads_as_a_ui_would_say_it() -> None:
         "Awaiting approval: alpha, beta (+2 more)",
         "",  # done
     ]
+
+
+def test_streamed_records_say_what_they_hold() -> None:
+    call = ToolCallInfo("c1", "lookup", arguments='{"n": 1}')
+    assert repr(call) == (
+        "ToolCallInfo(id='c1', name='lookup', status='streaming', arguments='{\"n\": 1}')"
+    )
+    assert repr(TextMessage("m1", text="hi")) == "TextMessage(id='m1', role='assistant', text='hi')"
+    assert repr(ReasoningRecord("r1", "hmm")) == "ReasoningRecord(id='r1', text='hmm')"

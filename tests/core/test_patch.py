@@ -103,6 +103,12 @@ RFC_EXAMPLES: list[tuple[str, Any, list[dict[str, Any]], Any]] = [
         [{"op": "replace", "path": "/a/1/b", "value": 3}, {"op": "remove", "path": "/a/0/b"}],
         {"a": [{}, {"b": 3}]},
     ),
+    (
+        "test: booleans equal to booleans",
+        {"a": [True, False]},
+        [{"op": "test", "path": "/a", "value": [True, False]}],
+        {"a": [True, False]},
+    ),
 ]
 
 # (section or case, document, patch)

@@ -2220,3 +2220,75 @@ def test_a_repeated_thinking_start_continues_the_open_thinking_record() -> None:
     )
     records = [m for m in processor.conversation.messages if isinstance(m, ReasoningRecord)]
     assert [(r.text, r.complete) for r in records] == [("one two", True)]
+
+
+# --- empty deltas, stray ends, unknown events: each changes nothing --------------------
+
+
+def test_empty_deltas_on_the_hot_path_add_nothing() -> None:
+    processor = running()
+    feed(
+        processor,
+        TextMessageStartEvent(message_id="m1"),
+        TextMessageContentEvent(message_id="m1", delta=""),
+        TextMessageContentEvent(message_id="m1", delta="hi"),
+        TextMessageContentEvent(message_id="m1", delta=""),
+        TextMessageEndEvent(message_id="m1"),
+        ToolCallStartEvent(tool_call_id="c1", tool_call_name="lookup"),
+        ToolCallArgsEvent(tool_call_id="c1", delta=""),
+        ToolCallArgsEvent(tool_call_id="c1", delta="{}"),
+        ToolCallArgsEvent(tool_call_id="c1", delta=""),
+        ToolCallEndEvent(tool_call_id="c1"),
+    )
+    assert [t.text for t in processor.conversation.texts()] == ["hi"]
+    assert call(processor, "c1").arguments == "{}"
+
+
+def test_empty_deltas_on_the_full_path_add_nothing() -> None:
+    processor = running()
+    effects = feed(
+        processor,
+        TextMessageChunkEvent(message_id="m1", delta=""),
+        TextMessageChunkEvent(delta="hi"),
+        ReasoningMessageChunkEvent(message_id="r1", delta=""),
+        ReasoningMessageChunkEvent(delta="hmm"),
+        ReasoningMessageContentEvent(message_id="r1", delta=""),
+        tool_call("lookup", "{}", id="c1"),
+        ToolCallArgsEvent(tool_call_id="c1", delta=""),  # after END: kept, but empty
+        ToolCallResultEvent(message_id="t1", tool_call_id="c1", content=""),
+    )
+    assert codes(effects) == ["args_after_end"]
+    assert [t.text for t in processor.conversation.texts()] == ["hi"]
+    records = [m for m in processor.conversation.messages if isinstance(m, ReasoningRecord)]
+    assert [r.text for r in records] == ["hmm"]
+    assert call(processor, "c1").arguments == "{}"
+    assert call(processor, "c1").result == ToolResult.success("")
+
+
+def test_ends_and_signatures_for_nothing_open_change_nothing() -> None:
+    processor = running()
+    before = snapshot(processor)
+    effects = feed(
+        processor,
+        ReasoningMessageEndEvent(message_id="never-started"),
+        ThinkingTextMessageEndEvent(),
+        ReasoningEncryptedValueEvent(subtype="message", entity_id="ghost", encrypted_value="x"),
+    )
+    assert codes(effects) == []
+    assert snapshot(processor) == before
+
+
+def test_reasoning_that_ends_while_a_call_streams_leaves_the_calling_activity_as_it_is() -> None:
+    processor = running()
+    feed(processor, ToolCallStartEvent(tool_call_id="c1", tool_call_name="lookup"))
+    effects = feed(processor, ReasoningEndEvent(message_id="r0"))
+    assert not any(isinstance(e, ActivityChanged) for e in effects)
+    assert processor.activity == Activity(ActivityKind.CALLING_TOOLS, ("lookup",))
+
+
+def test_an_unknown_event_after_the_run_ended_is_named_by_its_type() -> None:
+    processor = running()
+    finish(processor)
+    effects = feed(processor, UnknownEvent(type="VENDOR_PING", raw=b"{}"))
+    [violation] = [e.violation for e in effects if isinstance(e, ViolationRaised)]
+    assert (violation.code, violation.event_type) == ("event_after_run_end", "VENDOR_PING")

@@ -545,3 +545,20 @@ def test_a_checked_cursor_of_any_machine_turns_the_library_refusal_into_illegal_
     )
     assert type(info.value.__cause__).__name__ == "TransitionNotAllowed"
     assert cursor.state is Light.off
+
+
+def test_checked_cursors_step_in_lockstep_through_a_whole_lifecycle() -> None:
+    with checked_mode():
+        call = TOOL_CALL_MACHINE.cursor()
+        run = RUN_MACHINE.cursor()
+    for event in (ToolCallEvent.finish_args, ToolCallEvent.execute, ToolCallEvent.succeed):
+        call.send(event)
+    assert call.state is ToolCallStatus.completed
+    for event in (
+        RunEvent.start,
+        RunEvent.execute_tools,
+        RunEvent.continue_run,
+        RunEvent.complete,
+    ):
+        run.send(event)
+    assert (run.state, run.depth) == (RunStatus.completed, 1)
