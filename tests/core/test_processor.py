@@ -2176,13 +2176,16 @@ def test_a_structured_tool_result_is_kept_as_its_json_within_max_json_depth() ->
     feed(
         processor,
         tool_call("lookup", "{}", id="c1"),
-        ToolCallResultEvent(message_id="r1", tool_call_id="c1", content={"hits": [{"n": 1}]}),
+        ToolCallResultEvent(message_id="r1", tool_call_id="c1", content=[TextPart(text="42")]),
     )
-    assert call(processor, "c1").result == ToolResult.success('{"hits":[{"n":1}]}')
+    assert call(processor, "c1").result == ToolResult.success('[{"type":"text","text":"42"}]')
+    # Content built in code is not validated as decoded content is: a mapping is
+    # walked for its depth too.
+    deep: Any = {"a": {"b": {"c": {}}}}
     feed(
         processor,
         tool_call("lookup", "{}", id="c2"),
-        ToolCallResultEvent(message_id="r2", tool_call_id="c2", content={"a": {"b": {"c": {}}}}),
+        ToolCallResultEvent(message_id="r2", tool_call_id="c2", content=deep),
     )
     assert processor.reason is not None and processor.reason.code == "max_json_depth"
 

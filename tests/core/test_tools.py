@@ -1288,7 +1288,7 @@ def test_a_pydantic_parameter_default_is_its_json_and_a_validator_crash_is_told(
     class Address(pydantic.BaseModel):  # type: ignore[misc, name-defined]
         street: str
 
-        @pydantic.field_validator("street")  # type: ignore[misc]
+        @pydantic.field_validator("street")  # type: ignore[untyped-decorator]
         @classmethod
         def known(cls, street: str) -> str:
             if street == "crash":
@@ -1331,7 +1331,8 @@ def test_two_pydantic_types_of_one_name_are_a_definition_error() -> None:
     def ship(home: Any, work: Any) -> str:
         return "sent"
 
-    ship.__annotations__ = {"home": list[model("street")], "work": list[model("city")]}
+    listed: Any = list
+    ship.__annotations__ = {"home": listed[model("street")], "work": listed[model("city")]}
     with pytest.raises(ToolDefinitionError, match="two different types are named 'Address'"):
         tool(ship)
 

@@ -551,8 +551,8 @@ def test_checked_cursors_step_in_lockstep_through_a_whole_lifecycle() -> None:
     with checked_mode():
         call = TOOL_CALL_MACHINE.cursor()
         run = RUN_MACHINE.cursor()
-    for event in (ToolCallEvent.finish_args, ToolCallEvent.execute, ToolCallEvent.succeed):
-        call.send(event)
+    for call_event in (ToolCallEvent.finish_args, ToolCallEvent.execute, ToolCallEvent.succeed):
+        call.send(call_event)
     assert call.state is ToolCallStatus.completed
     for event in (
         RunEvent.start,
