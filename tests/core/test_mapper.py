@@ -609,3 +609,15 @@ def test_the_official_sdk_accepts_any_mapped_conversation(
     assert [m.id for m in parsed.messages] == ids_of(run_input.messages)
     wire: Any = json.loads(encode(run_input))
     assert all(m.get("toolCalls") is None or m["role"] == "assistant" for m in wire["messages"])
+
+
+def test_a_text_still_streaming_is_mapped_in_full_and_not_kept() -> None:
+    mapper = ConversationMapper()
+    open_text = TextMessage("m1", text="so far", complete=False)
+    messages: list[ChatMessage] = [USER, open_text]
+    assert mapper.map(messages) == to_agui_messages(messages)
+    open_text.append(" and more")
+    open_text.complete = True
+    # Nothing of the open text was kept: the next mapping sees its whole text.
+    assert mapper.map(messages) == to_agui_messages(messages)
+    assert [getattr(m, "content", None) for m in mapper.map(messages)] == ["hi", "so far and more"]

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from toolrelay.core._patch import JsonPatchError, apply_patch
+from toolrelay.core._patch import (
+    BoundedState,
+    JsonPatchError,
+    StateBoundError,
+    StateBounds,
+    apply_patch,
+)
 from toolrelay.testing.strategies import json_values
 
 # (section, document, patch, expected result)
@@ -91,6 +97,18 @@ RFC_EXAMPLES: list[tuple[str, Any, list[dict[str, Any]], Any]] = [
         [{"op": "add", "path": "/foo/-", "value": ["abc", "def"]}],
         {"foo": ["bar", ["abc", "def"]]},
     ),
+    (
+        "a path through an array element",
+        {"a": [{"b": 1}, {"b": 2}]},
+        [{"op": "replace", "path": "/a/1/b", "value": 3}, {"op": "remove", "path": "/a/0/b"}],
+        {"a": [{}, {"b": 3}]},
+    ),
+    (
+        "test: booleans equal to booleans",
+        {"a": [True, False]},
+        [{"op": "test", "path": "/a", "value": [True, False]}],
+        {"a": [True, False]},
+    ),
 ]
 
 # (section or case, document, patch)
@@ -139,6 +157,14 @@ FAILURES: list[tuple[str, Any, list[dict[str, Any]]]] = [
     ("move without from", {"a": 1}, [{"op": "move", "path": "/b"}]),
     ("copy without from", {"a": 1}, [{"op": "copy", "path": "/b"}]),
     ("an operation without path", {"a": 1}, [{"op": "remove"}]),
+    ("test below a scalar", {"a": 1}, [{"op": "test", "path": "/a/b", "value": 1}]),
+    ("remove below a scalar", {"a": 1}, [{"op": "remove", "path": "/a/b"}]),
+    (
+        "test: objects with other members",
+        {"a": {"x": 1}},
+        [{"op": "test", "path": "/a", "value": {"y": 1}}],
+    ),
+    ("test: arrays of other lengths", {"a": [1, 2]}, [{"op": "test", "path": "/a", "value": [1]}]),
     (
         "a later operation fails after earlier ones applied",
         {"a": 1, "list": [1, 2]},
@@ -269,3 +295,39 @@ def test_adding_then_removing_a_member_restores_the_document(document: Any) -> N
         {"op": "remove", "path": "/tmp"},
     ]
     assert apply_patch(wrapped, patch) == wrapped
+
+
+def test_a_state_nested_past_the_depth_bound_is_refused() -> None:
+    with pytest.raises(StateBoundError) as info:
+        BoundedState({"a": {"b": {}}}, StateBounds(max_bytes=1000, max_depth=2))
+    assert (info.value.limit, info.value.bound) == ("max_json_depth", 2)
+
+
+def test_a_scalar_state_past_the_size_bound_is_refused() -> None:
+    with pytest.raises(StateBoundError) as info:
+        BoundedState("x" * 100, StateBounds(max_bytes=50, max_depth=5))
+    assert (info.value.limit, info.value.bound) == ("max_state_bytes", 50)
+
+
+def test_an_uncopied_value_that_passes_the_size_bound_leaves_the_state_as_it_was() -> None:
+    state = BoundedState({"a": 1}, StateBounds(max_bytes=50, max_depth=5))
+    with pytest.raises(StateBoundError) as info:
+        state.apply([{"op": "add", "path": "/b", "value": "x" * 100}], copy_values=False)
+    assert info.value.limit == "max_state_bytes"
+    assert state.document == {"a": 1}
+    state.apply([{"op": "add", "path": "/b", "value": 2}], copy_values=False)
+    assert state.document == {"a": 1, "b": 2}
+
+
+def test_a_failed_patch_after_replacing_the_root_restores_the_root() -> None:
+    state = BoundedState({"a": 1}, StateBounds(max_bytes=1000, max_depth=5))
+    before = state.document
+    with pytest.raises(JsonPatchError):
+        state.apply(
+            [
+                {"op": "replace", "path": "", "value": [1]},
+                {"op": "test", "path": "/0", "value": 2},
+            ]
+        )
+    assert state.document is before
+    assert state.document == {"a": 1}

@@ -2043,3 +2043,254 @@ def test_a_restored_batch_waits_again_for_its_undecided_approvals() -> None:
     assert any(isinstance(e, MessagesSettled) for e in settled)
     [batch] = batches(processor)
     assert [c.id for c in batch.calls] == ["c1", "c2"]
+
+
+# --- edges of the state and snapshot handlers ---------------------------------------------
+
+
+def test_a_state_delta_built_with_no_list_of_operations_is_a_violation_not_a_crash() -> None:
+    # Events built in code are not validated as decoded ones are.
+    processor = running()
+    feed(processor, StateSnapshotEvent(snapshot={"n": 1}))
+    effects = feed(processor, StateDeltaEvent(delta=None))  # type: ignore[arg-type]
+    assert codes(effects) == ["state_delta_failed"]
+    effects = feed(processor, StateDeltaEvent(delta=["add"]))  # type: ignore[list-item]
+    assert codes(effects) == ["state_delta_failed"]
+    assert processor.conversation.state == {"n": 1}
+    assert status_of(processor) is RunStatus.running
+
+
+def test_only_assistant_messages_of_a_snapshot_only_answer_are_kept() -> None:
+    processor = running()
+    effects = feed(
+        processor,
+        MessagesSnapshotEvent(
+            messages=[
+                USER,
+                UserMessage(id="u2", content="and another question"),
+                AssistantMessage(id="a1", content="Hello."),
+            ]
+        ),
+    )
+    assert codes(effects) == ["snapshot_only_message"]
+    assert [t.text for t in processor.conversation.texts()] == ["Hello."]
+    assert [getattr(m, "id", None) for m in processor.conversation.messages] == ["user-1", "a1"]
+
+
+# --- edges of the processor's base: settings, decisions, restore, activity, depth ---------
+
+
+def test_max_repeats_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_repeats must be >= 1"):
+        new_processor(max_repeats=0)
+
+
+def test_a_denial_that_is_not_the_last_outcome_leaves_the_batch_open() -> None:
+    processor = running(approval_tools={"danger"})
+    feed(processor, tool_call("danger", "{}", id="c1"), tool_call("danger", "{}", id="c2"))
+    finish(processor)
+    effects = processor.deny(call(processor, "c1"), "no")
+    assert not any(isinstance(e, MessagesSettled) for e in effects)
+    assert batches(processor) == []
+    assert processor.activity == Activity(ActivityKind.AWAITING_APPROVAL, ("danger",))
+    processor.deny(call(processor, "c2"), "no")
+    [batch] = batches(processor)
+    assert [c.id for c in batch.calls] == ["c1", "c2"]
+
+
+def test_restore_is_refused_once_a_run_started() -> None:
+    processor = running()
+    with pytest.raises(IllegalTransition):
+        processor.restore(run_id="run-1", depth=0, runs=1)
+
+
+def test_a_restored_batch_of_final_calls_commits_at_once_leaving_out_those_lacking_a_result() -> (
+    None
+):
+    processor = new_processor()
+    done = ToolCallInfo("c1", "lookup", arguments="{}", status=ToolCallStatus.completed)
+    done.result = ToolResult.success("42")
+    unknown = ToolCallInfo("c2", "lookup", arguments="{}", status=ToolCallStatus.completed)
+    effects = processor.restore(run_id="run-1", depth=0, runs=1, calls=[done, unknown])
+    assert not any(isinstance(e, ToolsReady) for e in effects)
+    [batch] = batches(processor)
+    assert batch.calls == (done,)
+    assert only(effects, MessagesSettled).messages == (batch,)
+
+
+def test_a_restored_batch_whose_calls_all_lack_a_result_commits_nothing() -> None:
+    processor = new_processor()
+    unknown = ToolCallInfo("c1", "lookup", arguments="{}", status=ToolCallStatus.failed)
+    assert processor.restore(run_id="run-1", depth=0, runs=1, calls=[unknown]) == ()
+    assert batches(processor) == []
+
+
+def test_a_turn_ended_while_a_call_with_its_result_executes_keeps_that_result() -> None:
+    # The store saved the result before the crash; the restored turn is then cancelled.
+    processor = new_processor()
+    executing = ToolCallInfo("c1", "lookup", arguments="{}", status=ToolCallStatus.executing)
+    executing.result = ToolResult.success("42")
+    only(processor.restore(run_id="run-1", depth=0, runs=1, calls=[executing]), ToolsReady)
+    processor.cancel()
+    assert executing.status is ToolCallStatus.failed
+    assert executing.result == ToolResult.success("42")
+    assert processor.abandoned == [executing]
+
+
+def test_calling_activity_shows_waiting_calls_as_shown_ones_get_their_results() -> None:
+    processor = running()
+    names = [f"t{i}" for i in range(10)]
+    feed(processor, [ToolCallStartEvent(tool_call_id=n, tool_call_name=n) for n in names])
+    assert processor.activity == Activity(ActivityKind.CALLING_TOOLS, tuple(names[:8]), more=2)
+
+    def resolve(call_id: str) -> None:
+        feed(
+            processor,
+            ToolCallResultEvent(message_id=f"r-{call_id}", tool_call_id=call_id, content="x"),
+        )
+
+    resolve("t8")  # a waiting call: the names shown stay
+    assert processor.activity == Activity(ActivityKind.CALLING_TOOLS, tuple(names[:8]), more=1)
+    resolve("t0")  # a shown call: the next waiting one still calling takes its place
+    assert processor.activity == Activity(ActivityKind.CALLING_TOOLS, (*names[1:8], "t9"), more=0)
+
+
+def test_empty_thinking_deltas_count_nothing_toward_max_reasoning_bytes() -> None:
+    processor = running(limits=Limits(max_reasoning_bytes=3))
+    feed(
+        processor,
+        ThinkingTextMessageStartEvent(),
+        ThinkingTextMessageContentEvent(delta=""),
+        ThinkingTextMessageContentEvent(delta="abc"),
+        ThinkingTextMessageContentEvent(delta=""),
+        ThinkingTextMessageEndEvent(),
+    )
+    assert status_of(processor) is RunStatus.running
+    [record] = [m for m in processor.conversation.messages if isinstance(m, ReasoningRecord)]
+    assert record.text == "abc"
+
+
+def test_a_structured_tool_result_is_kept_as_its_json_within_max_json_depth() -> None:
+    processor = running(limits=Limits(max_json_depth=3))
+    feed(
+        processor,
+        tool_call("lookup", "{}", id="c1"),
+        ToolCallResultEvent(message_id="r1", tool_call_id="c1", content=[TextPart(text="42")]),
+    )
+    assert call(processor, "c1").result == ToolResult.success('[{"type":"text","text":"42"}]')
+    # Content built in code is not validated as decoded content is: a mapping is
+    # walked for its depth too.
+    deep: Any = {"a": {"b": {"c": {}}}}
+    feed(
+        processor,
+        tool_call("lookup", "{}", id="c2"),
+        ToolCallResultEvent(message_id="r2", tool_call_id="c2", content=deep),
+    )
+    assert processor.reason is not None and processor.reason.code == "max_json_depth"
+
+
+@pytest.mark.parametrize("recorded", ["  ", "[" * 30 + "]" * 30])
+def test_a_snapshot_recording_blank_or_too_deep_arguments_keeps_the_streamed_ones(
+    recorded: str,
+) -> None:
+    processor = running(limits=Limits(max_json_depth=10))
+    feed(processor, tool_call("lookup", '{"n": 1}', id="c1"))
+    snapshot = MessagesSnapshotEvent(
+        messages=[
+            USER,
+            AssistantMessage(
+                id="a1",
+                tool_calls=[
+                    ToolCall(id="c1", function=FunctionCall(name="lookup", arguments=recorded))
+                ],
+            ),
+        ]
+    )
+    assert codes(feed(processor, snapshot)) == []
+    assert call(processor, "c1").arguments == '{"n": 1}'
+
+
+def test_a_repeated_thinking_start_continues_the_open_thinking_record() -> None:
+    processor = running()
+    feed(
+        processor,
+        ThinkingTextMessageStartEvent(),
+        ThinkingTextMessageContentEvent(delta="one "),
+        ThinkingTextMessageStartEvent(),
+        ThinkingTextMessageContentEvent(delta="two"),
+        ThinkingTextMessageEndEvent(),
+    )
+    records = [m for m in processor.conversation.messages if isinstance(m, ReasoningRecord)]
+    assert [(r.text, r.complete) for r in records] == [("one two", True)]
+
+
+# --- empty deltas, stray ends, unknown events: each changes nothing --------------------
+
+
+def test_empty_deltas_on_the_hot_path_add_nothing() -> None:
+    processor = running()
+    feed(
+        processor,
+        TextMessageStartEvent(message_id="m1"),
+        TextMessageContentEvent(message_id="m1", delta=""),
+        TextMessageContentEvent(message_id="m1", delta="hi"),
+        TextMessageContentEvent(message_id="m1", delta=""),
+        TextMessageEndEvent(message_id="m1"),
+        ToolCallStartEvent(tool_call_id="c1", tool_call_name="lookup"),
+        ToolCallArgsEvent(tool_call_id="c1", delta=""),
+        ToolCallArgsEvent(tool_call_id="c1", delta="{}"),
+        ToolCallArgsEvent(tool_call_id="c1", delta=""),
+        ToolCallEndEvent(tool_call_id="c1"),
+    )
+    assert [t.text for t in processor.conversation.texts()] == ["hi"]
+    assert call(processor, "c1").arguments == "{}"
+
+
+def test_empty_deltas_on_the_full_path_add_nothing() -> None:
+    processor = running()
+    effects = feed(
+        processor,
+        TextMessageChunkEvent(message_id="m1", delta=""),
+        TextMessageChunkEvent(delta="hi"),
+        ReasoningMessageChunkEvent(message_id="r1", delta=""),
+        ReasoningMessageChunkEvent(delta="hmm"),
+        ReasoningMessageContentEvent(message_id="r1", delta=""),
+        tool_call("lookup", "{}", id="c1"),
+        ToolCallArgsEvent(tool_call_id="c1", delta=""),  # after END: kept, but empty
+        ToolCallResultEvent(message_id="t1", tool_call_id="c1", content=""),
+    )
+    assert codes(effects) == ["args_after_end"]
+    assert [t.text for t in processor.conversation.texts()] == ["hi"]
+    records = [m for m in processor.conversation.messages if isinstance(m, ReasoningRecord)]
+    assert [r.text for r in records] == ["hmm"]
+    assert call(processor, "c1").arguments == "{}"
+    assert call(processor, "c1").result == ToolResult.success("")
+
+
+def test_ends_and_signatures_for_nothing_open_change_nothing() -> None:
+    processor = running()
+    before = snapshot(processor)
+    effects = feed(
+        processor,
+        ReasoningMessageEndEvent(message_id="never-started"),
+        ThinkingTextMessageEndEvent(),
+        ReasoningEncryptedValueEvent(subtype="message", entity_id="ghost", encrypted_value="x"),
+    )
+    assert codes(effects) == []
+    assert snapshot(processor) == before
+
+
+def test_reasoning_that_ends_while_a_call_streams_leaves_the_calling_activity_as_it_is() -> None:
+    processor = running()
+    feed(processor, ToolCallStartEvent(tool_call_id="c1", tool_call_name="lookup"))
+    effects = feed(processor, ReasoningEndEvent(message_id="r0"))
+    assert not any(isinstance(e, ActivityChanged) for e in effects)
+    assert processor.activity == Activity(ActivityKind.CALLING_TOOLS, ("lookup",))
+
+
+def test_an_unknown_event_after_the_run_ended_is_named_by_its_type() -> None:
+    processor = running()
+    finish(processor)
+    effects = feed(processor, UnknownEvent(type="VENDOR_PING", raw=b"{}"))
+    [violation] = [e.violation for e in effects if isinstance(e, ViolationRaised)]
+    assert (violation.code, violation.event_type) == ("event_after_run_end", "VENDOR_PING")

@@ -571,3 +571,29 @@ def test_copies_that_double_the_state_hold_memory_near_max_state_bytes() -> None
 
     assert peak_while(double) < 2 * bound
     assert processor.reason is not None and processor.reason.code == "max_state_bytes"
+
+
+def test_a_supplied_state_already_past_max_state_bytes_fails_the_first_delta() -> None:
+    # The embedding code handed over the state: a delta must copy it within the bound.
+    big = {"big": "x" * 200}
+    processor = EventProcessor(
+        Conversation(THREAD, [UserMessage(id="u", content="go")], state=big),
+        limits=Limits(max_state_bytes=100),
+    )
+    processor.start_run("run-1")
+    effects = feed(
+        processor,
+        run_started(THREAD, "server-run-1"),
+        StateDeltaEvent(delta=[AddOperation(path="/n", value=1)]),
+    )
+    ended_by(effects, "max_state_bytes")
+    assert processor.conversation.state is big
+    assert big == {"big": "x" * 200}
+
+
+def test_a_snapshot_recording_arguments_past_max_argument_bytes_keeps_the_streamed_ones() -> None:
+    processor = running(max_argument_bytes=20)
+    feed(processor, start("a", "get_secret_number"), args("a", '{"n": 1}'), end("a"))
+    effects = feed(processor, snapshot_with(("a", '{"n": "' + "9" * 40 + '"}')))
+    assert not [e for e in effects if isinstance(e, ViolationRaised)]
+    assert finish_run(processor).calls[0].arguments == '{"n": 1}'

@@ -1202,3 +1202,168 @@ def test_the_exception_on_a_failure_is_kept_but_never_encoded_or_compared() -> N
     decoded = msgspec.json.decode(encoded, type=ToolResult)
     assert decoded == result and decoded.exception is None
     assert ToolResult.success("ok").exception is None
+
+
+# --- the edges of binding, results, schemas and docstrings ---
+
+
+def test_arguments_nested_too_deeply_are_a_failure_not_a_recursion_error() -> None:
+    def lookup(city: str) -> str:
+        return city
+
+    spec = tool(lookup)
+    deep = '{"city": "x", "extra": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    bound = spec.bind(deep)
+    assert isinstance(bound, ToolResult)
+    assert bound.error == "Arguments for tool 'lookup' are nested too deeply"
+
+
+def test_an_exception_is_told_to_the_model_in_bounded_text_whatever_its_str_does() -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    unprintable = ToolSpec.failure_of(Unprintable())
+    assert unprintable.error == "Unprintable: <the exception's message could not be read>"
+    long = ToolSpec.failure_of(ValueError("x" * 5000))
+    assert long.error == "ValueError: " + "x" * 2000 + "... (3000 characters cut)"
+    hidden = ToolSpec.failure_of(KeyError("/etc/secret"), detail=False)
+    assert hidden.error == "The tool failed."
+    assert isinstance(hidden.exception, KeyError)
+
+
+def test_results_that_cannot_reach_the_model_are_failures() -> None:
+    def answer() -> str:
+        return ""
+
+    spec = tool(answer)
+    built = ToolResult(content=42)  # type: ignore[arg-type]
+    assert spec.outcome(built).error == (
+        "tool 'answer' returned a ToolResult whose content or error is not a str"
+    )
+    cyclic: list[object] = []
+    cyclic.append(cyclic)
+    assert spec.outcome(cyclic).error == (
+        "The result of tool 'answer' cannot be encoded as JSON: it is cyclic or nested too deeply"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "fits"),
+    [
+        ("a" * 11, False),  # more characters than bytes allowed
+        ("é" * 5, True),  # 10 bytes: counted, at the bound
+        ("é" * 6, False),  # 12 bytes in 6 characters
+        ("ab", True),  # four bytes a character would still fit
+    ],
+)
+def test_a_result_past_max_bytes_counts_utf8_bytes(text: str, fits: bool) -> None:
+    def answer() -> str:
+        return text
+
+    result = tool(answer).outcome(text, max_bytes=10)
+    if fits:
+        assert result == ToolResult.success(text)
+    else:
+        assert result.error == (
+            "The result of tool 'answer' is too large: more than 10 bytes "
+            "(the engine's max_result_bytes)"
+        )
+
+
+def test_a_registry_names_the_tools_that_need_approval() -> None:
+    def read(path: str) -> str:
+        return path
+
+    def delete(path: str) -> str:
+        return path
+
+    registry = ToolRegistry.of(read, tool(delete, needs_approval=True))
+    assert registry.needing_approval == frozenset({"delete"})
+
+
+def test_a_pydantic_parameter_default_is_its_json_and_a_validator_crash_is_told() -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Address(pydantic.BaseModel):  # type: ignore[misc, name-defined]
+        street: str
+
+        @pydantic.field_validator("street")  # type: ignore[untyped-decorator]
+        @classmethod
+        def known(cls, street: str) -> str:
+            if street == "crash":
+                raise RuntimeError("the street list is down")
+            return street
+
+    def ship(to: Address = Address(street="Main")) -> str:  # noqa: B008
+        return to.street
+
+    ship.__annotations__ = {"to": Address, "return": str}
+    spec = tool(ship)
+    assert spec.parameters["properties"]["to"]["default"] == {"street": "Main"}
+    failed = spec.bind('{"to": {"street": "crash"}}')
+    assert isinstance(failed, ToolResult)
+    assert failed.error == (
+        "Invalid arguments for tool 'ship': RuntimeError: the street list is down - at `$.to`"
+    )
+
+
+def test_a_type_pydantic_cannot_describe_is_a_definition_error() -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Address(pydantic.BaseModel):  # type: ignore[misc, name-defined]
+        street: str
+
+    def ship(to: Address | Opaque) -> str:
+        return "sent"
+
+    ship.__annotations__ = {"to": Address | Opaque, "return": str}
+    with pytest.raises(ToolDefinitionError, match="pydantic cannot describe its type"):
+        tool(ship)
+
+
+def test_two_pydantic_types_of_one_name_are_a_definition_error() -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    def model(field: str) -> Any:
+        return pydantic.create_model("Address", **{field: (str, ...)})
+
+    def ship(home: Any, work: Any) -> str:
+        return "sent"
+
+    listed: Any = list
+    ship.__annotations__ = {"home": listed[model("street")], "work": listed[model("city")]}
+    with pytest.raises(ToolDefinitionError, match="two different types are named 'Address'"):
+        tool(ship)
+
+
+def test_docstring_prose_between_parameters_describes_none_of_them() -> None:
+    def google(city: str, days: int = 1) -> str:
+        """Forecast the weather.
+
+        Args:
+            city: The city.
+            Every value is checked by the service.
+                even this continuation.
+            days: How many days.
+        """
+        return city
+
+    def numpy(city: str, days: int = 1) -> str:
+        """Forecast the weather.
+
+        Parameters
+        ----------
+        city
+            The city.
+        Every value is checked.
+            even this continuation.
+        days
+            How many days.
+        """
+        return city
+
+    for fn in (google, numpy):
+        properties = tool(fn).parameters["properties"]
+        assert properties["city"]["description"] == "The city."
+        assert properties["days"]["description"] == "How many days."

@@ -479,3 +479,86 @@ def test_cursors_are_independent_and_slotted() -> None:
     assert not hasattr(RUN_MACHINE.cursor(), "__dict__")
     with checked_mode(False):
         assert repr(RUN_MACHINE.cursor(depth=2)) == "<RunCursor RunLifecycle state='idle' depth=2>"
+
+
+def test_a_targetless_transition_is_refused() -> None:
+    class Targetless(StateChart[object]):
+        s = States.from_enum(Light, initial=Light.off, final=Light.broken)
+        switch_on = s.off.to(s.on)
+        switch_off = s.on.to(s.off)
+        smash = s.off.to(s.broken) | s.on.to(None)
+
+    with pytest.raises(TypeError, match="from 'on' has 0 targets"):
+        compile_machine(Targetless, Light, Flip)
+
+
+def test_an_eventless_transition_is_refused() -> None:
+    class Eventless(StateChart[object]):
+        s = States.from_enum(Light, initial=Light.off, final=Light.broken)
+        switch_on = s.off.to(s.on)
+        switch_off = s.on.to(s.off)
+        smash = s.off.to(s.broken)
+        s.on.to(s.broken)  # taken as soon as `on` is entered, on no event
+
+    with pytest.raises(TypeError, match="an eventless transition from 'on'"):
+        compile_machine(Eventless, Light, Flip)
+
+
+def test_an_event_that_matches_by_wildcard_is_refused() -> None:
+    class Flips(enum.StrEnum):
+        switch_on = "switch_on"
+        switch_off = "switch_off"
+        smash = "smash"
+        any_smash = "smash.*"
+
+    class Wildcard(StateChart[object]):
+        s = States.from_enum(Light, initial=Light.off, final=Light.broken)
+        switch_on = s.off.to(s.on)
+        switch_off = s.on.to(s.off)
+        smash = s.off.to(s.broken)
+        s.on.to(s.broken, event="smash.*")
+
+    with pytest.raises(TypeError, match=r"event 'smash\.\*' would match by prefix or wildcard"):
+        compile_machine(Wildcard, Light, Flips)
+
+
+def test_machines_and_cursors_say_what_they_are() -> None:
+    machine = compile_machine(_light_machine(extra=False), Light, Flip)
+    assert repr(machine) == "<CompiledMachine LightMachine: 3 transitions>"
+    with checked_mode(False):
+        assert repr(machine.cursor()) == "<Cursor LightMachine state='off'>"
+
+
+def test_a_checked_cursor_of_any_machine_turns_the_library_refusal_into_illegal_transition() -> (
+    None
+):
+    # A machine that is not toolrelay's raises the library's TransitionNotAllowed.
+    machine = compile_machine(_light_machine(extra=False), Light, Flip)
+    with checked_mode():
+        cursor = machine.cursor()
+    with pytest.raises(IllegalTransition) as info:
+        cursor.send(Flip.switch_off)
+    assert (info.value.machine, info.value.state, info.value.event) == (
+        "LightMachine",
+        "off",
+        "switch_off",
+    )
+    assert type(info.value.__cause__).__name__ == "TransitionNotAllowed"
+    assert cursor.state is Light.off
+
+
+def test_checked_cursors_step_in_lockstep_through_a_whole_lifecycle() -> None:
+    with checked_mode():
+        call = TOOL_CALL_MACHINE.cursor()
+        run = RUN_MACHINE.cursor()
+    for call_event in (ToolCallEvent.finish_args, ToolCallEvent.execute, ToolCallEvent.succeed):
+        call.send(call_event)
+    assert call.state is ToolCallStatus.completed
+    for event in (
+        RunEvent.start,
+        RunEvent.execute_tools,
+        RunEvent.continue_run,
+        RunEvent.complete,
+    ):
+        run.send(event)
+    assert (run.state, run.depth) == (RunStatus.completed, 1)

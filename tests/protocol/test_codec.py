@@ -612,3 +612,53 @@ def test_a_payload_broken_otherwise_is_still_malformed_after_the_surrogate_repai
     with pytest.raises(MalformedEventError):
         decode_event(b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"\\ud83d')
     assert protocol._codec.repair_surrogates(b'{"a": "\\ud83d\\ude00"}') is None
+
+
+def test_snake_case_nesting_too_deep_after_a_missing_camel_case_field_is_typed() -> None:
+    # The camelCase decoder stops at the first message (no toolCallId); the snake_case
+    # retry reads on into the second one, nested past the stack.
+    first = b'{"role":"tool","id":"t","content":"c","tool_call_id":"x"}'
+    second = b'{"role":"user","id":"u","content":"c","extra":' + DEEP + b"}"
+    body = b'{"thread_id":"t","run_id":"r","messages":[' + first + b"," + second + b"]}"
+    with pytest.raises(MalformedEventError) as caught:
+        protocol.decode_run_input(body)
+    assert caught.value.code == "nesting_too_deep"
+
+
+def test_a_snake_case_event_at_every_depth_decodes_or_is_too_deep_never_a_recursion_error() -> None:
+    # The snake_case retry runs a few frames deeper than the camelCase decode and the
+    # envelope, so near msgspec's limit it alone can run out of stack: every depth up to
+    # past the limit either decodes or is typed, and the depths that decode are a prefix.
+    outcomes: list[bool] = []
+    for depth in range(1, 1_500):
+        nested = b"[" * depth + b"]" * depth
+        payload = b'{"type":"TOOL_CALL_ARGS","tool_call_id":"c","delta":"d","x":' + nested + b"}"
+        try:
+            event = decode_event(payload)
+        except MalformedEventError as exc:
+            assert exc.code == "nesting_too_deep"
+            outcomes.append(False)
+        else:
+            assert event == ToolCallArgsEvent(tool_call_id="c", delta="d")
+            outcomes.append(True)
+    decoded = outcomes.count(True)
+    assert decoded >= 100
+    assert outcomes == [True] * decoded + [False] * (len(outcomes) - decoded)
+
+
+def test_a_malformed_text_payload_is_quoted_in_the_error() -> None:
+    with pytest.raises(MalformedEventError, match="'not json'"):
+        decode_event("not json")
+    with pytest.raises(MalformedEventError, match=r"'x{80}\.\.\.'"):
+        decode_event("x" * 200)
+
+
+def test_bytes_that_are_not_utf8_in_a_run_input_are_a_typed_error() -> None:
+    with pytest.raises(MalformedEventError) as caught:
+        protocol.decode_run_input(b'{"threadId":"t\xff","runId":"r","messages":[]}')
+    assert caught.value.code == "invalid_utf8"
+
+
+def test_a_lone_surrogate_escape_in_a_run_input_spoils_one_character() -> None:
+    run_input = protocol.decode_run_input(b'{"threadId":"t\\ud800","runId":"r","messages":[]}')
+    assert run_input.thread_id == "t\ufffd"

@@ -203,6 +203,4 @@ class CallEvents(ProcessorBase):
         self._calling_stopped(call)
         call.result = ToolResult.success(text)
         self._result_ids[call.id] = event.message_id
-        if self._chunk_call is call:
-            self._chunk_call = None
         return self._calling_activity()

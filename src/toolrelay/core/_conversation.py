@@ -391,8 +391,3 @@ class Conversation:
 
     def __repr__(self) -> str:
         return f"Conversation(thread_id={self.thread_id!r}, messages={len(self.messages)})"
-
-
-def is_final_call(call: ToolCallInfo) -> bool:
-    """True when ``call`` is completed or failed."""
-    return call.status in (ToolCallStatus.completed, ToolCallStatus.failed)

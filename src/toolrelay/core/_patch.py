@@ -253,26 +253,15 @@ class BoundedState:
 
     __slots__ = ("_bounds", "_undo", "document", "size")
 
-    def __init__(self, document: Any, bounds: StateBounds, *, copy: bool = True) -> None:
-        """Take ``document`` (a bounded copy of it unless ``copy`` is False).
+    def __init__(self, document: Any, bounds: StateBounds) -> None:
+        """Take a bounded copy of ``document``.
 
         Raises:
             StateBoundError: ``document`` is larger or deeper than ``bounds``.
         """
         self._bounds = bounds
-        if copy:
-            self.document, self.size = bounded_copy(document, bounds)
-        else:
-            self.size, height = _measure(document)
-            self._check(self.size, height)
-            self.document = document
+        self.document, self.size = bounded_copy(document, bounds)
         self._undo: list[tuple[Any, ...]] = []
-
-    def _check(self, size: int, height: int) -> None:
-        if height > self._bounds.max_depth:
-            raise StateBoundError("max_json_depth", self._bounds.max_depth, "state nested too deep")
-        if size > self._bounds.max_bytes:
-            raise StateBoundError("max_state_bytes", self._bounds.max_bytes, "state too large")
 
     def apply(self, operations: Iterable[Mapping[str, Any]], *, copy_values: bool = True) -> None:
         """Apply the RFC 6902 ``operations`` whole, or not at all.
@@ -416,10 +405,6 @@ class BoundedState:
                 raise JsonPatchError(f"test failed at {operation.get('path')!r}")
             return size
         raise JsonPatchError(f"unknown patch operation {op!r}")
-
-
-def _key_cost(tokens: list[str]) -> int:
-    return len(tokens[-1]) + 3 if tokens else 0
 
 
 def apply_patch(document: Any, operations: Iterable[Mapping[str, Any]]) -> Any:

@@ -834,14 +834,16 @@ class ProcessorBase:
         call = self._chunk_call
         if call is not None:
             self._chunk_call = None
-            if call.status is _STREAMING:
+            # Nothing moves the chunk's call before the next event closes it.
+            if call.status is _STREAMING:  # pragma: no branch - always streaming here
                 self._send_call(call, ToolCallEvent.finish_args)
 
     def _close_reasoning_chunk(self) -> None:
         record = self._chunk_reasoning
         if record is not None:
             self._chunk_reasoning = None
-            if self._open_reasoning.pop(record.id, None) is not None:
+            # Only closing the chunk first lets an END event close its record.
+            if self._open_reasoning.pop(record.id, None) is not None:  # pragma: no branch - open
                 record.complete = True
                 self._settle(record)
 
@@ -850,7 +852,8 @@ class ProcessorBase:
         if text is not None:
             self._chunk_text = None
             self._text_sinks.pop(text.id, None)
-            if self._open_texts.pop(text.id, None) is not None:
+            # Only closing the chunk first lets an END event close its text.
+            if self._open_texts.pop(text.id, None) is not None:  # pragma: no branch - open
                 text.complete = True
                 self._settle(text)
 

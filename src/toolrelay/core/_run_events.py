@@ -67,15 +67,15 @@ class RunEvents(ProcessorBase):
         self._ended = True
         self._wire_ended = True
         effects: list[Effect] = []
+        # A TEXT_MESSAGE_CHUNK stream, which has no END, was closed before this event.
         for text in self._open_texts.values():
-            if text is not self._chunk_text:
-                effects.extend(
-                    self._violation(
-                        "text_message_not_ended",
-                        "RUN_FINISHED",
-                        f"text message {text.id!r} closed by RUN_FINISHED",
-                    )
+            effects.extend(
+                self._violation(
+                    "text_message_not_ended",
+                    "RUN_FINISHED",
+                    f"text message {text.id!r} closed by RUN_FINISHED",
                 )
+            )
         self._close_open_messages(interrupted=False)
         # What is kept: pending calls and calls the agent resolved itself
         # (TOOL_CALL_RESULT); the abandoned ones (now failed) are dropped from the run.
@@ -95,7 +95,8 @@ class RunEvents(ProcessorBase):
                         "it is abandoned, not executed",
                     )
                 )
-            elif status is not _FAILED:
+            # A call fails within a run only here: none is failed before this loop.
+            elif status is not _FAILED:  # pragma: no branch - see above
                 kept[key] = call
                 if status is _PENDING:
                     pending.append(call)

@@ -79,7 +79,7 @@ class StateEvents(ProcessorBase):
         except StateBoundError as exc:
             raise LimitExceededError(exc.limit, exc.bound, f"STATE_DELTA: {exc}") from exc
         finally:
-            if self._state is not None:
+            if self._state is not None:  # pragma: no branch - None only when the copy raised
                 self.conversation.state = self._state.document
         return NO_EFFECTS
 

@@ -1,0 +1,125 @@
+"""Conversation: the history a thread holds, its index, and the key it is filed under."""
+
+from __future__ import annotations
+
+from toolrelay.core import ThreadKey
+from toolrelay.core._conversation import (
+    Conversation,
+    ReasoningRecord,
+    TextMessage,
+    ToolCallInfo,
+    ToolCallMessage,
+)
+from toolrelay.core._effects import Activity, ActivityKind
+from toolrelay.core._tools import ToolResult
+from toolrelay.machines import ToolCallStatus
+from toolrelay.protocol import (
+    AssistantMessage,
+    FunctionCall,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+
+USER = UserMessage(id="u1", content="hi")
+
+
+def _batch(batch_id: str, *call_ids: str) -> ToolCallMessage:
+    calls = []
+    for call_id in call_ids:
+        call = ToolCallInfo(
+            call_id,
+            "lookup",
+            parent_message_id=f"p-{call_id}",
+            arguments="{}",
+            status=ToolCallStatus.completed,
+        )
+        call.result = ToolResult.success("42")
+        calls.append(call)
+    return ToolCallMessage(
+        id=batch_id,
+        calls=tuple(calls),
+        result_message_ids=tuple(f"gen-{c}" for c in call_ids),
+    )
+
+
+def test_a_conversation_is_a_sized_iterable_of_its_messages() -> None:
+    answer = TextMessage("a1", text="hello")
+    batch = _batch("b1", "c1", "c2")
+    conversation = Conversation("t", [USER, answer, batch])
+    assert len(conversation) == 3
+    assert list(conversation) == [USER, answer, batch]
+    assert [c.id for c in conversation.tool_calls()] == ["c1", "c2"]
+    assert list(conversation.texts()) == [answer]
+    assert repr(conversation) == "Conversation(thread_id='t', messages=3)"
+    assert conversation.state == {}
+
+
+def test_every_kind_of_tool_call_in_the_history_is_held() -> None:
+    assistant = AssistantMessage(
+        id="a1",
+        tool_calls=[ToolCall(id="c-agui", function=FunctionCall(name="f", arguments="{}"))],
+    )
+    result = ToolMessage(id="r1", content="1", tool_call_id="c-result")
+    conversation = Conversation("t", [USER, assistant, result, _batch("b1", "c-batch")])
+    for call_id in ("c-agui", "c-result", "c-batch"):
+        assert conversation.holds_tool_call(call_id)
+    assert not conversation.holds_tool_call("c-other")
+    assert {"u1", "a1", "r1", "b1", "gen-c-batch", "p-c-batch"} <= conversation.known_ids()
+
+
+def test_a_history_cut_short_is_indexed_again() -> None:
+    conversation = Conversation("t", [USER, _batch("b1", "c1")])
+    assert conversation.holds_tool_call("c1")
+    del conversation.messages[1:]
+    assert not conversation.holds_tool_call("c1")
+    assert "b1" not in conversation.known_ids()
+
+
+def test_result_ids_are_adopted_where_the_batch_now_sits_after_an_edit_in_place() -> None:
+    after = TextMessage("a1", text="after")
+    conversation = Conversation("t", [USER, _batch("b1", "c1"), after])
+    assert conversation.holds_tool_call("c1")  # indexed: the batch at position 1
+    messages = conversation.messages
+    messages[1], messages[2] = messages[2], messages[1]  # same length, batch moved
+    (renamed,) = conversation.adopt_result_ids({"c1": "server-r1"})
+    assert renamed.result_message_ids == ("server-r1",)
+    assert messages == [USER, after, renamed]
+    assert "server-r1" in conversation.known_ids()
+
+
+def test_a_result_id_already_adopted_renames_nothing() -> None:
+    conversation = Conversation("t", [USER, _batch("b1", "c1")])
+    batch = conversation.messages[1]
+    assert conversation.adopt_result_ids({"c1": "gen-c1", "c-unknown": "x"}) == []
+    assert conversation.messages[1] is batch
+
+
+def test_a_thread_key_reads_server_room_thread_leaving_out_what_is_empty() -> None:
+    assert str(ThreadKey("t")) == "t"
+    assert str(ThreadKey("t", room_id="room")) == "room/t"
+    assert str(ThreadKey("t", room_id="room", server="s1")) == "s1/room/t"
+    assert str(ThreadKey("t", server="s1")) == "s1/t"
+
+
+def test_every_activity_reads_as_a_ui_would_say_it() -> None:
+    names = ("alpha", "beta")
+    assert [str(Activity(kind, names, more=2)) for kind in ActivityKind] == [
+        "",  # idle
+        "Thinking...",
+        "Responding...",
+        "Reasoning...",
+        "Calling: alpha, beta (+2 more)",
+        "Executing: alpha, beta (+2 more)",
+        "Awaiting approval: alpha, beta (+2 more)",
+        "",  # done
+    ]
+
+
+def test_streamed_records_say_what_they_hold() -> None:
+    call = ToolCallInfo("c1", "lookup", arguments='{"n": 1}')
+    assert repr(call) == (
+        "ToolCallInfo(id='c1', name='lookup', status='streaming', arguments='{\"n\": 1}')"
+    )
+    assert repr(TextMessage("m1", text="hi")) == "TextMessage(id='m1', role='assistant', text='hi')"
+    assert repr(ReasoningRecord("r1", "hmm")) == "ReasoningRecord(id='r1', text='hmm')"
