@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolrelay.core import ThreadKey
+from toolrelay.core import ThreadKey, ToolResult
 from toolrelay.core._conversation import (
     Conversation,
     ReasoningRecord,
@@ -11,7 +11,6 @@ from toolrelay.core._conversation import (
     ToolCallMessage,
 )
 from toolrelay.core._effects import Activity, ActivityKind
-from toolrelay.core._tools import ToolResult
 from toolrelay.machines import ToolCallStatus
 from toolrelay.protocol import (
     AssistantMessage,
