@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import enum
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -46,6 +47,9 @@ class ExitCode(enum.IntEnum):
     #: Ctrl-C (SIGINT), 128 + 2 as shells report it: a turn is cancelled and its
     #: summary printed first.
     CTRL_C = 130
+    #: The reader of the output went away (``toolrelay demo | head``): the command stops
+    #: quietly, 128 + 13 (SIGPIPE) as shells report it.
+    BROKEN_PIPE = 141
 
 
 _COMMANDS = (_demo, _run, _replay, _inspect, _diagrams, _verify, _serve)
@@ -107,7 +111,37 @@ def main(
         err.write("toolrelay: interrupted\n")
         return ExitCode.CTRL_C
     except Exception as exc:
+        if _only_broken_pipes(exc):
+            _silence(out)
+            return ExitCode.BROKEN_PIPE
         if args.debug:
             raise
-        err.write(neutralise(f"toolrelay: error: {type(exc).__name__}: {exc}\n"))
+        for leaf in _leaves(exc):  # what went wrong, not the task group that carried it
+            err.write(neutralise(f"toolrelay: error: {type(leaf).__name__}: {leaf}\n"))
         return ExitCode.FAILED
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """``exc``, or the exceptions an exception group (a task group's) carries, at any depth."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _only_broken_pipes(exc: BaseException) -> bool:
+    """Whether ``exc`` is a closed pipe, alone or as every leaf of an exception group."""
+    return all(isinstance(leaf, BrokenPipeError) for leaf in _leaves(exc))
+
+
+def _silence(out: TextIO) -> None:
+    """Point the process's stdout at /dev/null when ``out`` is it, so the interpreter's
+    last flush at exit does not fail on the closed pipe once more."""
+    if out is not sys.stdout:
+        return
+    try:
+        descriptor = out.fileno()
+    except (OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)

@@ -215,6 +215,8 @@ async def serve_demo(
     uvicorn_server = _make_server(app, host, port, listening.set)
     failure: list[BaseException] = []
 
+    stopped = anyio.Event()
+
     async def run_server() -> None:
         try:
             await uvicorn_server.serve()
@@ -222,6 +224,7 @@ async def serve_demo(
             failure.append(exc)
         finally:
             listening.set()
+            stopped.set()
 
     with _quiet_drops(app):
         async with anyio.create_task_group() as group:
@@ -234,3 +237,7 @@ async def serve_demo(
                 yield _bound_url(uvicorn_server, app.path)
             finally:
                 uvicorn_server.should_exit = True
+                # Also when the body failed (the group would cancel the server at once):
+                # the server closes its sockets before the context ends.
+                with anyio.CancelScope(shield=True), anyio.move_on_after(_START_TIMEOUT):
+                    await stopped.wait()
