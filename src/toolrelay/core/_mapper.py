@@ -2,7 +2,7 @@
 
 Strict in what we send (AG-UI "Conventions of the wire"):
 
-- A :class:`ToolCallMessage` becomes one ``assistant`` message carrying ``toolCalls``
+- A :class:`ToolCallBatch` becomes one ``assistant`` message carrying ``toolCalls``
   followed by one ``tool`` message per call, in the order the agent streamed them.
   Completed and failed calls alike get a ``tool`` message (a failed call's content
   is the error text, so the model sees it; promise 2).
@@ -30,8 +30,8 @@ from toolrelay.core._conversation import (
     Conversation,
     ReasoningRecord,
     TextMessage,
+    ToolCallBatch,
     ToolCallInfo,
-    ToolCallMessage,
 )
 from toolrelay.machines import ToolCallStatus
 from toolrelay.protocol import (
@@ -117,7 +117,7 @@ def _map_into(
         if isinstance(message, TextMessage):
             out.append(_text_to_agui(message, ids.claim(message.id)))
             last_id = message.id
-        elif isinstance(message, ToolCallMessage):
+        elif isinstance(message, ToolCallBatch):
             if _append_tool_batch(out, message, ids, last_id):
                 last_id = None
         elif isinstance(message, ReasoningRecord):
@@ -202,7 +202,7 @@ class ConversationMapper:
             if isinstance(message, _STREAMED):
                 if not message.complete:
                     return to_agui_messages(messages, include_reasoning=self._include_reasoning)
-            elif not isinstance(message, ToolCallMessage):
+            elif not isinstance(message, ToolCallBatch):
                 supplied.append(message.id)
         if supplied and not self._ids.reserve(supplied):
             self._restart()
@@ -218,7 +218,7 @@ class ConversationMapper:
         return list(self._out)
 
 
-_BUILT = (TextMessage, ToolCallMessage, ReasoningRecord)
+_BUILT = (TextMessage, ToolCallBatch, ReasoningRecord)
 _STREAMED = (TextMessage, ReasoningRecord)
 _FINAL = frozenset((ToolCallStatus.completed, ToolCallStatus.failed))
 
@@ -261,7 +261,7 @@ class _Ids:
 
 
 def _append_tool_batch(
-    out: list[Message], batch: ToolCallMessage, ids: _Ids, last_id: str | None
+    out: list[Message], batch: ToolCallBatch, ids: _Ids, last_id: str | None
 ) -> bool:
     """Append the batch's assistant message and tool messages; False if none was sent."""
     sent = [
