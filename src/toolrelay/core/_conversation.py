@@ -18,7 +18,6 @@ not changed again.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence, Set as AbstractSet
-from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -26,9 +25,6 @@ from toolrelay.core._arguments import TextAccumulator
 from toolrelay.core._tool_result import ToolResult
 from toolrelay.machines import TOOL_CALL_MACHINE, ToolCallEvent, ToolCallStatus
 from toolrelay.protocol import AssistantMessage, Message, ToolMessage
-
-if TYPE_CHECKING:
-    from toolrelay.core._mapper import ConversationMapper
 
 __all__ = (
     "ChatMessage",
@@ -247,7 +243,7 @@ class Conversation:
         "_call_ids",
         "_indexed",
         "_known",
-        "_mappers",
+        "_mapping",
         "last_snapshot",
         "messages",
         "state",
@@ -269,9 +265,9 @@ class Conversation:
         self._known: set[str] = set()
         self._batches: dict[str, int] = {}
         self._indexed = 0
-        # What the mapper keeps between runs (see core._mapper.ConversationMapper), by
-        # include_reasoning.
-        self._mappers: dict[bool, ConversationMapper] = {}
+        # What core._mapper keeps between runs, which it alone reads and writes; the
+        # conversation only empties it when its history changes other than by append.
+        self._mapping: dict[object, object] = {}
 
     def append(self, message: ChatMessage) -> None:
         self.messages.append(message)
@@ -337,12 +333,12 @@ class Conversation:
         conversation indexed and mapped is computed afresh."""
         self.messages[0:count] = messages
         self._forget_index()
-        self._mappers.clear()
+        self._mapping.clear()
 
     def remap(self) -> None:
         """Forget the mapping kept for the next run: a record that was settled changed
         (say, a signature arrived for closed reasoning), so map the thread afresh."""
-        self._mappers.clear()
+        self._mapping.clear()
 
     def known_ids(self) -> AbstractSet[str]:
         """Every message id the conversation would send or has seen: its messages',

@@ -140,11 +140,16 @@ def conversation_to_agui(
     conversation: Conversation, *, include_reasoning: bool = False
 ) -> list[Message]:
     """``to_agui_messages(conversation.messages)``, through the conversation's own
-    :class:`ConversationMapper`, so that each run maps only what is new."""
-    mapper = conversation._mappers.get(include_reasoning)
-    if mapper is None:
+    :class:`ConversationMapper`, so that each run maps only what is new.
+
+    The mapper lives in a slot of the conversation that this module alone fills (by
+    ``include_reasoning``): the conversation empties it when its history is edited,
+    and never needs to know what it holds, so the import runs one way.
+    """
+    mapper = conversation._mapping.get(include_reasoning)
+    if not isinstance(mapper, ConversationMapper):
         mapper = ConversationMapper(include_reasoning=include_reasoning)
-        conversation._mappers[include_reasoning] = mapper
+        conversation._mapping[include_reasoning] = mapper
     return mapper.map(conversation.messages)
 
 
