@@ -170,3 +170,13 @@ def test_the_docs_teach_each_public_name_under_one_path() -> None:
         if key in top and any(path.count(".") > 1 for path in spellings)
     ]
     assert below_the_top == []
+
+
+def test_the_docs_teach_no_private_module() -> None:
+    private = sorted(
+        f"{page.name}: {path}"
+        for page in _pages()
+        for path in taught_spellings(page.read_text(encoding="utf-8"))
+        if any(part.startswith("_") for part in path.split(".")[1:-1])
+    )
+    assert private == []
