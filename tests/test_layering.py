@@ -5,7 +5,9 @@ import its own layer and the layers below it, never one above, and siblings on o
 level (``testing``, ``diagrams``, ``demo``) never import each other. Absolute and
 relative imports are both read, at any depth of a module (imports inside functions
 count: they run too). Some layers also must not touch certain libraries: the
-sans-IO core never an event loop, an HTTP client or the clock.
+sans-IO core never an event loop, an HTTP client or the clock. Inside a layer, modules
+import one another one way: no circle, even through ``TYPE_CHECKING`` imports (the
+layers named in ``LAYERS_WITH_CIRCLES`` excepted, until theirs are broken).
 """
 
 from __future__ import annotations
@@ -60,9 +62,10 @@ def _module_of(path: Path) -> list[str]:
     return parts[:-1] if parts[-1] == "__init__" else parts
 
 
-def imports(path: Path, source: str | None = None) -> set[str]:
+def imports(path: Path, source: str | None = None, *, names: bool = False) -> set[str]:
     """Every module ``path`` imports (or ``source``, read as if it stood at ``path``),
-    relative imports resolved to absolute names."""
+    relative imports resolved to absolute names; with ``names``, ``from m import x``
+    also gives ``m.x`` (which may be a module)."""
     tree = ast.parse(path.read_text(encoding="utf-8") if source is None else source)
     package = _module_of(path)
     if path.name != "__init__.py":
@@ -72,11 +75,14 @@ def imports(path: Path, source: str | None = None) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
+            module = node.module
             if node.level:
                 base = package[: len(package) - node.level + 1]
-                found.add(".".join([*base, *([node.module] if node.module else [])]))
-            elif node.module:
-                found.add(node.module)
+                module = ".".join([*base, *([module] if module else [])])
+            if module:
+                found.add(module)
+                if names:
+                    found.update(f"{module}.{alias.name}" for alias in node.names)
     return found
 
 
@@ -136,3 +142,86 @@ def test_the_contract_catches_upward_sibling_and_relative_imports() -> None:
     assert violations(sibling, "from toolrelay.diagrams import render\n") == [
         "testing/_probe.py (testing) imports toolrelay.diagrams (diagrams)"
     ]
+
+
+# -- import circles --------------------------------------------------------------------
+
+#: Layers whose modules still import one another in a circle (issue 17 asks to break
+#: them); every other layer's modules import one way only.
+LAYERS_WITH_CIRCLES = ("cli", "runtime", "testing")
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each module's name -> the toolrelay modules it imports (``from pkg import name``
+    counts as importing ``pkg``, or ``pkg.name`` when that is a module), type-checking
+    imports included: a circle hidden behind ``TYPE_CHECKING`` is still a circle."""
+    modules = {".".join(_module_of(path)): path for path in _sources()}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        for imported in imports(path, names=True):
+            while imported not in modules and "." in imported:
+                imported = imported.rpartition(".")[0]
+            if imported in modules and imported != name:
+                targets.add(imported)
+        graph[name] = targets
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: its strongly connected components of more than
+    one module, each sorted (Tarjan's algorithm)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in order:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], order[target])
+        if low[node] == order[node]:
+            component = stack[stack.index(node) :]
+            del stack[stack.index(node) :]
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in order:
+            visit(node)
+    return sorted(found)
+
+
+def test_the_circle_check_finds_circles_at_any_depth() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e", "d"}}
+    assert circles(graph) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_type_checking_imports_count() -> None:
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import _mapper\n"
+    assert "toolrelay.core._mapper" in imports(SRC / "core" / "_probe.py", source, names=True)
+
+
+def test_the_mapper_imports_the_conversation_and_not_the_other_way() -> None:
+    # The circle of issue 17: the conversation held the mapper's cache, typed.
+    graph = _module_graph()
+    assert "toolrelay.core._conversation" in graph["toolrelay.core._mapper"]
+    assert "toolrelay.core._mapper" not in graph["toolrelay.core._conversation"]
+
+
+@pytest.mark.parametrize(
+    "layer",
+    sorted({_layer_of(path) for path in SRC.rglob("*.py")} - set(LAYERS_WITH_CIRCLES)),
+    ids=str,
+)
+def test_modules_of_a_layer_import_one_another_one_way(layer: str) -> None:
+    def layer_of(module: str) -> str:
+        return module.split(".")[1] if "." in module else "__init__"
+
+    assert [c for c in circles(_module_graph()) if layer in map(layer_of, c)] == []

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
+import types
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +95,88 @@ def test_the_package_ships_py_typed() -> None:
     from importlib.resources import files
 
     assert files("toolrelay").joinpath("py.typed").is_file()
+
+
+# -- one spelling per name in the docs -------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+_FROM_IMPORT = re.compile(r"from\s+(toolrelay(?:\.\w+)*)\s+import\s+(\([^)]*\)|[^\n`]*)")
+_DOTTED = re.compile(r"(?<![\w.])toolrelay(?:\.\w+)+")
+
+
+def _resolve(dotted: str) -> tuple[str, object] | None:
+    """``(module.name, object)`` for a dotted spelling of a public object: its longest
+    importable module, then one attribute; ``None`` for a module, a method's further
+    parts kept off, or what names nothing (a logger, a span attribute)."""
+    parts = dotted.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        try:
+            module = importlib.import_module(".".join(parts[:end]))
+        except ImportError:
+            continue
+        found = getattr(module, parts[end], None)
+        if found is None or isinstance(found, types.ModuleType):
+            return None
+        return f"{module.__name__}.{parts[end]}", found
+    return None
+
+
+def taught_spellings(text: str) -> dict[str, object]:
+    """Every path a page names a public object under, with the object: in
+    ``from toolrelay... import A, B as C`` lines and in ``toolrelay.x.Y`` references."""
+    dotted: list[str] = []
+    for match in _FROM_IMPORT.finditer(text):
+        for item in match.group(2).strip("()").split(","):
+            name = item.partition("#")[0].strip().partition(" as ")[0].strip()
+            if name:
+                dotted.append(f"{match.group(1)}.{name}")
+    dotted.extend(match.group(0) for match in _DOTTED.finditer(text))
+    return dict(found for spelling in dotted if (found := _resolve(spelling)) is not None)
+
+
+def _pages() -> list[Path]:
+    return sorted([*(ROOT / "docs").glob("*.md"), ROOT / "README.md"])
+
+
+def test_the_spelling_scan_reads_imports_and_references() -> None:
+    text = (
+        "from toolrelay import Engine, ToolRegistry as Registry  # the engine\n"
+        "from toolrelay.core import (\n    ThreadKey,\n    tool,\n)\n"
+        "`toolrelay.testing.ScriptedAgent` and `toolrelay.Engine.start_turn`; the logger\n"
+        "`toolrelay.tools`, the span attribute `toolrelay.turn.id`, `toolrelay.protocol`.\n"
+    )
+    assert set(taught_spellings(text)) == {
+        "toolrelay.Engine",
+        "toolrelay.ToolRegistry",
+        "toolrelay.core.ThreadKey",
+        "toolrelay.core.tool",
+        "toolrelay.testing.ScriptedAgent",
+    }
+
+
+def test_the_docs_teach_each_public_name_under_one_path() -> None:
+    # A name the top level exports is taught there (the engine story); any other name
+    # under one subpackage, the same on every page.
+    top = {id(getattr(toolrelay, name)) for name in toolrelay.__all__}
+    paths: dict[int, dict[str, list[str]]] = {}
+    for page in _pages():
+        for path, found in taught_spellings(page.read_text(encoding="utf-8")).items():
+            paths.setdefault(id(found), {}).setdefault(path, []).append(page.name)
+    twice = [spellings for spellings in paths.values() if len(spellings) > 1]
+    assert twice == []
+    below_the_top = [
+        spellings
+        for key, spellings in paths.items()
+        if key in top and any(path.count(".") > 1 for path in spellings)
+    ]
+    assert below_the_top == []
+
+
+def test_the_docs_teach_no_private_module() -> None:
+    private = sorted(
+        f"{page.name}: {path}"
+        for page in _pages()
+        for path in taught_spellings(page.read_text(encoding="utf-8"))
+        if any(part.startswith("_") for part in path.split(".")[1:-1])
+    )
+    assert private == []

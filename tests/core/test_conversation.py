@@ -7,8 +7,8 @@ from toolrelay.core._conversation import (
     Conversation,
     ReasoningRecord,
     TextMessage,
+    ToolCallBatch,
     ToolCallInfo,
-    ToolCallMessage,
 )
 from toolrelay.core._effects import Activity, ActivityKind
 from toolrelay.machines import ToolCallStatus
@@ -23,7 +23,7 @@ from toolrelay.protocol import (
 USER = UserMessage(id="u1", content="hi")
 
 
-def _batch(batch_id: str, *call_ids: str) -> ToolCallMessage:
+def _batch(batch_id: str, *call_ids: str) -> ToolCallBatch:
     calls = []
     for call_id in call_ids:
         call = ToolCallInfo(
@@ -35,7 +35,7 @@ def _batch(batch_id: str, *call_ids: str) -> ToolCallMessage:
         )
         call.result = ToolResult.success("42")
         calls.append(call)
-    return ToolCallMessage(
+    return ToolCallBatch(
         id=batch_id,
         calls=tuple(calls),
         result_message_ids=tuple(f"gen-{c}" for c in call_ids),

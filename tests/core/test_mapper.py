@@ -25,8 +25,8 @@ from toolrelay.core._conversation import (
     Conversation,
     ReasoningRecord,
     TextMessage,
+    ToolCallBatch,
     ToolCallInfo,
-    ToolCallMessage,
 )
 from toolrelay.core._mapper import (
     ConversationMapper,
@@ -89,9 +89,9 @@ def make_call(
 
 def batch(
     *calls: ToolCallInfo, id: str = "batch-1", result_ids: Sequence[str] = ()
-) -> ToolCallMessage:
+) -> ToolCallBatch:
     ids = tuple(result_ids) or tuple(f"tool-{c.id}" for c in calls)
-    return ToolCallMessage(id=id, calls=calls, result_message_ids=ids)
+    return ToolCallBatch(id=id, calls=calls, result_message_ids=ids)
 
 
 def assistant_text(id: str, content: str) -> TextMessage:
@@ -326,7 +326,7 @@ def conversations(draw: st.DrawFn) -> list[ChatMessage]:
                 for _ in range(n)
             )
             out.append(
-                ToolCallMessage(
+                ToolCallBatch(
                     id=draw(pick),
                     calls=calls,
                     result_message_ids=tuple(draw(pick) for _ in calls),

@@ -24,8 +24,8 @@ from toolrelay.core._conversation import (
     Conversation,
     ReasoningRecord,
     TextMessage,
+    ToolCallBatch,
     ToolCallInfo,
-    ToolCallMessage,
 )
 from toolrelay.core._effects import (
     NO_EFFECTS,
@@ -171,8 +171,8 @@ def call(processor: EventProcessor, call_id: str) -> ToolCallInfo:
     return next(c for c in processor.tool_calls if c.id == call_id)
 
 
-def batches(processor: EventProcessor) -> list[ToolCallMessage]:
-    return [m for m in processor.conversation.messages if isinstance(m, ToolCallMessage)]
+def batches(processor: EventProcessor) -> list[ToolCallBatch]:
+    return [m for m in processor.conversation.messages if isinstance(m, ToolCallBatch)]
 
 
 def snapshot(processor: EventProcessor) -> Any:

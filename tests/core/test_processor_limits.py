@@ -21,8 +21,8 @@ from toolrelay.core._conversation import (
     Conversation,
     ReasoningRecord,
     TextMessage,
+    ToolCallBatch,
     ToolCallInfo,
-    ToolCallMessage,
 )
 from toolrelay.core._effects import (
     Activity,
@@ -501,14 +501,14 @@ def test_a_history_put_in_from_a_store_is_indexed_afresh() -> None:
     conversation = Conversation(THREAD, [UserMessage(id="u", content="go")])
     old = ToolCallInfo("c-old", "lookup", status=ToolCallStatus.completed)
     old.result = ToolResult.success("x")
-    conversation.append(ToolCallMessage(id="b-old", calls=(old,), result_message_ids=("r-old",)))
+    conversation.append(ToolCallBatch(id="b-old", calls=(old,), result_message_ids=("r-old",)))
     assert conversation.holds_tool_call("c-old")
     call = ToolCallInfo("c-new", "lookup", status=ToolCallStatus.completed)
     call.result = ToolResult.success("y")
     stored: list[ChatMessage] = [
         UserMessage(id="u0", content="earlier"),
         UserMessage(id="u1", content="earlier still"),
-        ToolCallMessage(id="b-new", calls=(call,), result_message_ids=("r-new",)),
+        ToolCallBatch(id="b-new", calls=(call,), result_message_ids=("r-new",)),
     ]
     conversation.replace_head(2, stored)
     assert not conversation.holds_tool_call("c-old")

@@ -26,8 +26,8 @@ from toolrelay.core._conversation import (
     Conversation,
     ReasoningRecord,
     TextMessage,
+    ToolCallBatch,
     ToolCallInfo,
-    ToolCallMessage,
 )
 from toolrelay.core._effects import (
     NO_EFFECTS,
@@ -111,7 +111,7 @@ def committed(processor: EventProcessor) -> list[ToolCallInfo]:
     return [
         call
         for message in processor.conversation.messages
-        if isinstance(message, ToolCallMessage)
+        if isinstance(message, ToolCallBatch)
         for call in message.calls
     ]
 

@@ -14,8 +14,8 @@ from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.core import (
     Conversation,
     TextMessage,
+    ToolCallBatch,
     ToolCallInfo,
-    ToolCallMessage,
     ToolError,
     ToolRegistry,
     ToolResult,
@@ -169,7 +169,7 @@ def test_trace_counts_earlier_messages_and_draws_only_the_last_turn() -> None:
 
 def test_trace_uses_the_run_count_to_tell_whether_a_continuation_started() -> None:
     call = _finished_call("lookup", '{"q": 1}', ToolResult.success("found"))
-    message = ToolCallMessage(id="b1", calls=(call,), result_message_ids=("r1",))
+    message = ToolCallBatch(id="b1", calls=(call,), result_message_ids=("r1",))
     cancelled = TerminalReason(kind=ReasonKind.CANCELLED, message="cancelled by the user")
     one_run = trace_diagram(
         _conversation(message), status=RunStatus.cancelled, reason=cancelled, runs=1
@@ -213,7 +213,7 @@ def test_trace_spells_a_tool_call_state_as_its_id(status: ToolCallStatus) -> Non
     for event in PATHS[status]:
         call.send(event)
     assert call.status is status
-    message = ToolCallMessage(id="b1", calls=(call,), result_message_ids=("r1",))
+    message = ToolCallBatch(id="b1", calls=(call,), result_message_ids=("r1",))
     diagram = trace_diagram(_conversation(message), status=RunStatus.completed, reason=None)
     (line,) = [line for line in diagram.splitlines() if line.startswith("    Tools-->>Agent")]
     assert line.removeprefix("    Tools-->>Agent: lookup: ").rstrip(":") == status.value
@@ -269,7 +269,7 @@ def test_escape_mermaid_truncates_long_text_before_escaping() -> None:
 def test_text_from_the_wire_cannot_change_the_diagram_structure() -> None:
     hostile = 'hi";\nNote over User: injected\nend\n%% comment #x; <script>'
     call = _finished_call("evil;tool", hostile, ToolResult.failure(hostile))
-    message = ToolCallMessage(id="b1", calls=(call,), result_message_ids=("r1",))
+    message = ToolCallBatch(id="b1", calls=(call,), result_message_ids=("r1",))
     conversation = Conversation(
         "t", [UserMessage(id="u", content=hostile), message, TextMessage("m", text=hostile)]
     )
@@ -315,7 +315,7 @@ def test_trace_accepts_messages_and_not_only_a_conversation() -> None:
 def test_tool_call_status_is_final_in_traces() -> None:
     call = _finished_call("lookup", "", ToolResult.success("ok"))
     assert call.status is ToolCallStatus.completed
-    message = ToolCallMessage(id="b1", calls=(call,), result_message_ids=("r1",))
+    message = ToolCallBatch(id="b1", calls=(call,), result_message_ids=("r1",))
     diagram = trace_diagram(_conversation(message), status=RunStatus.completed, reason=None)
     assert "    Agent->>Tools: lookup({})" in diagram
     assert "    Tools-->>Agent: lookup: completed: ok" in diagram

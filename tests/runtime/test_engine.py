@@ -26,7 +26,7 @@ from toolrelay.core import (
     ChatMessage,
     EventProcessor,
     TextMessage,
-    ToolCallMessage,
+    ToolCallBatch,
     ToolRegistry,
     ToolResult,
     ToolSpec,
@@ -118,8 +118,8 @@ def assistant_calls(run_input: RunAgentInput) -> list[AssistantMessage]:
     return [m for m in run_input.messages if isinstance(m, AssistantMessage) and m.tool_calls]
 
 
-def batches(turn: Turn) -> list[ToolCallMessage]:
-    return [m for m in turn.conversation.messages if isinstance(m, ToolCallMessage)]
+def batches(turn: Turn) -> list[ToolCallBatch]:
+    return [m for m in turn.conversation.messages if isinstance(m, ToolCallBatch)]
 
 
 def has_tool_results(run_input: RunAgentInput) -> bool:
@@ -175,7 +175,7 @@ async def test_single_tool_call_continues_and_completes() -> None:
     assert turn.status is RunStatus.completed
     assert turn.reason is not None and turn.reason.kind is ReasonKind.COMPLETED
     kinds = [type(m).__name__ for m in turn.conversation.messages]
-    assert kinds == ["UserMessage", "ToolCallMessage", "TextMessage"]
+    assert kinds == ["UserMessage", "ToolCallBatch", "TextMessage"]
     [batch] = batches(turn)
     [call] = batch.calls
     assert call.status is ToolCallStatus.completed
@@ -202,7 +202,7 @@ async def test_secret_numbers_happy_path() -> None:
     user, batch, answer = conversation.messages
     assert isinstance(user, UserMessage)
     assert user.content == "What are the secret numbers?"
-    assert isinstance(batch, ToolCallMessage)
+    assert isinstance(batch, ToolCallBatch)
     assert [(c.id, c.name, c.status, c.result) for c in batch.calls] == [
         ("call-alice", "get_secret_number", ToolCallStatus.completed, ToolResult.success("42")),
         ("call-bob", "get_secret_number", ToolCallStatus.completed, ToolResult.success("7")),
@@ -288,7 +288,7 @@ async def test_text_and_tool_calls_in_the_same_run_are_both_kept() -> None:
             turn = await engine.run_turn("t1", "Bob?")
     assert turn.status is RunStatus.completed
     kinds = [type(m).__name__ for m in turn.conversation.messages]
-    assert kinds == ["UserMessage", "TextMessage", "ToolCallMessage", "TextMessage"]
+    assert kinds == ["UserMessage", "TextMessage", "ToolCallBatch", "TextMessage"]
     assert [t.text for t in turn.conversation.texts()] == [
         "Let me look that up.",
         "Bob's number is 7",

@@ -18,7 +18,7 @@ import msgspec
 import pytest
 
 from toolrelay._reasons import ReasonKind
-from toolrelay.core import ChatMessage, ToolCallMessage, ToolRegistry
+from toolrelay.core import ChatMessage, ToolCallBatch, ToolRegistry
 from toolrelay.errors import ResumeError
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
@@ -166,7 +166,7 @@ async def test_an_interrupted_turn_then_a_resumed_turn_that_completes() -> None:
     assert [type(m).__name__ for m in second.conversation.messages] == [
         "UserMessage",
         "TextMessage",
-        "ToolCallMessage",
+        "ToolCallBatch",
         "TextMessage",
     ]
 
@@ -343,5 +343,5 @@ async def test_an_interrupt_after_tools_ran_keeps_their_results() -> None:
     assert turn.status is RunStatus.interrupted
     assert turn.depth == 1
     assert EXECUTED == ["alice"]
-    [batch] = [m for m in turn.conversation.messages if isinstance(m, ToolCallMessage)]
+    [batch] = [m for m in turn.conversation.messages if isinstance(m, ToolCallBatch)]
     assert batch.calls[0].status is ToolCallStatus.completed

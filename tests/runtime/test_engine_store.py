@@ -11,7 +11,7 @@ import pytest
 from msgspec import UNSET
 
 from toolrelay._reasons import ReasonKind
-from toolrelay.core import TextMessage, ThreadKey, ToolCallMessage, ToolRegistry
+from toolrelay.core import TextMessage, ThreadKey, ToolCallBatch, ToolRegistry
 from toolrelay.errors import StreamDroppedError
 from toolrelay.machines import RunStatus
 from toolrelay.protocol import Interrupt, Message, ResumeEntry, SystemMessage, UserMessage
@@ -110,7 +110,7 @@ async def test_a_forgotten_thread_comes_back_from_the_store_intact(store: Store)
     assert after[len(before)][0] == "UserMessage" and len(after) == len(before) + 2
     assert [m.id for m in second.messages] == [m for _, m in after[len(before) :]]
     batch = second.conversation.messages[1]
-    assert isinstance(batch, ToolCallMessage)
+    assert isinstance(batch, ToolCallBatch)
     assert [c.result.content for c in batch.calls if c.result] == ["42", "7"]
     assert second.status is RunStatus.completed
 

@@ -12,7 +12,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import ThreadKey
-from toolrelay.core import ActivityKind, ToolCallInfo, ToolCallMessage, ToolRegistry, tool
+from toolrelay.core import ActivityKind, ToolCallBatch, ToolCallInfo, ToolRegistry, tool
 from toolrelay.errors import ApprovalError
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import RunAgentInput, ToolMessage
@@ -43,9 +43,7 @@ def sent(run_input: RunAgentInput) -> dict[str, ToolMessage]:
 
 
 def calls_of(turn: Turn) -> list[ToolCallInfo]:
-    return [
-        c for m in turn.conversation.messages if isinstance(m, ToolCallMessage) for c in m.calls
-    ]
+    return [c for m in turn.conversation.messages if isinstance(m, ToolCallBatch) for c in m.calls]
 
 
 async def until_awaiting_approval(notes: MemoryObjectReceiveStream[Notification]) -> None:

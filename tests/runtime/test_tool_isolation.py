@@ -23,7 +23,7 @@ import anyio
 import pytest
 
 from toolrelay.backends._base import ThreadKey
-from toolrelay.core import ToolCallInfo, ToolCallMessage, ToolRegistry, ToolResult, tool
+from toolrelay.core import ToolCallBatch, ToolCallInfo, ToolRegistry, ToolResult, tool
 from toolrelay.machines import RunStatus, ToolCallEvent, ToolCallStatus
 from toolrelay.protocol import RunAgentInput, ToolMessage
 from toolrelay.runtime import Engine, ToolOptions, ToolThreads, Turn, execute_batch
@@ -71,9 +71,7 @@ def tool_messages(run_input: RunAgentInput) -> list[ToolMessage]:
 
 
 def calls_of(turn: Turn) -> list[ToolCallInfo]:
-    return [
-        c for m in turn.conversation.messages if isinstance(m, ToolCallMessage) for c in m.calls
-    ]
+    return [c for m in turn.conversation.messages if isinstance(m, ToolCallBatch) for c in m.calls]
 
 
 async def ok(n: int) -> int:

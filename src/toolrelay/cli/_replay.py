@@ -53,8 +53,8 @@ from toolrelay.core import (
     Limits,
     ReasoningRecord,
     TextMessage,
+    ToolCallBatch,
     ToolCallInfo,
-    ToolCallMessage,
     ToolsReady,
     TurnCompleted,
     TurnEnded,
@@ -460,7 +460,7 @@ def _describe(message: object) -> str:
         return f"{message.role}: {message.text or '(empty)'}{cut}"
     if isinstance(message, ReasoningRecord):
         return f"reasoning: {message.text}"
-    if isinstance(message, ToolCallMessage):
+    if isinstance(message, ToolCallBatch):
         return "; ".join(
             f"tool call {_call_text(call)} [{call.id}]: {call.status.value}"
             for call in message.calls

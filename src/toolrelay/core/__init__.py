@@ -11,8 +11,8 @@ from toolrelay.core._conversation import (
     Conversation as Conversation,
     ReasoningRecord as ReasoningRecord,
     TextMessage as TextMessage,
+    ToolCallBatch as ToolCallBatch,
     ToolCallInfo as ToolCallInfo,
-    ToolCallMessage as ToolCallMessage,
 )
 from toolrelay.core._effects import (
     NO_EFFECTS as NO_EFFECTS,
@@ -59,8 +59,8 @@ __all__ = (
     "TextAccumulator",
     "TextMessage",
     "ThreadKey",
+    "ToolCallBatch",
     "ToolCallInfo",
-    "ToolCallMessage",
     "ToolContext",
     "ToolError",
     "ToolRegistry",

@@ -6,7 +6,7 @@ code supplied (``UserMessage``, ``SystemMessage``, earlier ``AssistantMessage`` 
 
 - :class:`TextMessage`: text streamed by the agent (TEXT_MESSAGE_* or *_CHUNK).
 - :class:`ReasoningRecord`: reasoning / thinking text (REASONING_*, legacy THINKING_*).
-- :class:`ToolCallMessage`: a batch of tool calls of one run, every call final
+- :class:`ToolCallBatch`: the tool calls of one run, every call final
   (completed or failed) with its result; the mapper turns it into the assistant
   message with ``toolCalls`` and one ``tool`` message per call.
 
@@ -18,7 +18,6 @@ not changed again.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence, Set as AbstractSet
-from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -27,16 +26,13 @@ from toolrelay.core._tool_result import ToolResult
 from toolrelay.machines import TOOL_CALL_MACHINE, ToolCallEvent, ToolCallStatus
 from toolrelay.protocol import AssistantMessage, Message, ToolMessage
 
-if TYPE_CHECKING:
-    from toolrelay.core._mapper import ConversationMapper
-
 __all__ = (
     "ChatMessage",
     "Conversation",
     "ReasoningRecord",
     "TextMessage",
+    "ToolCallBatch",
     "ToolCallInfo",
-    "ToolCallMessage",
 )
 
 
@@ -211,7 +207,7 @@ class ReasoningRecord:
         return f"ReasoningRecord(id={self.id!r}, text={self.text!r})"
 
 
-class ToolCallMessage(msgspec.Struct, frozen=True):
+class ToolCallBatch(msgspec.Struct, frozen=True):
     """The tool calls of one run, every one final, with their results.
 
     Attributes:
@@ -226,7 +222,7 @@ class ToolCallMessage(msgspec.Struct, frozen=True):
     result_message_ids: tuple[str, ...]
 
 
-ChatMessage = Message | TextMessage | ReasoningRecord | ToolCallMessage
+ChatMessage = Message | TextMessage | ReasoningRecord | ToolCallBatch
 """Anything a conversation holds."""
 
 
@@ -247,7 +243,7 @@ class Conversation:
         "_call_ids",
         "_indexed",
         "_known",
-        "_mappers",
+        "_mapping",
         "last_snapshot",
         "messages",
         "state",
@@ -269,9 +265,9 @@ class Conversation:
         self._known: set[str] = set()
         self._batches: dict[str, int] = {}
         self._indexed = 0
-        # What the mapper keeps between runs (see core._mapper.ConversationMapper), by
-        # include_reasoning.
-        self._mappers: dict[bool, ConversationMapper] = {}
+        # What core._mapper keeps between runs, which it alone reads and writes; the
+        # conversation only empties it when its history changes other than by append.
+        self._mapping: dict[object, object] = {}
 
     def append(self, message: ChatMessage) -> None:
         self.messages.append(message)
@@ -285,7 +281,7 @@ class Conversation:
     def tool_calls(self) -> Iterator[ToolCallInfo]:
         """Every committed tool call of the thread, oldest first."""
         for message in self.messages:
-            if isinstance(message, ToolCallMessage):
+            if isinstance(message, ToolCallBatch):
                 yield from message.calls
 
     def _catch_up(self) -> None:
@@ -302,7 +298,7 @@ class Conversation:
         for i in range(self._indexed, len(messages)):
             message = messages[i]
             known.add(message.id)
-            if isinstance(message, ToolCallMessage):
+            if isinstance(message, ToolCallBatch):
                 self._index_batch(i, message)
             elif isinstance(message, AssistantMessage):
                 ids.update(call.id for call in message.tool_calls or ())
@@ -316,7 +312,7 @@ class Conversation:
         self._batches.clear()
         self._indexed = 0
 
-    def _index_batch(self, position: int, batch: ToolCallMessage) -> None:
+    def _index_batch(self, position: int, batch: ToolCallBatch) -> None:
         self._known.update(batch.result_message_ids)
         for call in batch.calls:
             self._call_ids.add(call.id)
@@ -337,12 +333,12 @@ class Conversation:
         conversation indexed and mapped is computed afresh."""
         self.messages[0:count] = messages
         self._forget_index()
-        self._mappers.clear()
+        self._mapping.clear()
 
     def remap(self) -> None:
         """Forget the mapping kept for the next run: a record that was settled changed
         (say, a signature arrived for closed reasoning), so map the thread afresh."""
-        self._mappers.clear()
+        self._mapping.clear()
 
     def known_ids(self) -> AbstractSet[str]:
         """Every message id the conversation would send or has seen: its messages',
@@ -350,7 +346,7 @@ class Conversation:
         self._catch_up()
         return self._known
 
-    def adopt_result_ids(self, stored: Mapping[str, str]) -> list[ToolCallMessage]:
+    def adopt_result_ids(self, stored: Mapping[str, str]) -> list[ToolCallBatch]:
         """Send each committed tool result under the id the server stored it under.
 
         O(``len(stored)``): the batches are found through the index, not by a walk.
@@ -365,11 +361,11 @@ class Conversation:
         """
         self._catch_up()
         positions = sorted({self._batches[c] for c in stored if c in self._batches})
-        renamed: list[ToolCallMessage] = []
+        renamed: list[ToolCallBatch] = []
         messages = self.messages
         for i in positions:
             message = messages[i]
-            if not isinstance(message, ToolCallMessage):  # the list was edited in place
+            if not isinstance(message, ToolCallBatch):  # the list was edited in place
                 self._forget_index()
                 return renamed + self.adopt_result_ids(stored)
             ids = tuple(

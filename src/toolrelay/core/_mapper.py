@@ -2,7 +2,7 @@
 
 Strict in what we send (AG-UI "Conventions of the wire"):
 
-- A :class:`ToolCallMessage` becomes one ``assistant`` message carrying ``toolCalls``
+- A :class:`ToolCallBatch` becomes one ``assistant`` message carrying ``toolCalls``
   followed by one ``tool`` message per call, in the order the agent streamed them.
   Completed and failed calls alike get a ``tool`` message (a failed call's content
   is the error text, so the model sees it; promise 2).
@@ -30,8 +30,8 @@ from toolrelay.core._conversation import (
     Conversation,
     ReasoningRecord,
     TextMessage,
+    ToolCallBatch,
     ToolCallInfo,
-    ToolCallMessage,
 )
 from toolrelay.machines import ToolCallStatus
 from toolrelay.protocol import (
@@ -117,7 +117,7 @@ def _map_into(
         if isinstance(message, TextMessage):
             out.append(_text_to_agui(message, ids.claim(message.id)))
             last_id = message.id
-        elif isinstance(message, ToolCallMessage):
+        elif isinstance(message, ToolCallBatch):
             if _append_tool_batch(out, message, ids, last_id):
                 last_id = None
         elif isinstance(message, ReasoningRecord):
@@ -140,11 +140,16 @@ def conversation_to_agui(
     conversation: Conversation, *, include_reasoning: bool = False
 ) -> list[Message]:
     """``to_agui_messages(conversation.messages)``, through the conversation's own
-    :class:`ConversationMapper`, so that each run maps only what is new."""
-    mapper = conversation._mappers.get(include_reasoning)
-    if mapper is None:
+    :class:`ConversationMapper`, so that each run maps only what is new.
+
+    The mapper lives in a slot of the conversation that this module alone fills (by
+    ``include_reasoning``): the conversation empties it when its history is edited,
+    and never needs to know what it holds, so the import runs one way.
+    """
+    mapper = conversation._mapping.get(include_reasoning)
+    if not isinstance(mapper, ConversationMapper):
         mapper = ConversationMapper(include_reasoning=include_reasoning)
-        conversation._mappers[include_reasoning] = mapper
+        conversation._mapping[include_reasoning] = mapper
     return mapper.map(conversation.messages)
 
 
@@ -202,7 +207,7 @@ class ConversationMapper:
             if isinstance(message, _STREAMED):
                 if not message.complete:
                     return to_agui_messages(messages, include_reasoning=self._include_reasoning)
-            elif not isinstance(message, ToolCallMessage):
+            elif not isinstance(message, ToolCallBatch):
                 supplied.append(message.id)
         if supplied and not self._ids.reserve(supplied):
             self._restart()
@@ -218,7 +223,7 @@ class ConversationMapper:
         return list(self._out)
 
 
-_BUILT = (TextMessage, ToolCallMessage, ReasoningRecord)
+_BUILT = (TextMessage, ToolCallBatch, ReasoningRecord)
 _STREAMED = (TextMessage, ReasoningRecord)
 _FINAL = frozenset((ToolCallStatus.completed, ToolCallStatus.failed))
 
@@ -261,7 +266,7 @@ class _Ids:
 
 
 def _append_tool_batch(
-    out: list[Message], batch: ToolCallMessage, ids: _Ids, last_id: str | None
+    out: list[Message], batch: ToolCallBatch, ids: _Ids, last_id: str | None
 ) -> bool:
     """Append the batch's assistant message and tool messages; False if none was sent."""
     sent = [

@@ -21,8 +21,8 @@ from toolrelay.core._conversation import (
     Conversation,
     ReasoningRecord,
     TextMessage,
+    ToolCallBatch,
     ToolCallInfo,
-    ToolCallMessage,
 )
 from toolrelay.core._effects import (
     MAX_ACTIVITY_NAMES,
@@ -516,7 +516,7 @@ class ProcessorBase:
         """Hand in the outcome of an executed call (``executing -> completed | failed``).
 
         The runtime calls it once per call of the batch, as each finishes. The last
-        one commits the batch to the conversation (one :class:`ToolCallMessage`,
+        one commits the batch to the conversation (one :class:`ToolCallBatch`,
         reported as :class:`MessagesSettled`), so a continuation that then fails keeps
         the results (a retry sends them again). On a turn that already ended (cancelled
         or superseded while its tools ran) the result is not taken: its call was
@@ -646,7 +646,7 @@ class ProcessorBase:
 
     def _commit_batch(self) -> None:
         """Append the run's calls, each final, to the conversation as one
-        :class:`ToolCallMessage` and clear the in-flight calls. Called when the last
+        :class:`ToolCallBatch` and clear the in-flight calls. Called when the last
         result of a batch is recorded, when a run completes with calls the agent
         resolved itself, and when a turn ends (the calls that had an outcome)."""
         if not self._calls:
@@ -660,7 +660,7 @@ class ProcessorBase:
         self._calls = {}
         if not calls:
             return
-        message = ToolCallMessage(
+        message = ToolCallBatch(
             id=self._id_factory(), calls=tuple(calls), result_message_ids=tuple(ids)
         )
         self.conversation.append(message)

@@ -15,9 +15,9 @@ Strategy
 --------
 
 The turn is the conversation from its last user message on (earlier messages are
-counted in a note, not drawn). The core appends one :class:`ToolCallMessage` per run
+counted in a note, not drawn). The core appends one :class:`ToolCallBatch` per run
 that ended with tool calls, once every call has its result; so a run boundary is
-exactly a ``ToolCallMessage``, and a continuation follows it when a later run was
+exactly a ``ToolCallBatch``, and a continuation follows it when a later run was
 started (``runs``, or, without it, when anything follows it or the turn completed).
 A turn that answers interrupts draws its resume entries after the user's message (it
 may have none); an interrupted turn draws what the agent asks before its ending.
@@ -40,8 +40,8 @@ from toolrelay.core import (
     Conversation,
     ReasoningRecord,
     TextMessage,
+    ToolCallBatch,
     ToolCallInfo,
-    ToolCallMessage,
 )
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import AssistantMessage, Interrupt, ResumeEntry, TextPart, UserMessage
@@ -214,7 +214,7 @@ def trace_diagram(
             trace.add(f"Agent-->>User: {trace.text(message.text)}{cut}")
         elif isinstance(message, ReasoningRecord):
             trace.add(f"Note over Agent: thinking: {trace.text(message.text)}")
-        elif isinstance(message, ToolCallMessage):
+        elif isinstance(message, ToolCallBatch):
             for call in message.calls:
                 trace.call(call)
             for call in message.calls:

@@ -71,8 +71,8 @@ from toolrelay.core import (
     MessagesSettled,
     ProtocolViolation,
     ThreadKey,
+    ToolCallBatch,
     ToolCallInfo,
-    ToolCallMessage,
     ToolContext,
     ToolRegistry,
     ToolResult,
@@ -319,7 +319,7 @@ class Turn:
     def statistics(self) -> TurnStatistics:
         counts: dict[ToolCallStatus, int] = dict.fromkeys(ToolCallStatus, 0)
         for message in self.messages:
-            if isinstance(message, ToolCallMessage):
+            if isinstance(message, ToolCallBatch):
                 for call in message.calls:
                     counts[call.status] += 1
         for call in (*self._processor.tool_calls, *self._processor.abandoned):

@@ -34,8 +34,8 @@ from toolrelay.core import (
     ChatMessage,
     ReasoningRecord,
     TextMessage,
+    ToolCallBatch,
     ToolCallInfo,
-    ToolCallMessage,
     ToolResult,
 )
 from toolrelay.machines import ToolCallStatus
@@ -146,7 +146,7 @@ def message_to_record(message: ChatMessage) -> StoredMessage:
         return StoredReasoning(
             id=message.id, text=message.text, encrypted_value=message.encrypted_value
         )
-    if isinstance(message, ToolCallMessage):
+    if isinstance(message, ToolCallBatch):
         return StoredBatch(
             id=message.id,
             calls=tuple(call_to_record(call) for call in message.calls),
@@ -164,7 +164,7 @@ def message_from_record(stored: StoredMessage) -> ChatMessage:
         case StoredReasoning():
             return ReasoningRecord(stored.id, stored.text, encrypted_value=stored.encrypted_value)
         case StoredBatch():
-            return ToolCallMessage(
+            return ToolCallBatch(
                 id=stored.id,
                 calls=tuple(call_from_record(call) for call in stored.calls),
                 result_message_ids=stored.result_message_ids,

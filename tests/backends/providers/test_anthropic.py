@@ -27,7 +27,7 @@ from toolrelay.backends.providers._anthropic import (
     AnthropicTranslator,
 )
 from toolrelay.backends.providers._base import Capabilities
-from toolrelay.core import ToolCallMessage
+from toolrelay.core import ToolCallBatch
 from toolrelay.demo import DEMO_TOOLS
 from toolrelay.errors import AgentRunError, ConversationError
 from toolrelay.machines import RunStatus, ToolCallStatus
@@ -834,7 +834,7 @@ async def test_engine_runs_a_multi_hop_conversation_over_loopback_http(
         await backend.aclose()
 
     assert turn.status is RunStatus.completed, turn.reason
-    batches = [m for m in turn.conversation.messages if isinstance(m, ToolCallMessage)]
+    batches = [m for m in turn.conversation.messages if isinstance(m, ToolCallBatch)]
     assert [[(c.id, c.arguments, c.status) for c in b.calls] for b in batches] == [
         [
             ("toolu_a", '{"name": "alice"}', ToolCallStatus.completed),

@@ -28,7 +28,7 @@ from toolrelay.backends.providers import (
     OpenAIResponsesTranslator,
     ProviderBackend,
 )
-from toolrelay.core import ToolCallMessage
+from toolrelay.core import ToolCallBatch
 from toolrelay.demo import DEMO_TOOLS
 from toolrelay.errors import AgentRunError, ConversationError
 from toolrelay.machines import RunStatus, ToolCallStatus
@@ -1342,7 +1342,7 @@ async def run_engine(backend: ProviderBackend) -> Any:
 
 def check_the_turn(turn: Any) -> None:
     assert turn.status is RunStatus.completed, turn.reason
-    batches = [m for m in turn.conversation.messages if isinstance(m, ToolCallMessage)]
+    batches = [m for m in turn.conversation.messages if isinstance(m, ToolCallBatch)]
     assert [[(c.id, c.name, c.arguments, c.status) for c in b.calls] for b in batches] == [
         [
             ("call_a", "get_secret_number", '{"name": "alice"}', ToolCallStatus.completed),
