@@ -32,6 +32,7 @@ from toolrelay.core._limits import Limits
 from toolrelay.core._patch import BoundedState
 from toolrelay.machines import (
     RUN_MACHINE,
+    TOOL_CALL_MACHINE,
     RunStatus,
     ToolCallStatus,
 )
@@ -44,14 +45,8 @@ from toolrelay.protocol import (
 
 __all__ = ("ProcessorState",)
 
-_OPEN_CALL = frozenset(
-    (
-        ToolCallStatus.streaming,
-        ToolCallStatus.pending,
-        ToolCallStatus.awaiting_approval,
-        ToolCallStatus.executing,
-    )
-)
+# A call still open: any state its declared machine does not call final.
+_OPEN_CALL = TOOL_CALL_MACHINE.states - TOOL_CALL_MACHINE.finals
 _AWAITING_APPROVAL = ToolCallStatus.awaiting_approval
 _EXECUTING = ToolCallStatus.executing
 _CALLING = frozenset((ToolCallStatus.streaming, ToolCallStatus.pending))
