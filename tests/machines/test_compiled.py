@@ -196,7 +196,7 @@ def test_a_run_machine_whose_continuation_does_not_count_is_refused() -> None:
         CompiledRunMachine(cast("type[RunLifecycle]", Uncounted))  # ...but no depth
 
 
-def test_step_can_and_allowed_read_the_table() -> None:
+def test_step_can_allowed_and_accepting_read_the_table() -> None:
     assert TOOL_CALL_MACHINE.step(ToolCallStatus.pending, ToolCallEvent.execute) is (
         ToolCallStatus.executing
     )
@@ -210,6 +210,12 @@ def test_step_can_and_allowed_read_the_table() -> None:
     }
     with pytest.raises(IllegalTransition, match="'succeed' in state 'pending'"):
         TOOL_CALL_MACHINE.step(ToolCallStatus.pending, ToolCallEvent.succeed)
+    assert TOOL_CALL_MACHINE.accepting(ToolCallEvent.receive_result) == {
+        ToolCallStatus.streaming,
+        ToolCallStatus.pending,
+    }
+    assert TOOL_CALL_MACHINE.accepting(ToolCallEvent.succeed) == {ToolCallStatus.executing}
+    assert RUN_MACHINE.accepting(RunEvent.continue_run) == {RunStatus.executing_tools}
 
 
 def test_cursors_are_independent_and_slotted() -> None:

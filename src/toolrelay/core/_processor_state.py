@@ -34,6 +34,7 @@ from toolrelay.machines import (
     RUN_MACHINE,
     TOOL_CALL_MACHINE,
     RunStatus,
+    ToolCallEvent,
     ToolCallStatus,
 )
 from toolrelay.protocol import (
@@ -49,7 +50,9 @@ __all__ = ("ProcessorState",)
 _OPEN_CALL = TOOL_CALL_MACHINE.states - TOOL_CALL_MACHINE.finals
 _AWAITING_APPROVAL = ToolCallStatus.awaiting_approval
 _EXECUTING = ToolCallStatus.executing
-_CALLING = frozenset((ToolCallStatus.streaming, ToolCallStatus.pending))
+# The calls the agent still holds (streaming, pending): those its TOOL_CALL_RESULT is
+# taken for, as the declared machine says, and those the activity shows as calling.
+_CALLING = TOOL_CALL_MACHINE.accepting(ToolCallEvent.receive_result)
 
 # Members read at every run boundary, bound once: on Python 3.11 reading an enum
 # member from its class costs a metaclass lookup each time.

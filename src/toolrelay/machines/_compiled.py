@@ -155,6 +155,10 @@ class CompiledMachine(Generic[S, E]):
         """Whether ``state`` accepts ``event``."""
         return (state, event) in self._table
 
+    def accepting(self, event: E) -> frozenset[S]:
+        """The states that accept ``event`` (empty when none does)."""
+        return frozenset(state for (state, accepted) in self._table if accepted == event)
+
     def cursor(self, state: S | None = None) -> Cursor[S, E]:
         """A new cursor at ``state`` (default: :attr:`initial`)."""
         return Cursor(self, self.initial if state is None else state)
