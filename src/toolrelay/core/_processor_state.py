@@ -204,39 +204,17 @@ class ProcessorState:
         #: ``interrupt`` outcome, one id each); empty otherwise.
         self.interrupts: tuple[Interrupt, ...] = ()
         self._activity = _IDLE
-        # Where the current run's own messages start in the conversation.
-        self._run_first_message = len(conversation.messages)
-        self._calls: dict[str, ToolCallInfo] = {}
-        self._open_texts: dict[str, TextMessage] = {}
-        self._open_reasoning: dict[str, ReasoningRecord] = {}
-        self._result_ids: dict[str, str] = {}
-        self._chunk_call: ToolCallInfo | None = None
-        self._chunk_text: TextMessage | None = None
-        self._chunk_reasoning: ReasoningRecord | None = None
-        self._thinking: ReasoningRecord | None = None
         # Messages that reached their final form since the last effects were returned
         # (reported once, as MessagesSettled, by _with_settled).
         self._settled: list[ChatMessage] = []
-        # Events this run may still take before max_events_per_run (the hot path and
-        # the full path count down the same number).
-        self._left = self._limits.max_events_per_run
-        self._ended = False
-        self._wire_ended = False
-        self._run_started_seen = False
-        # The hot path (see receive): the chunk lists of the open text messages and of
-        # the streaming calls, by id, and the bound it may go without a check.
-        self._text_sinks: dict[str, list[str]] = {}
-        self._arg_sinks: dict[str, list[str]] = {}
         # Argument characters of the whole turn. No call's UTF-8 arguments, nor the
         # turn's, can pass their byte limit while these (4 bytes at most each) stay
         # under a quarter of the smaller one; past that, bytes are counted exactly.
         self._arg_chars = 0
-        self._exact_arg_bytes: dict[str, int] = {}
         self._arg_exact: int | None = None
         limits = self._limits
         self._arg_char_safe = min(limits.max_argument_bytes, limits.max_turn_argument_bytes) // 4
         self._turn_calls: list[ToolCallInfo] = []
-        self._run_call_count = 0
         # The turn's text, counted the same way: the hot path counts characters
         # within a budget that keeps 4 bytes each plus the full path's exact bytes
         # under the bound; past it, the whole turn's text is counted exactly, once,
@@ -249,30 +227,12 @@ class ProcessorState:
         self._text_results = 0
         self._reasoning_bytes = 0
         self._message_count = 0
-        # Calls still calling (streaming or pending), for the activity: the first
-        # MAX_ACTIVITY_NAMES shown, the rest waiting in order (amortised O(1) each).
-        self._calling_count = 0
-        self._calling_shown: list[ToolCallInfo] = []
-        self._calling_waiting: deque[ToolCallInfo] = deque()
-        # Calls of the batch still executing (record_result commits at 0).
-        self._executing_left = 0
-        # Reasoning records of the run by id (open or closed), for signatures.
-        self._run_reasoning: dict[str, ReasoningRecord] = {}
-        self._run_texts = False
-        self._late_args: set[str] = set()
-        self._snapshot_checked: set[str] = set()
-        self._from_snapshot: set[str] = set()
-        # The agent's state, patched in place within its bounds; built at the first
-        # delta of a run (a copy: the RunAgentInput sent holds the previous one).
-        self._state: BoundedState | None = None
         #: Violations past ``Limits.max_violations``: counted, not kept.
         self.violations_dropped = 0
-        # The hot path's message and call and their chunk lists; an id is None when
-        # there is none (no delta's id compares equal); see _hot_text.
-        self._hot_text_id: str | None = None
+        # The hot path's message and call chunk lists (their ids: see _reset_run).
         self._hot_text_sink: list[str] = _NO_SINK
-        self._hot_call_id: str | None = None
         self._hot_call_sink: list[str] = _NO_SINK
+        self._reset_run()
 
     @property
     def status(self) -> RunStatus:
@@ -306,31 +266,47 @@ class ProcessorState:
         return self._ended
 
     def _reset_run(self) -> None:
+        """Give every per-run field its value at a run's start (the first one's too)."""
+        # Where the current run's own messages start in the conversation.
         self._run_first_message = len(self.conversation.messages)
-        self._calls = {}
-        self._open_texts = {}
-        self._open_reasoning = {}
-        self._result_ids = {}
-        self._chunk_call = None
-        self._chunk_text = None
-        self._chunk_reasoning = None
-        self._thinking = None
+        self._calls: dict[str, ToolCallInfo] = {}
+        self._open_texts: dict[str, TextMessage] = {}
+        self._open_reasoning: dict[str, ReasoningRecord] = {}
+        self._result_ids: dict[str, str] = {}
+        self._chunk_call: ToolCallInfo | None = None
+        self._chunk_text: TextMessage | None = None
+        self._chunk_reasoning: ReasoningRecord | None = None
+        self._thinking: ReasoningRecord | None = None
+        # Events this run may still take before max_events_per_run (the hot path and
+        # the full path count down the same number).
         self._left = self._limits.max_events_per_run
         self._ended = False
         self._wire_ended = False
         self._run_started_seen = False
-        self._text_sinks = {}
-        self._arg_sinks = {}
-        self._exact_arg_bytes = {}
-        self._hot_text_id = self._hot_call_id = None
+        # The hot path (see receive): the chunk lists of the open text messages and of
+        # the streaming calls, by id; exact argument bytes of the calls past the
+        # character bound.
+        self._text_sinks: dict[str, list[str]] = {}
+        self._arg_sinks: dict[str, list[str]] = {}
+        self._exact_arg_bytes: dict[str, int] = {}
+        # The hot path's message and call; an id is None when there is none (no
+        # delta's id compares equal); see _hot_text.
+        self._hot_text_id: str | None = None
+        self._hot_call_id: str | None = None
         self._run_call_count = 0
+        # Calls still calling (streaming or pending), for the activity: the first
+        # MAX_ACTIVITY_NAMES shown, the rest waiting in order (amortised O(1) each).
         self._calling_count = 0
-        self._calling_shown = []
-        self._calling_waiting = deque()
+        self._calling_shown: list[ToolCallInfo] = []
+        self._calling_waiting: deque[ToolCallInfo] = deque()
+        # Calls of the batch still executing (record_result commits at 0).
         self._executing_left = 0
-        self._run_reasoning = {}
+        # Reasoning records of the run by id (open or closed), for signatures.
+        self._run_reasoning: dict[str, ReasoningRecord] = {}
         self._run_texts = False
-        self._late_args = set()
-        self._snapshot_checked = set()
-        self._from_snapshot = set()
-        self._state = None
+        self._late_args: set[str] = set()
+        self._snapshot_checked: set[str] = set()
+        self._from_snapshot: set[str] = set()
+        # The agent's state, patched in place within its bounds; built at the first
+        # delta of a run (a copy: the RunAgentInput sent holds the previous one).
+        self._state: BoundedState | None = None
