@@ -5,13 +5,12 @@
 * **graph** (per machine): every state is reachable from the initial state and
   every non-final state can reach a final state (promise 1), by
   :func:`toolrelay.machines.check_graph`;
-* **no illegal pair silently accepted** (per machine): every ``(state, event)``
-  pair is sent to a real python-statemachine instance started in that state; it
-  must move to the compiled table's target, or raise (``IllegalTransition``) where
-  the table has none, never do nothing (STYLE point 3);
-* **compiled table equals the declared machine** (per machine): the table the core
-  runs has the declared class's states, events, initial and final states and
-  transitions, read here straight from the class; for ``RunLifecycle``, exactly the
+* **compiled table equals the declared machine, no illegal pair silently
+  accepted** (per machine), by :func:`toolrelay.machines.compare_with_declared`:
+  every ``(state, event)`` pair is sent to a real python-statemachine instance
+  started in that state; it must move to the compiled table's target, or raise
+  (``IllegalTransition``) where the table has none, never do nothing (STYLE point
+  3); finals and the initial state agree; for ``RunLifecycle``, exactly the
   transitions that count a continuation count one (promise 3);
 * **stateful property suite**: ``toolrelay.testing.stateful.run_promises`` with
   ``examples`` examples (promises 1-7; promise 8, constant cost per event, is
@@ -25,7 +24,6 @@ A check never raises: whatever goes wrong becomes a failed :class:`CheckResult`.
 from __future__ import annotations
 
 import importlib
-import itertools
 import logging
 import random
 import traceback
@@ -33,18 +31,14 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
-from statemachine import Event, StateChart
-from statemachine.exceptions import TransitionNotAllowed
-
-from toolrelay.errors import IllegalTransition
 from toolrelay.machines import (
     RUN_MACHINE,
     TOOL_CALL_MACHINE,
     CompiledMachine,
-    CompiledRunMachine,
     check_graph,
+    compare_with_declared,
 )
 
 __all__ = (
@@ -129,127 +123,16 @@ def _graph(compiled: CompiledMachine[Any, Any]) -> CheckResult:
     )
 
 
-def _instance(compiled: CompiledMachine[Any, Any], state: Any) -> StateChart[Any]:
-    return compiled.machine(start_value=state)
-
-
-def _send(instance: StateChart[Any], event: str) -> bool:
-    """Send ``event``; ``False`` when the machine refused it (``IllegalTransition``)."""
-    try:
-        instance.send(event)
-    except (IllegalTransition, TransitionNotAllowed):
-        return False
-    return True
-
-
-def _pairs(compiled: CompiledMachine[Any, Any]) -> CheckResult:
-    states = sorted(compiled.states, key=str)
-    events = sorted(compiled.events, key=str)
-
+def _equivalent(compiled: CompiledMachine[Any, Any]) -> CheckResult:
     def check() -> str | None:
-        problems: list[str] = []
-        for state, event in itertools.product(states, events):
-            target = compiled.table.get((state, event))
-            instance = _instance(compiled, state)
-            try:
-                moved = _send(instance, str(event))
-            except Exception as exc:
-                problems.append(f"{state} --{event}-->: raised {type(exc).__name__}: {exc}")
-                continue
-            reached = instance.current_state_value
-            if not moved:
-                if target is not None:
-                    problems.append(f"{state} --{event}-->: refused; the table moves to {target}")
-                elif reached != state:
-                    problems.append(f"{state} --{event}-->: refused but left the state ({reached})")
-            elif target is None:
-                what = "did nothing" if reached == state else f"moved to {reached}"
-                problems.append(
-                    f"{state} --{event}-->: silently accepted ({what}); the table refuses it "
-                    "(is allow_event_without_transition still False?)"
-                )
-            elif reached != target:
-                problems.append(
-                    f"{state} --{event}-->: moved to {reached}; the table says {target}"
-                )
-        return "\n".join(problems) or None
+        return "\n".join(compare_with_declared(compiled)) or None
 
     return _guarded(
-        f"{compiled.name}: no illegal pair silently accepted "
-        f"({len(states)} states x {len(events)} events sent to the declared machine)",
+        f"{compiled.name}: the compiled table equals the declared machine, no illegal "
+        f"pair silently accepted ({len(compiled.states)} states x {len(compiled.events)} "
+        "events sent to the declared machine)",
         check,
     )
-
-
-def _declared_table(machine: type[StateChart[Any]]) -> dict[tuple[str, str], str]:
-    """``(state, event) -> target`` read straight from the class, by id."""
-    table: dict[tuple[str, str], str] = {}
-    for state in machine.states:
-        for transition in state.transitions:
-            targets = list(transition.targets)
-            for event in transition.events:
-                table[(state.id, str(event))] = ",".join(target.id for target in targets)
-    return table
-
-
-def _differences(what: str, declared: set[str], compiled: set[str]) -> list[str]:
-    if declared == compiled:
-        return []
-    return [
-        f"{what}: declared only: {_names(declared - compiled)}; "
-        f"compiled only: {_names(compiled - declared)}"
-    ]
-
-
-def _counting(compiled: CompiledRunMachine) -> list[str]:
-    """Each transition counts one continuation in the table exactly when it does declared."""
-    problems: list[str] = []
-    for (state, event), target in sorted(compiled.table.items(), key=str):
-        instance = compiled.machine(start_value=state)
-        before = int(getattr(instance, "depth", 0))
-        instance.send(str(event))
-        counted = int(getattr(instance, "depth", 0)) - before
-        expected = int((state, event) in compiled.counting)
-        if counted != expected:
-            problems.append(
-                f"{state} --{event}--> {target}: the declared machine counts depth "
-                f"+{counted}, the table +{expected}"
-            )
-    return problems
-
-
-def _table(compiled: CompiledMachine[Any, Any]) -> CheckResult:
-    def check() -> str | None:
-        machine = compiled.machine
-        declared_states = {state.id for state in machine.states}
-        declared_finals = {state.id for state in machine.states if state.final}
-        # On the class, the metaclass's ``events`` (the declared events) shadows the
-        # instance property mypy sees.
-        declared_events = {str(event) for event in cast("list[Event]", machine.events)}
-        initial = machine.initial_state
-        problems = [
-            *_differences("states", declared_states, {str(s) for s in compiled.states}),
-            *_differences("final states", declared_finals, {str(s) for s in compiled.finals}),
-            *_differences("events", declared_events, {str(e) for e in compiled.events}),
-        ]
-        if initial is None or initial.id != str(compiled.initial):
-            problems.append(
-                f"initial state: declared {initial.id if initial else None}, "
-                f"compiled {compiled.initial}"
-            )
-        declared = _declared_table(machine)
-        table = {(str(s), str(e)): str(t) for (s, e), t in compiled.table.items()}
-        problems.extend(
-            f"{pair[0]} --{pair[1]}-->: declared {declared.get(pair, 'nothing')}, "
-            f"compiled {table.get(pair, 'nothing')}"
-            for pair in sorted(declared.keys() | table.keys())
-            if declared.get(pair) != table.get(pair)
-        )
-        if isinstance(compiled, CompiledRunMachine):
-            problems.extend(_counting(compiled))
-        return "\n".join(problems) or None
-
-    return _guarded(f"{compiled.name}: the compiled table equals the declared machine", check)
 
 
 def _names(values: Any) -> str:
@@ -387,7 +270,7 @@ def verify(
             on_result(result)
 
     for compiled in DEFAULT_MACHINES if machines is None else machines:
-        for check in (_graph, _pairs, _table):
+        for check in (_graph, _equivalent):
             done(check(compiled))
     if not properties:
         return VerifyReport(tuple(results))

@@ -33,8 +33,6 @@ from toolrelay.machines import (
     RunStatus,
     ToolCallEvent,
     ToolCallLifecycle,
-    ToolCallStatus,
-    checked_mode,
 )
 
 __all__ = ("run_machines",)
@@ -145,20 +143,6 @@ def run_machines(report: Report, *, repeats: int, quick: bool) -> None:
             ToolCallLifecycle()
         return (time.perf_counter_ns() - start) / slow_loops / 1_000
 
-    def checked_lifecycle() -> float:
-        finish, execute, succeed = TOOL_CALL_EVENTS
-        with checked_mode():
-            start = time.perf_counter_ns()
-            for _ in range(slow_loops):
-                call = TOOL_CALL_MACHINE.cursor()
-                call.send(finish)
-                call.send(execute)
-                call.send(succeed)
-            elapsed = time.perf_counter_ns() - start
-        if call.state is not ToolCallStatus.completed:
-            raise AssertionError("checked cursor did not complete")
-        return elapsed / slow_loops / 1_000
-
     def run_cursor_transition() -> float:
         events = RUN_EVENTS
         cursor = RUN_MACHINE.cursor
@@ -238,16 +222,6 @@ def run_machines(report: Report, *, repeats: int, quick: bool) -> None:
             "µs",
             library_create,
             repeats,
-        )
-    )
-    report.add(
-        repeat(
-            CASE,
-            "tool-call lifecycle, checked mode (cursor + instance in lockstep)",
-            "µs/lifecycle",
-            checked_lifecycle,
-            repeats,
-            note="tests and debugging only",
         )
     )
     run_transition = report.add(

@@ -20,7 +20,7 @@ from typing import Any, SupportsIndex, overload
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from toolrelay.core import ToolResult, _processor_base
+from toolrelay.core import ToolResult, _processor_lifecycle
 from toolrelay.core._conversation import (
     ChatMessage,
     Conversation,
@@ -529,7 +529,7 @@ def long_processor(monkeypatch: pytest.MonkeyPatch) -> Iterator[EventProcessor]:
     def no_mapping(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the mapper was called while events streamed")
 
-    monkeypatch.setattr(_processor_base, "conversation_to_agui", no_mapping)
+    monkeypatch.setattr(_processor_lifecycle, "conversation_to_agui", no_mapping)
     CountingList.walks = CountingList.reads = 0
     yield processor
 

@@ -1,251 +1,27 @@
-"""The compiled tables: derived from the classes, in lockstep with them, checked on demand."""
+"""The compiled tables: read from the classes, validated when compiled, moved by cursors."""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import os
-import subprocess
-import sys
 from typing import Any, cast
 
 import pytest
-from hypothesis import given, strategies as st
 from statemachine import State, StateChart
 from statemachine.states import States
 
-from toolrelay.errors import IllegalTransition, ToolrelayError
+from toolrelay.errors import IllegalTransition
 from toolrelay.machines import (
     RUN_MACHINE,
     TOOL_CALL_MACHINE,
-    CompiledMachine,
     CompiledRunMachine,
-    Cursor,
-    MachineDivergenceError,
-    RunCursor,
     RunEvent,
     RunLifecycle,
     RunStatus,
     ToolCallEvent,
     ToolCallStatus,
-    checked_mode,
     compile_machine,
-    is_checked_mode,
-    set_checked_mode,
 )
-
-# --- Lockstep with the declared machines -------------------------------------------------
-
-
-@given(
-    start=st.sampled_from(RunStatus),
-    depth=st.integers(min_value=0, max_value=20),
-    events=st.lists(st.sampled_from(RunEvent), max_size=25),
-)
-def test_run_cursor_agrees_with_a_real_run_lifecycle_on_every_step(
-    start: RunStatus, depth: int, events: list[RunEvent]
-) -> None:
-    real = RunLifecycle(start_value=start, depth=depth)
-    cursor = RUN_MACHINE.cursor(start, depth=depth)
-    for event in events:
-        try:
-            real.send(event)
-        except IllegalTransition:
-            real_refused = True
-        else:
-            real_refused = False
-        try:
-            cursor.send(event)
-        except IllegalTransition:
-            cursor_refused = True
-        else:
-            cursor_refused = False
-        assert cursor_refused is real_refused
-        assert cursor.state is real.current_state_value
-        assert cursor.depth == real.depth
-
-
-@given(
-    start=st.sampled_from(ToolCallStatus),
-    events=st.lists(st.sampled_from(ToolCallEvent), max_size=25),
-)
-def test_tool_call_cursor_agrees_with_a_real_tool_call_lifecycle_on_every_step(
-    start: ToolCallStatus, events: list[ToolCallEvent]
-) -> None:
-    real = TOOL_CALL_MACHINE.machine(start_value=start)
-    cursor = TOOL_CALL_MACHINE.cursor(start)
-    for event in events:
-        try:
-            real.send(event)
-        except IllegalTransition:
-            real_refused = True
-        else:
-            real_refused = False
-        try:
-            cursor.send(event)
-        except IllegalTransition:
-            cursor_refused = True
-        else:
-            cursor_refused = False
-        assert cursor_refused is real_refused
-        assert cursor.state is real.current_state_value
-
-
-@given(
-    start=st.sampled_from(RunStatus),
-    events=st.lists(st.sampled_from(RunEvent), max_size=15),
-)
-def test_checked_run_cursor_finds_no_divergence(start: RunStatus, events: list[RunEvent]) -> None:
-    with checked_mode():
-        cursor = RUN_MACHINE.cursor(start)
-    expected = RUN_MACHINE.cursor(start)
-    for event in events:
-        try:
-            expected.send(event)
-        except IllegalTransition:
-            with pytest.raises(IllegalTransition):
-                cursor.send(event)
-        else:
-            cursor.send(event)
-        assert (cursor.state, cursor.depth) == (expected.state, expected.depth)
-
-
-@given(
-    start=st.sampled_from(ToolCallStatus),
-    events=st.lists(st.sampled_from(ToolCallEvent), max_size=15),
-)
-def test_checked_tool_call_cursor_finds_no_divergence(
-    start: ToolCallStatus, events: list[ToolCallEvent]
-) -> None:
-    with checked_mode():
-        cursor = TOOL_CALL_MACHINE.cursor(start)
-    for event in events:
-        allowed = TOOL_CALL_MACHINE.can(cursor.state, event)
-        if allowed:
-            cursor.send(event)
-        else:
-            with pytest.raises(IllegalTransition):
-                cursor.send(event)
-
-
-# --- Checked mode ----------------------------------------------------------------------
-
-
-def test_checked_mode_context_manager_switches_and_restores() -> None:
-    before = is_checked_mode()
-    with checked_mode(False):
-        assert is_checked_mode() is False
-        assert type(TOOL_CALL_MACHINE.cursor()) is Cursor
-        assert type(RUN_MACHINE.cursor()) is RunCursor
-        with checked_mode():
-            assert is_checked_mode() is True
-            assert type(TOOL_CALL_MACHINE.cursor()) is not Cursor
-            assert type(RUN_MACHINE.cursor()) is not RunCursor
-            assert isinstance(RUN_MACHINE.cursor(), RunCursor)
-        assert is_checked_mode() is False
-    assert is_checked_mode() is before
-
-
-def test_set_checked_mode_switches_process_wide() -> None:
-    before = is_checked_mode()
-    try:
-        set_checked_mode(not before)
-        assert is_checked_mode() is (not before)
-        set_checked_mode(before)
-        assert is_checked_mode() is before
-    finally:
-        set_checked_mode(before)
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"), [(None, "False"), ("1", "True"), ("0", "False"), ("", "False")]
-)
-def test_checked_mode_is_off_by_default_and_on_with_the_environment_variable(
-    value: str | None, expected: str
-) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "TOOLRELAY_CHECKED_MACHINES"}
-    if value is not None:
-        env["TOOLRELAY_CHECKED_MACHINES"] = value
-    code = "import toolrelay.machines as m; print(m.is_checked_mode())"
-    result = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == expected
-
-
-def test_checked_mode_detects_a_table_that_moves_elsewhere(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    with checked_mode():
-        cursor = TOOL_CALL_MACHINE.cursor()
-    tampered = {
-        **TOOL_CALL_MACHINE.table,
-        (ToolCallStatus.streaming, ToolCallEvent.finish_args): ToolCallStatus.executing,
-    }
-    monkeypatch.setattr(cursor, "_table", tampered)
-    with pytest.raises(MachineDivergenceError, match="'executing', the machine to 'pending'"):
-        cursor.send(ToolCallEvent.finish_args)
-    assert cursor.state is ToolCallStatus.streaming
-
-
-def test_checked_mode_detects_a_table_that_accepts_what_the_machine_refuses(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    with checked_mode():
-        cursor = TOOL_CALL_MACHINE.cursor()
-    tampered = {
-        **TOOL_CALL_MACHINE.table,
-        (ToolCallStatus.streaming, ToolCallEvent.succeed): ToolCallStatus.completed,
-    }
-    monkeypatch.setattr(cursor, "_table", tampered)
-    with pytest.raises(MachineDivergenceError, match="the machine refuses") as info:
-        cursor.send(ToolCallEvent.succeed)
-    assert isinstance(info.value.__cause__, IllegalTransition)
-
-
-def test_checked_mode_detects_a_table_that_refuses_what_the_machine_accepts(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    with checked_mode():
-        cursor = RUN_MACHINE.cursor()
-    assert isinstance(cursor, RunCursor)
-    tampered = dict(RUN_MACHINE._steps)
-    del tampered[(RunStatus.idle, RunEvent.start)]
-    monkeypatch.setattr(cursor, "_steps", tampered)
-    with pytest.raises(MachineDivergenceError, match="the table refuses"):
-        cursor.send(RunEvent.start)
-
-
-def test_checked_mode_detects_a_depth_disagreement(monkeypatch: pytest.MonkeyPatch) -> None:
-    with checked_mode():
-        cursor = RUN_MACHINE.cursor(RunStatus.executing_tools)
-    key = (RunStatus.executing_tools, RunEvent.continue_run)
-    tampered = {**RUN_MACHINE._steps, key: (RunStatus.running, 2)}
-    monkeypatch.setattr(cursor, "_steps", tampered)
-    with pytest.raises(MachineDivergenceError, match="depth 2, the machine 1"):
-        cursor.send(RunEvent.continue_run)
-    assert cursor.depth == 0
-
-
-def test_checked_cursor_raises_illegal_transition_chained_from_the_library() -> None:
-    with checked_mode():
-        cursor = RUN_MACHINE.cursor()
-    with pytest.raises(IllegalTransition) as info:
-        cursor.send(RunEvent.complete)
-    assert (info.value.machine, info.value.state, info.value.event) == (
-        "RunLifecycle",
-        "idle",
-        "complete",
-    )
-    assert type(info.value.__cause__).__name__ == "TransitionNotAllowed"
-
-
-def test_divergence_is_an_assertion_not_a_toolrelay_error() -> None:
-    error = MachineDivergenceError("M", "a", "go", "detail")
-    assert isinstance(error, AssertionError)
-    assert not isinstance(error, ToolrelayError)
-    assert (error.machine, error.state, error.event, error.detail) == ("M", "a", "go", "detail")
-
 
 # --- Derived from the class, validated at compile time -----------------------------------
 
@@ -290,19 +66,6 @@ def test_the_table_is_read_from_the_class() -> None:
     assert plain.allowed(Light.on) == {Flip.switch_off}
 
 
-def test_toolrelay_tables_hold_every_transition_of_their_classes() -> None:
-    for compiled in (RUN_MACHINE, TOOL_CALL_MACHINE):
-        machine = cast("CompiledMachine[Any, Any]", compiled)
-        declared = {
-            (state.value, str(event), transition.target.value)
-            for state in machine.machine.states
-            for transition in state.transitions
-            for event in transition.events
-        }
-        compiled_rows = {(s, str(e), t) for (s, e), t in machine.table.items()}
-        assert compiled_rows == declared
-
-
 def test_a_compiled_machine_is_immutable() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         TOOL_CALL_MACHINE.initial = ToolCallStatus.pending  # type: ignore[misc]
@@ -343,26 +106,6 @@ def test_states_not_from_the_enum_instances_are_refused() -> None:
 
     with pytest.raises(TypeError, match="use_enum_instance=True"):
         compile_machine(Raw, Light, Flip)
-
-
-def test_is_final_that_disagrees_with_the_machine_is_drift() -> None:
-    class Lamp(enum.StrEnum):
-        off = "off"
-        on = "on"
-        broken = "broken"
-
-        @property
-        def is_final(self) -> bool:
-            return self is Lamp.off
-
-    class LampMachine(StateChart[object]):
-        s = States.from_enum(Lamp, initial=Lamp.off, final=Lamp.broken)
-        switch_on = s.off.to(s.on)
-        switch_off = s.on.to(s.off)
-        smash = s.off.to(s.broken)
-
-    with pytest.raises(TypeError, match="is_final"):
-        compile_machine(LampMachine, Lamp, Flip)
 
 
 def test_guards_are_refused() -> None:
@@ -453,7 +196,7 @@ def test_a_run_machine_whose_continuation_does_not_count_is_refused() -> None:
         CompiledRunMachine(cast("type[RunLifecycle]", Uncounted))  # ...but no depth
 
 
-def test_step_can_and_allowed_read_the_table() -> None:
+def test_step_can_allowed_and_accepting_read_the_table() -> None:
     assert TOOL_CALL_MACHINE.step(ToolCallStatus.pending, ToolCallEvent.execute) is (
         ToolCallStatus.executing
     )
@@ -467,6 +210,12 @@ def test_step_can_and_allowed_read_the_table() -> None:
     }
     with pytest.raises(IllegalTransition, match="'succeed' in state 'pending'"):
         TOOL_CALL_MACHINE.step(ToolCallStatus.pending, ToolCallEvent.succeed)
+    assert TOOL_CALL_MACHINE.accepting(ToolCallEvent.receive_result) == {
+        ToolCallStatus.streaming,
+        ToolCallStatus.pending,
+    }
+    assert TOOL_CALL_MACHINE.accepting(ToolCallEvent.succeed) == {ToolCallStatus.executing}
+    assert RUN_MACHINE.accepting(RunEvent.continue_run) == {RunStatus.executing_tools}
 
 
 def test_cursors_are_independent_and_slotted() -> None:
@@ -477,8 +226,7 @@ def test_cursors_are_independent_and_slotted() -> None:
     assert (first.state, second.state) == (ToolCallStatus.executing, ToolCallStatus.pending)
     assert not hasattr(first, "__dict__")
     assert not hasattr(RUN_MACHINE.cursor(), "__dict__")
-    with checked_mode(False):
-        assert repr(RUN_MACHINE.cursor(depth=2)) == "<RunCursor RunLifecycle state='idle' depth=2>"
+    assert repr(RUN_MACHINE.cursor(depth=2)) == "<RunCursor RunLifecycle state='idle' depth=2>"
 
 
 def test_a_targetless_transition_is_refused() -> None:
@@ -525,40 +273,4 @@ def test_an_event_that_matches_by_wildcard_is_refused() -> None:
 def test_machines_and_cursors_say_what_they_are() -> None:
     machine = compile_machine(_light_machine(extra=False), Light, Flip)
     assert repr(machine) == "<CompiledMachine LightMachine: 3 transitions>"
-    with checked_mode(False):
-        assert repr(machine.cursor()) == "<Cursor LightMachine state='off'>"
-
-
-def test_a_checked_cursor_of_any_machine_turns_the_library_refusal_into_illegal_transition() -> (
-    None
-):
-    # A machine that is not toolrelay's raises the library's TransitionNotAllowed.
-    machine = compile_machine(_light_machine(extra=False), Light, Flip)
-    with checked_mode():
-        cursor = machine.cursor()
-    with pytest.raises(IllegalTransition) as info:
-        cursor.send(Flip.switch_off)
-    assert (info.value.machine, info.value.state, info.value.event) == (
-        "LightMachine",
-        "off",
-        "switch_off",
-    )
-    assert type(info.value.__cause__).__name__ == "TransitionNotAllowed"
-    assert cursor.state is Light.off
-
-
-def test_checked_cursors_step_in_lockstep_through_a_whole_lifecycle() -> None:
-    with checked_mode():
-        call = TOOL_CALL_MACHINE.cursor()
-        run = RUN_MACHINE.cursor()
-    for call_event in (ToolCallEvent.finish_args, ToolCallEvent.execute, ToolCallEvent.succeed):
-        call.send(call_event)
-    assert call.state is ToolCallStatus.completed
-    for event in (
-        RunEvent.start,
-        RunEvent.execute_tools,
-        RunEvent.continue_run,
-        RunEvent.complete,
-    ):
-        run.send(event)
-    assert (run.state, run.depth) == (RunStatus.completed, 1)
+    assert repr(machine.cursor()) == "<Cursor LightMachine state='off'>"

@@ -15,7 +15,8 @@ from toolrelay.core._effects import (
     NO_EFFECTS,
     Effect,
 )
-from toolrelay.core._processor_base import _CALLING, _PENDING, _STREAMING, ProcessorBase
+from toolrelay.core._processor_base import ProcessorBase
+from toolrelay.core._processor_state import _CALLING, _PENDING, _STREAMING
 from toolrelay.core._tool_result import ToolResult
 from toolrelay.errors import LimitExceededError
 from toolrelay.machines import (

@@ -33,7 +33,7 @@ from toolrelay.core._conversation import (
     ToolCallBatch,
     ToolCallInfo,
 )
-from toolrelay.machines import ToolCallStatus
+from toolrelay.machines import TOOL_CALL_MACHINE
 from toolrelay.protocol import (
     AssistantMessage,
     DeveloperMessage,
@@ -225,7 +225,7 @@ class ConversationMapper:
 
 _BUILT = (TextMessage, ToolCallBatch, ReasoningRecord)
 _STREAMED = (TextMessage, ReasoningRecord)
-_FINAL = frozenset((ToolCallStatus.completed, ToolCallStatus.failed))
+_FINAL = TOOL_CALL_MACHINE.finals
 
 
 class _Ids:

@@ -137,9 +137,9 @@ from __future__ import annotations
 
 from toolrelay.core._call_events import CallEvents
 from toolrelay.core._limits import Limits
-from toolrelay.core._processor_base import _HANDLERS, _canonical_arguments
+from toolrelay.core._processor_base import _HANDLERS
 from toolrelay.core._reasoning_events import ReasoningEvents
-from toolrelay.core._run_events import RunEvents
+from toolrelay.core._run_events import RunEvents, _canonical_arguments
 from toolrelay.core._state_events import StateEvents
 from toolrelay.core._text_events import TextEvents
 from toolrelay.protocol import (

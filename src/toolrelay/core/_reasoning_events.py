@@ -12,7 +12,8 @@ from toolrelay.core._effects import (
     NO_EFFECTS,
     Effect,
 )
-from toolrelay.core._processor_base import _REASONING, ProcessorBase
+from toolrelay.core._processor_base import ProcessorBase
+from toolrelay.core._processor_state import _REASONING
 from toolrelay.protocol import (
     ReasoningEncryptedValueEvent,
     ReasoningEndEvent,

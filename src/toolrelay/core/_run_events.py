@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.core._conversation import (
     ToolCallInfo,
@@ -16,17 +18,8 @@ from toolrelay.core._effects import (
     TurnCompleted,
     TurnInterrupted,
 )
-from toolrelay.core._processor_base import (
-    _AGENT_CANCELLED,
-    _COMPLETED,
-    _DONE,
-    _FAILED,
-    _PENDING,
-    _STREAMING,
-    ProcessorBase,
-    _canonical_arguments,
-    _waiting_for,
-)
+from toolrelay.core._processor_base import ProcessorBase
+from toolrelay.core._processor_state import _DONE, _FAILED, _PENDING, _STREAMING
 from toolrelay.core._tool_result import ToolResult
 from toolrelay.machines import (
     RunEvent,
@@ -42,6 +35,33 @@ from toolrelay.protocol import (
 )
 
 __all__ = ("RunEvents",)
+
+_COMPLETED = TerminalReason(kind=ReasonKind.COMPLETED, message="the agent answered")
+_AGENT_CANCELLED = TerminalReason(
+    kind=ReasonKind.AGENT_CANCELLED, message="the agent reported its run cancelled"
+)
+
+
+def _canonical_arguments(arguments: str) -> str:
+    """The arguments as canonical JSON (sorted keys, no spacing), so that the same
+    value spelled differently compares equal; the stripped text when it is not JSON."""
+    stripped = arguments.strip()
+    if not stripped or stripped == "null":
+        return "{}"
+    try:
+        return msgspec.json.encode(msgspec.json.decode(stripped), order="sorted").decode()
+    except (msgspec.DecodeError, RecursionError, TypeError, ValueError):
+        return stripped
+
+
+def _waiting_for(interrupts: Sequence[Interrupt]) -> str:
+    """The interrupted turn's reason, in words: what the agent asks."""
+    if not interrupts:
+        return "the agent paused the run without saying what it waits for"
+    asks = "; ".join(interrupt.message or interrupt.reason for interrupt in interrupts)
+    if len(interrupts) == 1:
+        return f"the agent waits for an answer: {asks}"
+    return f"the agent waits for {len(interrupts)} answers: {asks}"
 
 
 class RunEvents(ProcessorBase):

@@ -16,13 +16,8 @@ from toolrelay.core._effects import (
     Effect,
 )
 from toolrelay.core._patch import BoundedState, JsonPatchError, StateBoundError, StateBounds
-from toolrelay.core._processor_base import (
-    _PENDING,
-    ProcessorBase,
-    _excerpt,
-    _json_or_none,
-    _same_json,
-)
+from toolrelay.core._processor_base import ProcessorBase
+from toolrelay.core._processor_state import _PENDING
 from toolrelay.errors import LimitExceededError
 from toolrelay.protocol import (
     AssistantMessage,
@@ -191,3 +186,36 @@ class StateEvents(ProcessorBase):
                     )
                 )
         return tuple(effects)
+
+
+def _json_or_none(text: str, max_depth: int) -> object | None:
+    """``text`` decoded as JSON, or None when it is not JSON (or nests too deep)."""
+    if not text.strip():
+        return None
+    depth = 0
+    deepest = 0
+    for char in text:  # a cheap bound on the nesting before msgspec recurses into it
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    if deepest > max_depth:
+        return None
+    try:
+        value: object = msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return value
+
+
+def _same_json(a: str, b: str) -> bool:
+    """Whether two argument strings hold the same JSON (spacing and key order aside;
+    no arguments at all are the empty object, as they are sent)."""
+    x = _json_or_none(a, 10_000) if a.strip() else {}
+    y = _json_or_none(b, 10_000) if b.strip() else {}
+    return x is not None and x == y
+
+
+def _excerpt(text: str, size: int = 80) -> str:
+    return repr(text if len(text) <= size else text[:size] + "...")

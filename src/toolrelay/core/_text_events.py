@@ -11,7 +11,8 @@ from toolrelay.core._effects import (
     NO_EFFECTS,
     Effect,
 )
-from toolrelay.core._processor_base import _STREAMING_TEXT, ProcessorBase
+from toolrelay.core._processor_base import ProcessorBase
+from toolrelay.core._processor_state import _STREAMING_TEXT
 from toolrelay.protocol import (
     TextMessageChunkEvent,
     TextMessageContentEvent,

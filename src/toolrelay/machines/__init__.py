@@ -4,7 +4,7 @@ Two machines are declared with python-statemachine and nowhere else:
 :class:`RunLifecycle` (one turn on a thread) and :class:`ToolCallLifecycle` (one
 tool call). :data:`RUN_MACHINE` and :data:`TOOL_CALL_MACHINE` are the same
 machines read, at import, into immutable tables that the core drives through
-cursors; checked mode (:func:`set_checked_mode`) drives both in lockstep.
+cursors; :func:`compare_with_declared` proves each table is its machine.
 """
 
 from __future__ import annotations
@@ -16,15 +16,11 @@ from toolrelay.machines._compiled import (
     CompiledMachine as CompiledMachine,
     CompiledRunMachine as CompiledRunMachine,
     Cursor as Cursor,
-    GraphReport as GraphReport,
-    MachineDivergenceError as MachineDivergenceError,
     RunCursor as RunCursor,
-    check_graph as check_graph,
-    checked_mode as checked_mode,
     compile_machine as compile_machine,
-    is_checked_mode as is_checked_mode,
-    set_checked_mode as set_checked_mode,
 )
+from toolrelay.machines._equivalence import compare_with_declared as compare_with_declared
+from toolrelay.machines._graph import GraphReport as GraphReport, check_graph as check_graph
 from toolrelay.machines._run import RunLifecycle as RunLifecycle
 from toolrelay.machines._status import (
     RunEvent as RunEvent,
@@ -39,7 +35,6 @@ __all__ = (
     "CompiledRunMachine",
     "Cursor",
     "GraphReport",
-    "MachineDivergenceError",
     "RUN_MACHINE",
     "ReasonKind",
     "RunCursor",
@@ -52,8 +47,6 @@ __all__ = (
     "ToolCallLifecycle",
     "ToolCallStatus",
     "check_graph",
-    "checked_mode",
+    "compare_with_declared",
     "compile_machine",
-    "is_checked_mode",
-    "set_checked_mode",
 )

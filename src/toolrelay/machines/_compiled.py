@@ -1,4 +1,4 @@
-"""The hot path: the declared machines compiled, once, into immutable transition tables.
+"""The declared machines compiled, once, into immutable transition tables: the hot path.
 
 A python-statemachine instance costs about 140 µs to create and 80 µs per ``send``;
 the core moves a tool call or a turn on every few events, so it cannot drive one
@@ -8,8 +8,8 @@ target``. A :class:`Cursor` then moves with one dict lookup and one attribute st
 
 The rule of ``_run.py`` and ``_tool_call.py`` still holds: every transition lives in
 the declared class; nothing beside it. Nothing in this module names a transition:
-the tables are *read* from the classes (their states, transitions, events and
-explicit ``on=`` actions), and reading refuses anything a table cannot represent.
+the tables are *read* from the classes (:mod:`toolrelay.machines._reading`), and
+reading refuses anything a table cannot represent.
 
 Strategy
 --------
@@ -17,27 +17,25 @@ Strategy
 * **Compile once, validate at import.** :func:`compile_machine` checks that the
   states enum and the machine's states are the same set and spelled the same
   (state id == enum value), that the events enum and the machine's events are the
-  same set, that the machine is flat, deterministic, unguarded and has no
-  naming-convention callbacks, and that an enum's ``is_final`` agrees with the
-  machine's finals. A drift raises :class:`TypeError` when ``toolrelay.machines``
-  is imported, not in production traffic.
+  same set, and that the machine is flat, deterministic, unguarded and has no
+  naming-convention callbacks. A drift raises :class:`TypeError` when
+  ``toolrelay.machines`` is imported, not in production traffic.
+* **The finals are read too, and only here.** Which states are final is what the
+  declarations say (``final=``); :data:`RUN_MACHINE` and :data:`TOOL_CALL_MACHINE`
+  hand their :attr:`~CompiledMachine.finals` to the status enums, whose ``is_final``
+  reads them: no list of final states is written anywhere else.
 * **The continuation depth is read too.** ``RunLifecycle`` counts continuations in
   the ``on=`` action ``count_continuation`` of a transition. :data:`RUN_MACHINE`
   finds the transitions that carry it and :class:`RunCursor` adds one to its
   ``depth`` on exactly those, in the same lookup as the target.
-* **Checked mode proves the tables.** With :func:`set_checked_mode` (or
-  ``TOOLRELAY_CHECKED_MACHINES=1`` in the environment), ``cursor()`` returns a
-  cursor that also drives a real python-statemachine instance in lockstep and
-  raises :class:`MachineDivergenceError` when the two disagree. It costs a real
-  instance per cursor; it is for tests and debugging, not production.
-* **Graph checks read the same graph.** :func:`check_graph` runs a breadth-first
-  search over the transitions as this module reads them (not over
-  ``statemachine.graph``, which is not part of the library's documented API and
-  walks hierarchies our flat tables refuse), so ``toolrelay verify`` reports on
-  exactly the graph the cursors run. The tests check it agrees with the library.
+* **One proof that the tables are the machines.** The machines have no guards (the
+  reading refuses them), so sending every event in every state to the declared class
+  and comparing with the table is a complete proof:
+  :func:`~toolrelay.machines.compare_with_declared` does it, ``toolrelay verify``
+  and the tests run it.
 
-Both modes raise :class:`~toolrelay.errors.IllegalTransition` for an event the
-state does not accept; after it, the cursor is in the state it was in.
+A cursor raises :class:`~toolrelay.errors.IllegalTransition` for an event the state
+does not accept; after it, the cursor is in the state it was in.
 
 Promises served: 1 and 3 at the speed promise 8 needs (constant cost per event).
 """
@@ -45,238 +43,31 @@ Promises served: 1 and 3 at the speed promise 8 needs (constant cost per event).
 from __future__ import annotations
 
 import enum
-import os
 import types
-from collections import deque
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
-from statemachine import Event, State, StateChart
-from statemachine.exceptions import TransitionNotAllowed
+from statemachine import StateChart
 
 from toolrelay.errors import IllegalTransition
+from toolrelay.machines._reading import check_spelling, flat_states, read_edges
 from toolrelay.machines._run import RunLifecycle
-from toolrelay.machines._status import RunEvent, RunStatus, ToolCallEvent, ToolCallStatus
+from toolrelay.machines._status import FINALS, RunEvent, RunStatus, ToolCallEvent, ToolCallStatus
 from toolrelay.machines._tool_call import ToolCallLifecycle
 
 __all__ = (
     "CompiledMachine",
     "CompiledRunMachine",
     "Cursor",
-    "GraphReport",
-    "MachineDivergenceError",
     "RUN_MACHINE",
     "RunCursor",
     "TOOL_CALL_MACHINE",
-    "check_graph",
-    "checked_mode",
     "compile_machine",
-    "is_checked_mode",
-    "set_checked_mode",
 )
 
 S = TypeVar("S", bound=enum.StrEnum)
 E = TypeVar("E", bound=enum.StrEnum)
-
-#: The environment variable that turns checked mode on at import (value ``1``).
-CHECKED_MACHINES_ENV = "TOOLRELAY_CHECKED_MACHINES"
-
-_checked: bool = os.environ.get(CHECKED_MACHINES_ENV, "") == "1"
-
-
-class MachineDivergenceError(AssertionError):
-    """A compiled table and its declared machine disagreed (checked mode only).
-
-    Raised by a checked cursor's ``send`` when the real python-statemachine instance
-    driven in lockstep reached another state, accepted an event the table refused
-    (or the reverse), or counted another depth. It is an :class:`AssertionError`,
-    not a :class:`~toolrelay.errors.ToolrelayError`: it reports a bug in toolrelay,
-    never a misuse or a bad wire. After it the cursor has not moved, but the
-    real instance may have; discard both.
-
-    Attributes:
-        machine: The machine's name.
-        state: The state both were in before the event.
-        event: The event sent.
-        detail: What differed.
-    """
-
-    def __init__(self, machine: str, state: str, event: str, detail: str) -> None:
-        self.machine = machine
-        self.state = state
-        self.event = event
-        self.detail = detail
-        super().__init__(
-            f"{machine}: compiled table and declared machine diverge on event {event!r} "
-            f"in state {state!r}: {detail}"
-        )
-
-
-# --- Reading a declared class ----------------------------------------------------------
-
-
-def _flat_states(machine: type[StateChart[Any]]) -> list[State]:
-    """The machine's states, refusing anything a flat table cannot represent."""
-    states = list(machine.states_map.values())
-    for state in states:
-        if state.states or state.history or state.parallel or state.parent is not None:
-            raise TypeError(
-                f"{machine.__name__}: state {state.id!r} is compound, parallel or nested; "
-                "only flat machines compile to a table"
-            )
-    return states
-
-
-def _explicit(groups: Any) -> list[str]:
-    """Names of the explicitly declared callbacks in ``groups`` (``on=``, ``cond=``...)."""
-    return [spec.attr_name for group in groups for spec in group if not spec.is_convention]
-
-
-def _convention_names(machine: type[StateChart[Any]], states: list[State]) -> list[str]:
-    """The naming-convention callbacks (``on_enter_<state>``, ``on_<event>``...) the class defines.
-
-    They run without showing at the declaration site; toolrelay declares every action
-    with ``on=``/``enter=`` instead, and the compiled tables could not see them.
-    """
-    groups: list[Any] = [machine.prepare]
-    for state in states:
-        groups += [state.enter, state.exit, state.invoke]
-        for transition in state.transitions:
-            groups += [
-                transition.validators,
-                transition.before,
-                transition.on,
-                transition.after,
-                transition.cond,
-            ]
-    return sorted(
-        {
-            spec.attr_name
-            for group in groups
-            for spec in group
-            if spec.is_convention and hasattr(machine, spec.attr_name)
-        }
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _Edge:
-    source: State
-    event: str
-    target: State
-    actions: tuple[str, ...]
-
-
-def _edges(machine: type[StateChart[Any]], states: list[State]) -> list[_Edge]:
-    """Every ``(source, event, target)`` of the class, one per event id.
-
-    Refuses what a ``(state, event) -> target`` table cannot represent: guards and
-    validators (the table cannot evaluate them), eventless or multi-target
-    transitions, event ids that the library matches by prefix or wildcard, and two
-    transitions for one ``(state, event)``.
-    """
-    name = machine.__name__
-    edges: list[_Edge] = []
-    seen: set[tuple[str, str]] = set()
-    for state in states:
-        for transition in state.transitions:
-            guards = _explicit([transition.cond, transition.validators])
-            if guards:
-                raise TypeError(
-                    f"{name}: a transition from {state.id!r} has guards or validators "
-                    f"{guards}; a compiled table cannot evaluate them"
-                )
-            targets: list[State] = list(transition.targets)
-            if len(targets) != 1:
-                raise TypeError(
-                    f"{name}: a transition from {state.id!r} has {len(targets)} targets; "
-                    "a compiled table needs exactly one"
-                )
-            event_ids = [str(event) for event in transition.events]
-            if not event_ids:
-                raise TypeError(f"{name}: an eventless transition from {state.id!r}")
-            actions = tuple(_explicit([transition.before, transition.on, transition.after]))
-            for event_id in event_ids:
-                if "." in event_id or "*" in event_id:
-                    raise TypeError(
-                        f"{name}: event {event_id!r} would match by prefix or wildcard; "
-                        "a compiled table needs exact event ids"
-                    )
-                if (state.id, event_id) in seen:
-                    raise TypeError(
-                        f"{name}: two transitions for event {event_id!r} in {state.id!r}"
-                    )
-                seen.add((state.id, event_id))
-                edges.append(_Edge(state, event_id, targets[0], actions))
-    return edges
-
-
-def _class_events(machine: type[StateChart[Any]]) -> list[str]:
-    # On the class, the metaclass's ``events`` property (the declared events) shadows
-    # the instance property that mypy sees.
-    return [str(event) for event in cast("list[Event]", machine.events)]
-
-
-def _check_spelling(
-    machine: type[StateChart[Any]],
-    declared: list[State],
-    states: type[enum.StrEnum],
-    events: type[enum.StrEnum],
-) -> None:
-    """Check that the enums and the machine name the same states and events, one spelling."""
-    name = machine.__name__
-    state_ids = {state.id for state in declared}
-    enum_states = {member.value for member in states}
-    if state_ids != enum_states:
-        raise TypeError(
-            f"{name} and {states.__name__} name different states: only in the "
-            f"machine: {_spelling(state_ids - enum_states)}; only in the enum: "
-            f"{_spelling(enum_states - state_ids)}"
-        )
-    for state in declared:
-        if state.value is not states(state.id):
-            raise TypeError(
-                f"{name}: state {state.id!r} has value {state.value!r}, not "
-                f"{states.__name__}.{state.id}; declare the states with "
-                f"States.from_enum({states.__name__}, ..., use_enum_instance=True) so "
-                "that the value and the id are one spelling"
-            )
-    event_ids = set(_class_events(machine))
-    enum_ids = {event.value for event in events}
-    if event_ids != enum_ids:
-        raise TypeError(
-            f"{name} and {events.__name__} name different events: only in the "
-            f"machine: {_spelling(event_ids - enum_ids)}; only in the enum: "
-            f"{_spelling(enum_ids - event_ids)}"
-        )
-    conventions = _convention_names(machine, declared)
-    if conventions:
-        raise TypeError(
-            f"{name} defines naming-convention callbacks {conventions}; declare "
-            "actions at the transition or state (on=, enter=) instead"
-        )
-
-
-def _check_finals(
-    machine: type[StateChart[Any]], states: type[enum.StrEnum], finals: frozenset[Any]
-) -> None:
-    """Check that an enum's ``is_final`` helper, if it has one, agrees with the machine."""
-    for member in states:
-        says_final = getattr(member, "is_final", None)
-        if isinstance(says_final, bool) and says_final != (member in finals):
-            raise TypeError(
-                f"{states.__name__}.{member.name}.is_final is {says_final} but "
-                f"{machine.__name__} declares it {'final' if member in finals else 'not final'}"
-            )
-
-
-def _spelling(values: Any) -> str:
-    return ", ".join(sorted(str(value) for value in values)) or "nothing"
-
-
-# --- The compiled machine --------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
@@ -313,14 +104,13 @@ class CompiledMachine(Generic[S, E]):
     def __init__(self, machine: type[StateChart[Any]], states: type[S], events: type[E]) -> None:
         """Read ``machine`` into a table; see :func:`compile_machine`."""
         name = machine.__name__
-        declared = _flat_states(machine)
-        _check_spelling(machine, declared, states, events)
+        declared = flat_states(machine)
+        check_spelling(machine, declared, states, events)
         finals = frozenset(cast("S", state.value) for state in declared if state.final)
-        _check_finals(machine, states, finals)
 
         table: dict[tuple[S, E], S] = {}
         actions: dict[tuple[S, E], tuple[str, ...]] = {}
-        for edge in _edges(machine, declared):
+        for edge in read_edges(machine, declared):
             key = (cast("S", edge.source.value), events(edge.event))
             table[key] = cast("S", edge.target.value)
             actions[key] = edge.actions
@@ -365,20 +155,13 @@ class CompiledMachine(Generic[S, E]):
         """Whether ``state`` accepts ``event``."""
         return (state, event) in self._table
 
+    def accepting(self, event: E) -> frozenset[S]:
+        """The states that accept ``event`` (empty when none does)."""
+        return frozenset(state for (state, accepted) in self._table if accepted == event)
+
     def cursor(self, state: S | None = None) -> Cursor[S, E]:
-        """A new cursor at ``state`` (default: :attr:`initial`).
-
-        In checked mode (:func:`set_checked_mode`) the cursor also drives a real
-        instance of :attr:`machine` in lockstep and checks every step.
-        """
-        start = self.initial if state is None else state
-        if _checked:
-            return _CheckedCursor(self, start, self._instance(start))
-        return Cursor(self, start)
-
-    def _instance(self, state: S) -> StateChart[Any]:
-        """A real instance of :attr:`machine` in ``state`` (checked mode)."""
-        return self.machine(start_value=state)
+        """A new cursor at ``state`` (default: :attr:`initial`)."""
+        return Cursor(self, self.initial if state is None else state)
 
 
 class Cursor(Generic[S, E]):
@@ -409,7 +192,6 @@ class Cursor(Generic[S, E]):
         Raises:
             IllegalTransition: The current state does not accept ``event``; the
                 cursor stays where it was.
-            MachineDivergenceError: Checked mode only: the declared machine disagreed.
         """
         try:
             state = self._table[(self.state, event)]
@@ -445,7 +227,6 @@ class RunCursor(Cursor[RunStatus, RunEvent]):
         Raises:
             IllegalTransition: The current state does not accept ``event``; the
                 cursor (state and depth) stays where it was.
-            MachineDivergenceError: Checked mode only: the declared machine disagreed.
         """
         try:
             state, counted = self._steps[(self.state, event)]
@@ -491,195 +272,8 @@ class CompiledRunMachine(CompiledMachine[RunStatus, RunEvent]):
         object.__setattr__(self, "_run_machine", machine)
 
     def cursor(self, state: RunStatus | None = None, *, depth: int = 0) -> RunCursor:
-        """A new cursor at ``state`` (default: ``idle``) with continuation depth ``depth``.
-
-        In checked mode (:func:`set_checked_mode`) the cursor also drives a real
-        ``RunLifecycle`` in lockstep and checks every step, depth included.
-        """
-        start = self.initial if state is None else state
-        if _checked:
-            return _CheckedRunCursor(
-                self, start, depth, self._run_machine(start_value=start, depth=depth)
-            )
-        return RunCursor(self, start, depth)
-
-
-# --- Checked mode ----------------------------------------------------------------------
-
-
-def _send_declared(
-    name: str, real: StateChart[Any], before: str, event: str, target: str | None
-) -> None:
-    """Send ``event`` to the real instance and compare with the table's ``target``.
-
-    Raises:
-        IllegalTransition: Both refused (chained from the library's refusal).
-        MachineDivergenceError: They disagreed on whether, or where, to move.
-    """
-    try:
-        real.send(event)
-    except (IllegalTransition, TransitionNotAllowed) as exc:
-        if target is not None:
-            raise MachineDivergenceError(
-                name, before, event, f"the table moves to {str(target)!r}, the machine refuses"
-            ) from exc
-        if isinstance(exc, IllegalTransition):
-            raise  # the declared class already wrapped TransitionNotAllowed
-        raise IllegalTransition(name, before, event) from exc
-    reached = real.current_state_value
-    if target is None:
-        raise MachineDivergenceError(
-            name, before, event, f"the machine moves to {str(reached)!r}, the table refuses"
-        )
-    if reached != target:
-        raise MachineDivergenceError(
-            name,
-            before,
-            event,
-            f"the table moves to {str(target)!r}, the machine to {str(reached)!r}",
-        )
-
-
-class _CheckedCursor(Cursor[S, E]):
-    """A :class:`Cursor` that drives a real instance in lockstep (checked mode)."""
-
-    __slots__ = ("_real",)
-
-    def __init__(self, machine: CompiledMachine[S, E], state: S, real: StateChart[Any]) -> None:
-        super().__init__(machine, state)
-        self._real = real
-
-    def send(self, event: E) -> S:
-        target = self._table.get((self.state, event))
-        _send_declared(self._name, self._real, str(self.state), str(event), target)
-        assert target is not None  # _send_declared raised otherwise
-        self.state = target
-        return target
-
-
-class _CheckedRunCursor(RunCursor):
-    """A :class:`RunCursor` that drives a real ``RunLifecycle`` in lockstep (checked mode)."""
-
-    __slots__ = ("_real",)
-
-    def __init__(
-        self, machine: CompiledRunMachine, state: RunStatus, depth: int, real: RunLifecycle
-    ) -> None:
-        super().__init__(machine, state, depth)
-        self._real = real
-
-    def send(self, event: RunEvent) -> RunStatus:
-        step = self._steps.get((self.state, event))
-        before = str(self.state)
-        target = None if step is None else step[0]
-        _send_declared(self._name, self._real, before, str(event), target)
-        assert step is not None  # _send_declared raised otherwise
-        target, counted = step
-        if self._real.depth != self.depth + counted:
-            raise MachineDivergenceError(
-                self._name,
-                before,
-                str(event),
-                f"the table counts depth {self.depth + counted}, the machine {self._real.depth}",
-            )
-        self.state = target
-        self.depth += counted
-        return target
-
-
-def set_checked_mode(enabled: bool) -> None:
-    """Turn checked mode on or off for cursors created from now on, process-wide.
-
-    In checked mode every cursor also drives a real python-statemachine instance
-    and raises :class:`MachineDivergenceError` when the two disagree. The default
-    is off, or on when ``TOOLRELAY_CHECKED_MACHINES=1`` at import. Cursors already
-    created keep their mode.
-    """
-    global _checked
-    _checked = enabled
-
-
-def is_checked_mode() -> bool:
-    """Whether cursors created now are checked."""
-    return _checked
-
-
-@contextmanager
-def checked_mode(enabled: bool = True) -> Iterator[None]:
-    """Turn checked mode on (or off) inside the block, then restore the previous mode.
-
-    Process-wide, like :func:`set_checked_mode`: meant for tests and debugging.
-    """
-    previous = _checked
-    set_checked_mode(enabled)
-    try:
-        yield
-    finally:
-        set_checked_mode(previous)
-
-
-# --- Graph checks ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class GraphReport:
-    """What is wrong with a machine's graph, by state id (``toolrelay verify`` prints it).
-
-    Attributes:
-        unreachable: States no path from the initial state reaches.
-        trapped: Non-final states with no path to a final state (promise 1).
-        ok: Neither kind exists.
-    """
-
-    unreachable: frozenset[str]
-    trapped: frozenset[str]
-
-    @property
-    def ok(self) -> bool:
-        return not self.unreachable and not self.trapped
-
-
-def check_graph(machine: type[StateChart[Any]]) -> GraphReport:
-    """Check that every state of ``machine`` is reachable and can reach a final state.
-
-    A breadth-first search over the transitions read from the class, the same
-    reading :func:`compile_machine` makes, so the report describes the graph the
-    compiled tables run.
-
-    Raises:
-        TypeError: ``machine`` cannot be read as a flat table (see :func:`compile_machine`).
-    """
-    states = _flat_states(machine)
-    successors: dict[str, set[str]] = {state.id: set() for state in states}
-    predecessors: dict[str, set[str]] = {state.id: set() for state in states}
-    for edge in _edges(machine, states):
-        successors[edge.source.id].add(edge.target.id)
-        predecessors[edge.target.id].add(edge.source.id)
-    initial = machine.initial_state
-    assert initial is not None  # a class with states has an initial state
-    reachable = _closure({initial.id}, successors)
-    reaches_final = _closure({state.id for state in states if state.final}, predecessors)
-    return GraphReport(
-        unreachable=frozenset(successors.keys() - reachable),
-        trapped=frozenset(
-            state.id for state in states if not state.final and state.id not in reaches_final
-        ),
-    )
-
-
-def _closure(start: set[str], edges: Mapping[str, set[str]]) -> set[str]:
-    """Every node reachable from ``start`` along ``edges`` (``start`` included)."""
-    seen = set(start)
-    queue = deque(start)
-    while queue:
-        for node in edges[queue.popleft()]:
-            if node not in seen:
-                seen.add(node)
-                queue.append(node)
-    return seen
-
-
-# --- Compiling ---------------------------------------------------------------------------
+        """A new cursor at ``state`` (default: ``idle``) with continuation depth ``depth``."""
+        return RunCursor(self, self.initial if state is None else state, depth)
 
 
 def compile_machine(
@@ -695,11 +289,10 @@ def compile_machine(
 
     Raises:
         TypeError: The enums and the machine drifted apart (a state or event in one
-            and not the other, a state id that is not its value, an ``is_final``
-            that disagrees), or the machine has what a table cannot represent
-            (compound states, guards, validators, eventless or multi-target
-            transitions, wildcard event ids, two transitions for one pair,
-            naming-convention callbacks).
+            and not the other, a state id that is not its value), or the machine
+            has what a table cannot represent (compound states, guards, validators,
+            eventless or multi-target transitions, wildcard event ids, two
+            transitions for one pair, naming-convention callbacks).
     """
     return CompiledMachine(machine, states, events)
 
@@ -710,3 +303,7 @@ RUN_MACHINE: CompiledRunMachine = CompiledRunMachine(RunLifecycle)
 TOOL_CALL_MACHINE: CompiledMachine[ToolCallStatus, ToolCallEvent] = compile_machine(
     ToolCallLifecycle, ToolCallStatus, ToolCallEvent
 )
+
+# The status enums' ``is_final`` (and ``is_open``) read what the declarations say.
+FINALS[RunStatus] = RUN_MACHINE.finals
+FINALS[ToolCallStatus] = TOOL_CALL_MACHINE.finals

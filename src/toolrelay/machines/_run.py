@@ -45,9 +45,8 @@ wire, the backend or toolrelay failed, or the depth bound was hit), ``cancel``
 and the newer turn owns it, promise 5). ``executing_tools`` is a running state for
 observers (``RunStatus.is_running``): no flash of idle between Run N and Run N+1.
 
-Strictness: an event a state does not accept raises (``allow_event_without_transition
-= False``) and an error in a callback propagates (``catch_errors_as_events =
-False``); the core wraps the library's refusal in ``IllegalTransition``. The one
+Strictness (``_strict.py``, shared by both machines): an event a state does not
+accept raises ``IllegalTransition`` and an error in a callback propagates. The one
 action, ``count_continuation``, is declared at its transition with ``on=`` (not by
 a naming convention), is synchronous, and only records.
 
@@ -59,17 +58,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from statemachine import Event, StateChart
-from statemachine.exceptions import TransitionNotAllowed
+from statemachine import Event
 from statemachine.states import States
 
-from toolrelay.errors import IllegalTransition
 from toolrelay.machines._status import RunEvent, RunStatus, labelled_by_value
+from toolrelay.machines._strict import StrictChart
 
 __all__ = ("RunLifecycle",)
 
 
-class RunLifecycle(StateChart[object]):
+class RunLifecycle(StrictChart):
     """One turn: ``idle -> running -> executing_tools -> running -> ... -> final``.
 
     The finals are ``completed``, ``interrupted``, ``failed``, ``cancelled`` and
@@ -80,9 +78,6 @@ class RunLifecycle(StateChart[object]):
 
     {statechart:md}
     """
-
-    allow_event_without_transition = False
-    catch_errors_as_events = False
 
     depth: int
     """How many continuation runs this turn has started (``continue_run`` transitions)."""
@@ -128,21 +123,3 @@ class RunLifecycle(StateChart[object]):
     cancel = Event(s.cancelled.from_.any(), name=RunEvent.cancel)
     #: A newer turn on the same thread took over, from every non-final state (promise 5).
     supersede = Event(s.superseded.from_.any(), name=RunEvent.supersede)
-
-    def send(self, event: str, *args: Any, **kwargs: Any) -> Any:
-        """Send ``event`` by id (``StateChart.send``), refusing in toolrelay's terms.
-
-        Use ``send`` rather than the generated event methods (``machine.start()``):
-        those raise the library's ``TransitionNotAllowed`` unwrapped.
-
-        Raises:
-            IllegalTransition: The current state does not accept ``event`` (chained
-                from ``TransitionNotAllowed``); the machine stays where it was.
-            Exception: Whatever a callback raises propagates unchanged
-                (``catch_errors_as_events = False``).
-        """
-        state = self.current_state_value
-        try:
-            return super().send(event, *args, **kwargs)
-        except TransitionNotAllowed as exc:
-            raise IllegalTransition(self.name, str(state), str(event)) from exc

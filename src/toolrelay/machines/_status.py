@@ -13,22 +13,35 @@ event is declared with ``Event(..., name=RunEvent.continue_run)``, so the diagra
 the ``{statechart:md}`` table in ``help()`` and the library's own messages print
 ``executing_tools`` and ``continue_run``.
 
-These enums carry no transitions. The transitions live in ``_run.py`` and
-``_tool_call.py`` and nowhere else; ``_compiled.py`` checks at import that these
-enums and the declared machines name the same states and events.
+These enums carry no transitions, nor which states are final. The transitions and
+the finals live in ``_run.py`` and ``_tool_call.py`` and nowhere else;
+``_compiled.py`` checks at import that these enums and the declared machines name
+the same states and events, and hands each enum the finals it read (:data:`FINALS`).
 """
 
 from __future__ import annotations
 
 import enum
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from statemachine.states import States
 
-__all__ = ("RunEvent", "RunStatus", "ToolCallEvent", "ToolCallStatus", "labelled_by_value")
+__all__ = (
+    "FINALS",
+    "RunEvent",
+    "RunStatus",
+    "ToolCallEvent",
+    "ToolCallStatus",
+    "labelled_by_value",
+)
 
 
 _States = TypeVar("_States", bound=States)
+
+#: The final states of each machine, by its states enum, as the declared machine says
+#: (``final=``). Filled by ``_compiled.py`` when it compiles the machines, at import;
+#: ``is_final`` reads it.
+FINALS: dict[type[enum.StrEnum], frozenset[Any]] = {}
 
 
 def labelled_by_value(states: _States) -> _States:
@@ -73,7 +86,7 @@ class RunStatus(enum.StrEnum):
     @property
     def is_final(self) -> bool:
         """Whether the turn has ended; no event moves it any more."""
-        return self in _RUN_FINALS
+        return self in FINALS[RunStatus]
 
     @property
     def is_running(self) -> bool:
@@ -106,7 +119,7 @@ class ToolCallStatus(enum.StrEnum):
     @property
     def is_final(self) -> bool:
         """Whether the call has ended; no event moves it any more."""
-        return self is ToolCallStatus.completed or self is ToolCallStatus.failed
+        return self in FINALS[ToolCallStatus]
 
     @property
     def is_open(self) -> bool:
@@ -170,14 +183,3 @@ class ToolCallEvent(enum.StrEnum):
     #: The run broke, was cancelled, interrupted or superseded (any non-final state
     #: -> failed; promise 1).
     abandon = "abandon"
-
-
-_RUN_FINALS = frozenset(
-    {
-        RunStatus.completed,
-        RunStatus.interrupted,
-        RunStatus.failed,
-        RunStatus.cancelled,
-        RunStatus.superseded,
-    }
-)

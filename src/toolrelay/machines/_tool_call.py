@@ -27,9 +27,8 @@ second time. When the run breaks, is cancelled, interrupted (the agent stopped t
 ask for something, so its pending calls are not run) or superseded, every call still
 open is ``abandon``-ed to ``failed``: a call never stays open (promise 1).
 
-Strictness: an event a state does not accept raises (``allow_event_without_transition
-= False``) and an error in a callback propagates (``catch_errors_as_events =
-False``); the core wraps the library's refusal in ``IllegalTransition``. Callbacks
+Strictness (``_strict.py``, shared by both machines): an event a state does not
+accept raises ``IllegalTransition`` and an error in a callback propagates. Callbacks
 are synchronous and the machine has no guards and no actions: it only records
 where the call stands.
 
@@ -39,19 +38,16 @@ sees), 8 (argument deltas are not transitions).
 
 from __future__ import annotations
 
-from typing import Any
-
-from statemachine import Event, StateChart
-from statemachine.exceptions import TransitionNotAllowed
+from statemachine import Event
 from statemachine.states import States
 
-from toolrelay.errors import IllegalTransition
 from toolrelay.machines._status import ToolCallEvent, ToolCallStatus, labelled_by_value
+from toolrelay.machines._strict import StrictChart
 
 __all__ = ("ToolCallLifecycle",)
 
 
-class ToolCallLifecycle(StateChart[object]):
+class ToolCallLifecycle(StrictChart):
     """One tool call: ``streaming -> pending -> [awaiting_approval ->] executing ->
     completed | failed``.
 
@@ -59,9 +55,6 @@ class ToolCallLifecycle(StateChart[object]):
 
     {statechart:md}
     """
-
-    allow_event_without_transition = False
-    catch_errors_as_events = False
 
     s = labelled_by_value(
         States.from_enum(
@@ -93,21 +86,3 @@ class ToolCallLifecycle(StateChart[object]):
     #: The run broke, was cancelled, interrupted or superseded: from every non-final
     #: state (promise 1).
     abandon = Event(s.failed.from_.any(), name=ToolCallEvent.abandon)
-
-    def send(self, event: str, *args: Any, **kwargs: Any) -> Any:
-        """Send ``event`` by id (``StateChart.send``), refusing in toolrelay's terms.
-
-        Use ``send`` rather than the generated event methods (``machine.execute()``):
-        those raise the library's ``TransitionNotAllowed`` unwrapped.
-
-        Raises:
-            IllegalTransition: The current state does not accept ``event`` (chained
-                from ``TransitionNotAllowed``); the machine stays where it was.
-            Exception: Whatever a callback raises propagates unchanged
-                (``catch_errors_as_events = False``).
-        """
-        state = self.current_state_value
-        try:
-            return super().send(event, *args, **kwargs)
-        except TransitionNotAllowed as exc:
-            raise IllegalTransition(self.name, str(state), str(event)) from exc
