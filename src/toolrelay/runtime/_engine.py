@@ -78,6 +78,30 @@ def _only(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
     return None
 
 
+class _RetryReporter:
+    """A turn's ``RunSettings.on_retry``: tells the engine's observers of a retry on
+    ``key``. One slotted object rather than a closure (a function, its cells and their
+    tuple), since every turn holds one while it lives."""
+
+    __slots__ = ("_engine", "_key")
+
+    def __init__(self, engine: Engine, key: ThreadKey) -> None:
+        self._engine = engine
+        self._key = key
+
+    def __call__(self, notice: RetryNotice) -> None:
+        self._engine._notify(
+            RunRetrying(
+                self._key,
+                notice.attempt,
+                notice.delay,
+                notice.reason,
+                notice.code,
+                notice.resume_from,
+            )
+        )
+
+
 class Engine:
     """Runs tool-calling turns on any number of threads, concurrently.
 
@@ -795,21 +819,9 @@ class Engine:
         """What the backend is told for the runs of a turn on ``key`` (its limits, and
         where a retry is reported)."""
 
-        def on_retry(notice: RetryNotice) -> None:
-            self._notify(
-                RunRetrying(
-                    key,
-                    notice.attempt,
-                    notice.delay,
-                    notice.reason,
-                    notice.code,
-                    notice.resume_from,
-                )
-            )
-
         return RunSettings(
             limits=self.limits,
-            on_retry=on_retry,
+            on_retry=_RetryReporter(self, key),
             include_reasoning=self._include_reasoning_given,
         )
 
