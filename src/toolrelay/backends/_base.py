@@ -23,10 +23,9 @@ several engines with different limits, each run getting its own engine's.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -131,12 +130,27 @@ def effective_limits(own: Limits) -> Limits:
     return settings.limits if settings is not None else own
 
 
-@contextlib.contextmanager
-def using_run_settings(settings: RunSettings) -> Iterator[None]:
+def using_run_settings(settings: RunSettings) -> AbstractContextManager[None]:
     """Make ``settings`` the current run settings within the block (the engine does,
     in each turn's task; backends tested alone can do it too)."""
-    token = _RUN_SETTINGS.set(settings)
-    try:
-        yield
-    finally:
-        _RUN_SETTINGS.reset(token)
+    return _UsingRunSettings(settings)
+
+
+class _UsingRunSettings:
+    """The block of :func:`using_run_settings`: one slotted object (a generator-based
+    context manager would be two more, held by every live turn)."""
+
+    __slots__ = ("_settings", "_token")
+
+    def __init__(self, settings: RunSettings) -> None:
+        self._settings = settings
+        self._token: Token[RunSettings | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _RUN_SETTINGS.set(self._settings)
+
+    def __exit__(self, *exc_info: object) -> None:
+        token = self._token
+        if token is not None:
+            self._token = None
+            _RUN_SETTINGS.reset(token)

@@ -125,7 +125,7 @@ class CallEvents(ProcessorBase):
             self._append_args(call, event.delta)
             if call.id in self._late_args:
                 return NO_EFFECTS
-            self._late_args.add(call.id)
+            self._late_args[call.id] = True
             return self._violation(
                 "args_after_end",
                 "TOOL_CALL_ARGS",

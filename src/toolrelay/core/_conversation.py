@@ -261,8 +261,10 @@ class Conversation:
         self.messages: list[ChatMessage] = list(messages)
         self.state: object = {} if state is None else state
         self.last_snapshot: tuple[Message, ...] | None = None
-        self._call_ids: set[str] = set()
-        self._known: set[str] = set()
+        # Sets of ids kept as dicts (id -> True): a dict of strings is not tracked by
+        # the cycle collector and an empty one is a quarter of an empty set's size.
+        self._call_ids: dict[str, bool] = {}
+        self._known: dict[str, bool] = {}
         self._batches: dict[str, int] = {}
         self._indexed = 0
         # What core._mapper keeps between runs, which it alone reads and writes; the
@@ -297,13 +299,14 @@ class Conversation:
         known = self._known
         for i in range(self._indexed, len(messages)):
             message = messages[i]
-            known.add(message.id)
+            known[message.id] = True
             if isinstance(message, ToolCallBatch):
                 self._index_batch(i, message)
             elif isinstance(message, AssistantMessage):
-                ids.update(call.id for call in message.tool_calls or ())
+                for call in message.tool_calls or ():
+                    ids[call.id] = True
             elif isinstance(message, ToolMessage):
-                ids.add(message.tool_call_id)
+                ids[message.tool_call_id] = True
         self._indexed = len(messages)
 
     def _forget_index(self) -> None:
@@ -313,12 +316,13 @@ class Conversation:
         self._indexed = 0
 
     def _index_batch(self, position: int, batch: ToolCallBatch) -> None:
-        self._known.update(batch.result_message_ids)
+        known = self._known
+        known.update(dict.fromkeys(batch.result_message_ids, True))
         for call in batch.calls:
-            self._call_ids.add(call.id)
+            self._call_ids[call.id] = True
             self._batches[call.id] = position
             if call.parent_message_id:
-                self._known.add(call.parent_message_id)
+                known[call.parent_message_id] = True
 
     def holds_tool_call(self, call_id: str) -> bool:
         """Whether the thread already holds the tool call ``call_id``: committed by
@@ -344,7 +348,7 @@ class Conversation:
         """Every message id the conversation would send or has seen: its messages',
         its batches' and their tool results' (a live view; amortised O(1))."""
         self._catch_up()
-        return self._known
+        return self._known.keys()
 
     def adopt_result_ids(self, stored: Mapping[str, str]) -> list[ToolCallBatch]:
         """Send each committed tool result under the id the server stored it under.

@@ -234,17 +234,18 @@ class _Ids:
     __slots__ = ("_last_suffix", "_reserved", "_used")
 
     def __init__(self, reserved: Iterable[str]) -> None:
-        self._reserved = set(reserved)
-        self._used: set[str] = set()
+        # Sets of ids kept as dicts (id -> True): not tracked by the cycle collector.
+        self._reserved: dict[str, bool] = dict.fromkeys(reserved, True)
+        self._used: dict[str, bool] = {}
         # The last suffix given to each id, so that an agent reusing one id for every
         # message does not make the mapping quadratic.
         self._last_suffix: dict[str, int] = {}
 
     def reserve(self, supplied: list[str]) -> bool:
         """Reserve more passed-through ids; False (nothing reserved) if one was claimed."""
-        if not self._used.isdisjoint(supplied):
+        if not self._used.keys().isdisjoint(supplied):
             return False
-        self._reserved.update(supplied)
+        self._reserved.update(dict.fromkeys(supplied, True))
         return True
 
     def _taken(self, candidate: str) -> bool:
@@ -261,7 +262,7 @@ class _Ids:
                 if not self._taken(candidate):
                     break
             self._last_suffix[wanted] = n
-        self._used.add(candidate)
+        self._used[candidate] = True
         return candidate
 
 

@@ -4,6 +4,7 @@ handing in results and approvals, restoring a turn after a crash, ending the tur
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 from msgspec import UNSET
@@ -420,6 +421,8 @@ class TurnLifecycle(ProcessorState):
         self._calling_count += 1
         if len(self._calling_shown) < MAX_ACTIVITY_NAMES and not self._calling_waiting:
             self._calling_shown.append(call)
+        elif self._calling_waiting is None:
+            self._calling_waiting = deque((call,))
         else:
             self._calling_waiting.append(call)
 

@@ -298,15 +298,18 @@ class ProcessorState:
         # MAX_ACTIVITY_NAMES shown, the rest waiting in order (amortised O(1) each).
         self._calling_count = 0
         self._calling_shown: list[ToolCallInfo] = []
-        self._calling_waiting: deque[ToolCallInfo] = deque()
+        # Made when a call has to wait (past MAX_ACTIVITY_NAMES calling at once).
+        self._calling_waiting: deque[ToolCallInfo] | None = None
         # Calls of the batch still executing (record_result commits at 0).
         self._executing_left = 0
         # Reasoning records of the run by id (open or closed), for signatures.
         self._run_reasoning: dict[str, ReasoningRecord] = {}
         self._run_texts = False
-        self._late_args: set[str] = set()
-        self._snapshot_checked: set[str] = set()
-        self._from_snapshot: set[str] = set()
+        # Call ids, as dicts (id -> True) rather than sets: a dict of strings is not
+        # tracked by the cycle collector and an empty one is a quarter of an empty set.
+        self._late_args: dict[str, bool] = {}
+        self._snapshot_checked: dict[str, bool] = {}
+        self._from_snapshot: dict[str, bool] = {}
         # The agent's state, patched in place within its bounds; built at the first
         # delta of a run (a copy: the RunAgentInput sent holds the previous one).
         self._state: BoundedState | None = None

@@ -37,12 +37,13 @@ class ToolRegistry:
     several worker threads at once.
     """
 
-    __slots__ = ("_definitions", "_frozen", "_tools")
+    __slots__ = ("_approval", "_definitions", "_frozen", "_tools")
 
     def __init__(self) -> None:
         """An empty registry, open to :meth:`register`."""
         self._tools: dict[str, ToolSpec[..., Any]] = {}
         self._definitions: tuple[Tool, ...] = ()
+        self._approval: frozenset[str] = frozenset()
         self._frozen = False
 
     @classmethod
@@ -80,6 +81,8 @@ class ToolRegistry:
             raise ToolDefinitionError(f"a tool named {spec.name!r} is already registered")
         self._tools[spec.name] = spec
         self._definitions = (*self._definitions, spec.definition())
+        if spec.needs_approval:
+            self._approval = self._approval | {spec.name}
         return self
 
     def freeze(self) -> Self:
@@ -100,12 +103,16 @@ class ToolRegistry:
         new = ToolRegistry()
         new._tools = dict(self._tools)
         new._definitions = self._definitions
+        new._approval = self._approval
         return new
 
     @property
     def needing_approval(self) -> frozenset[str]:
-        """The names of the tools whose calls wait for approval (``needs_approval``)."""
-        return frozenset(spec.name for spec in self._tools.values() if spec.needs_approval)
+        """The names of the tools whose calls wait for approval (``needs_approval``).
+
+        Kept as each tool is registered: every turn's processor shares the one set.
+        """
+        return self._approval
 
     def lookup(self, name: str) -> ToolSpec[..., Any]:
         """The tool called ``name``.

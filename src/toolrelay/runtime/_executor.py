@@ -438,51 +438,106 @@ async def execute_batch(
         trace: The turn's spans, when it is traced: each call runs in its
             ``execute_tool`` span.
     """
-    if threads is None:
-        threads = ToolThreads(options.max_threads)
-    pool = threads
+    batch = _Batch(
+        registry,
+        default_timeout,
+        on_result,
+        limiter,
+        threads if threads is not None else ToolThreads(options.max_threads),
+        context,
+        options,
+        trace,
+    )
+    async with anyio.create_task_group() as group:
+        for call in calls:
+            group.start_soon(batch.run_one, call, name=f"tool {call.name} ({call.id})")
 
-    async def run_timed(call: ToolCallInfo) -> ToolResult:
+
+class _Batch:
+    """What every call of one batch runs with (see :func:`execute_batch`): one slotted
+    object, where closures would be two functions and a cell per name they read, each
+    walked by the cycle collector for as long as the batch runs."""
+
+    __slots__ = (
+        "context",
+        "default_timeout",
+        "limiter",
+        "on_result",
+        "options",
+        "registry",
+        "threads",
+        "trace",
+    )
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        default_timeout: float | None,
+        on_result: Callable[[ToolCallInfo, ToolResult], Awaitable[None] | None],
+        limiter: anyio.CapacityLimiter | None,
+        threads: ToolThreads,
+        context: ToolContext[Any] | None,
+        options: ToolOptions,
+        trace: TurnTrace | None,
+    ) -> None:
+        self.registry = registry
+        self.default_timeout = default_timeout
+        self.on_result = on_result
+        self.limiter = limiter
+        self.threads = threads
+        self.context = context
+        self.options = options
+        self.trace = trace
+
+    async def run_one(self, call: ToolCallInfo) -> None:
+        # The timeout bounds the tool's own run, not its wait for a limiter slot: a slow
+        # tool holding the slot must not make the next one time out (promise 2).
+        if self.limiter is not None:
+            async with self.limiter:
+                result = await self.run_timed(call)
+        else:
+            result = await self.run_timed(call)
+        taken = self.on_result(call, result)
+        if taken is not None:
+            await taken
+
+    async def run_timed(self, call: ToolCallInfo) -> ToolResult:
+        registry = self.registry
         spec = registry.get(call.name)
-        timeout = spec.timeout if spec is not None and spec.timeout is not None else default_timeout
+        timeout = (
+            spec.timeout if spec is not None and spec.timeout is not None else self.default_timeout
+        )
+        context = self.context
         call_context = (
             dataclasses.replace(context, tool_call_id=call.id, tool_name=call.name)
             if context is not None
             else None
         )
-        execute = functools.partial(
-            execute_tool,
-            registry,
-            call.name,
-            call.arguments,
-            threads=pool,
-            timeout=timeout,
-            context=call_context,
-            options=options,
-        )
         try:
-            if trace is not None:
-                return await trace.tool(call, spec.description if spec else None, execute)
-            return await execute()
+            if self.trace is not None:
+                execute = functools.partial(
+                    execute_tool,
+                    registry,
+                    call.name,
+                    call.arguments,
+                    threads=self.threads,
+                    timeout=timeout,
+                    context=call_context,
+                    options=self.options,
+                )
+                return await self.trace.tool(call, spec.description if spec else None, execute)
+            return await execute_tool(
+                registry,
+                call.name,
+                call.arguments,
+                threads=self.threads,
+                timeout=timeout,
+                context=call_context,
+                options=self.options,
+            )
         except Exception as exc:  # pragma: no cover - a bug of ours: still one call only
             logger.error("running tool %r failed", call.name, exc_info=exc)
             return ToolResult.failure(f"tool {call.name!r} could not be run", exception=exc)
-
-    async def run_one(call: ToolCallInfo) -> None:
-        # The timeout bounds the tool's own run, not its wait for a limiter slot: a slow
-        # tool holding the slot must not make the next one time out (promise 2).
-        if limiter is not None:
-            async with limiter:
-                result = await run_timed(call)
-        else:
-            result = await run_timed(call)
-        taken = on_result(call, result)
-        if taken is not None:
-            await taken
-
-    async with anyio.create_task_group() as group:
-        for call in calls:
-            group.start_soon(run_one, call, name=f"tool {call.name} ({call.id})")
 
 
 async def execute_batch_with_approvals(

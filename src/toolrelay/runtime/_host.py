@@ -42,6 +42,30 @@ if TYPE_CHECKING:
 __all__ = ("TurnHost",)
 
 
+class _RetryReporter:
+    """A turn's ``RunSettings.on_retry``: tells the engine's observers of a retry on
+    ``key``. One slotted object rather than a closure (a function, its cells and their
+    tuple), since every turn holds one while it lives."""
+
+    __slots__ = ("_key", "_notifications")
+
+    def __init__(self, notifications: Fanout[Notification], key: ThreadKey) -> None:
+        self._notifications = notifications
+        self._key = key
+
+    def __call__(self, notice: RetryNotice) -> None:
+        self._notifications.publish(
+            RunRetrying(
+                self._key,
+                notice.attempt,
+                notice.delay,
+                notice.reason,
+                notice.code,
+                notice.resume_from,
+            )
+        )
+
+
 @dataclass(frozen=True, eq=False, slots=True)
 class TurnHost:
     """What every turn of one engine shares, and how a turn reaches back to its engine.
@@ -78,21 +102,9 @@ class TurnHost:
         """What the backend is told for the runs of a turn on ``key`` (the engine's
         limits, and where a retry is reported)."""
 
-        def on_retry(notice: RetryNotice) -> None:
-            self.notifications.publish(
-                RunRetrying(
-                    key,
-                    notice.attempt,
-                    notice.delay,
-                    notice.reason,
-                    notice.code,
-                    notice.resume_from,
-                )
-            )
-
         return RunSettings(
             limits=self.engine.limits,
-            on_retry=on_retry,
+            on_retry=_RetryReporter(self.notifications, key),
             include_reasoning=self.include_reasoning,
         )
 

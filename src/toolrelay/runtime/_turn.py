@@ -53,11 +53,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.lowlevel
 
 from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.backends._base import using_run_settings
@@ -145,6 +145,7 @@ class Turn:
         "_scope",
         "_start",
         "_stop",
+        "_task_over",
         "_tool_context",
         "_tools",
         "_trace",
@@ -179,7 +180,10 @@ class Turn:
         self._processor = processor
         self._tools = tools
         self._scope = anyio.CancelScope()
-        self._done = anyio.Event()
+        # Whether the turn's task is done; the event is made by the first
+        # wait_finished that has to wait (most turns are never waited for while live).
+        self._task_over = False
+        self._done: anyio.Event | None = None
         self._handle: RunHandle | None = None
         self._last_published: TurnSnapshot | None = None
         # How the current run ended (None while it streams).
@@ -345,7 +349,12 @@ class Turn:
 
     async def wait_finished(self) -> TerminalReason:
         """Wait until the turn's task is done; returns why the turn ended."""
-        await self._done.wait()
+        if self._task_over:
+            await anyio.lowlevel.checkpoint()
+        else:
+            if self._done is None:
+                self._done = anyio.Event()
+            await self._done.wait()
         reason = self._processor.reason
         assert reason is not None
         return reason
@@ -413,18 +422,23 @@ class Turn:
         trace = self._trace = start_turn(
             host.tracer_provider, host.engine.backend, self.key, self.turn_id
         )
+        scope = self._scope
+        if turn_seconds is not None:
+            # The turn's deadline (Limits.turn_seconds) is its own scope's: one scope
+            # fewer per live turn. What cancels the scope otherwise (end, a store
+            # failure) ends the turn first, so a cancelled scope and a turn still on
+            # is the deadline.
+            scope.deadline = anyio.current_time() + turn_seconds
         try:
             with (
-                self._scope,
+                scope,
                 using_run_settings(host.run_settings(self.key)),
                 trace.current() if trace is not None else _UNTRACED,
             ):
-                deadline = math.inf if turn_seconds is None else turn_seconds
-                with anyio.move_on_after(deadline) as timer:
-                    if await self._prepare():
-                        await self._run_all()
-                if timer.cancelled_caught:  # the turn's deadline (Limits.turn_seconds)
-                    self._perform(processor.fail(host.deadline_reason()))
+                if await self._prepare():
+                    await self._run_all()
+            if scope.cancelled_caught and not processor.status.is_final:
+                self._perform(processor.fail(host.deadline_reason()))
         except StoreError as exc:
             self._perform(processor.fail(exc.reason))
         except Exception as exc:
@@ -439,7 +453,9 @@ class Turn:
             if self._log is not None:
                 await self._last_flush(self._log)
             host.finished(self, self._handle)
-            self._done.set()
+            self._task_over = True
+            if self._done is not None:
+                self._done.set()
 
     async def _prepare(self) -> bool:
         """With a store: load the thread if the engine does not hold it yet, then write

@@ -1,0 +1,139 @@
+"""What turns leave to Python's cycle collector (issue 16): nothing.
+
+Every object a turn makes is freed by its reference count as soon as the turn lets go
+of it, so with thousands of live turns the collector only walks them; it never has
+finished turns to collect. A cycle through a turn's objects (a closure holding the
+turn, an exception kept with its traceback, a scope holding its task) would make every
+finished turn wait for a full collection.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from pathlib import Path
+from types import (
+    AsyncGeneratorType,
+    CodeType,
+    CoroutineType,
+    FrameType,
+    FunctionType,
+    GeneratorType,
+    MethodType,
+)
+
+import anyio
+import pytest
+
+import toolrelay
+from toolrelay import Engine, RunStatus, ToolRegistry
+from toolrelay.backends import ThreadKey
+from toolrelay.protocol import RunAgentInput, ToolMessage
+from toolrelay.testing import Hang, ScriptedAgent, text, tool_call
+from toolrelay.testing._scripted import Script
+
+pytestmark = pytest.mark.anyio
+
+
+async def lookup(hop: int) -> str:
+    """Look something up."""
+    return f"result {hop}"
+
+
+def _two_hops(key: ThreadKey, run_input: RunAgentInput) -> Script:
+    hop = sum(1 for m in run_input.messages if isinstance(m, ToolMessage))
+    if hop < 2:
+        return [tool_call("lookup", {"hop": hop})]
+    return [text("Both lookups are done.")]
+
+
+_PACKAGE = str(Path(toolrelay.__file__).parent)
+
+
+def _code_of(o: object) -> CodeType | None:
+    if isinstance(o, FrameType):
+        return o.f_code
+    if isinstance(o, CoroutineType):
+        return o.cr_code
+    if isinstance(o, GeneratorType):
+        return o.gi_code
+    if isinstance(o, AsyncGeneratorType):
+        return o.ag_code
+    if isinstance(o, FunctionType):
+        return o.__code__
+    return None
+
+
+def _ours(o: object) -> bool:
+    """Made by toolrelay: one of its types, or a frame, coroutine, generator or function
+    of its code, or a method bound to one of its objects."""
+    if isinstance(o, MethodType):
+        o = o.__self__
+    if type(o).__module__.startswith("toolrelay"):
+        return True
+    code = _code_of(o)
+    return code is not None and code.co_filename.startswith(_PACKAGE)
+
+
+def _names(garbage: list[object]) -> list[str]:
+    return sorted(repr(o)[:80] for o in garbage if _ours(o))
+
+
+class _SaveAll:
+    """The collector off, and what it finds kept in ``gc.garbage`` instead of freed."""
+
+    def __enter__(self) -> _SaveAll:
+        gc.collect()
+        self._enabled = gc.isenabled()
+        gc.disable()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        return self
+
+    def collect(self) -> list[str]:
+        gc.collect()
+        return _names(gc.garbage)
+
+    def __exit__(self, *exc_info: object) -> None:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if self._enabled:
+            gc.enable()
+
+
+@pytest.fixture
+def save_all() -> Iterator[_SaveAll]:
+    with _SaveAll() as saving:
+        yield saving
+
+
+async def test_finished_two_hop_turns_leave_no_cyclic_garbage(save_all: _SaveAll) -> None:
+    tools = ToolRegistry().register(lookup)
+    async with Engine(ScriptedAgent(respond=_two_hops), tools=tools) as engine:
+        turns = [engine.start_turn(f"t{i}", "Look it up twice.") for i in range(20)]
+        for turn in turns:
+            await turn.wait_finished()
+        statuses = {turn.status for turn in turns}
+        del turns, turn
+        left = save_all.collect()
+    assert statuses == {RunStatus.completed}
+    assert left == []
+
+
+async def test_cancelled_and_superseded_turns_leave_no_cyclic_garbage(save_all: _SaveAll) -> None:
+    async with Engine(ScriptedAgent(respond=lambda key, run_input: [Hang()])) as engine:
+        cancelled = [engine.start_turn(f"c{i}", "hello") for i in range(10)]
+        superseded = [engine.start_turn(f"s{i}", "hello") for i in range(10)]
+        await anyio.sleep(0.05)  # every turn streaming, its script hanging
+        for turn in cancelled:
+            turn.cancel()
+        newer = [engine.start_turn(f"s{i}", "again") for i in range(10)]
+        for turn in (*cancelled, *superseded):
+            await turn.wait_finished()
+        ended = {turn.status for turn in (*cancelled, *superseded)}
+        for turn in newer:
+            turn.cancel()
+            await turn.wait_finished()
+        del cancelled, superseded, newer, turn
+        left = save_all.collect()
+    assert ended == {RunStatus.cancelled, RunStatus.superseded}
+    assert left == []
