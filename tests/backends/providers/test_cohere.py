@@ -6,7 +6,6 @@ Cohere."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +16,12 @@ from hypothesis import given, settings, strategies as st
 
 from toolrelay.backends.providers._base import Capabilities
 from toolrelay.backends.providers._cohere import CohereBackend, CohereTranslator
-from toolrelay.core import TextMessage
 from toolrelay.demo import DEMO_TOOLS
 from toolrelay.errors import (
-    AgentRunError,
     ConversationError,
     InvalidEventError,
     MalformedEventError,
 )
-from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     AssistantMessage,
     AudioPart,
@@ -46,13 +42,10 @@ from toolrelay.protocol import (
     UrlSource,
     UserMessage,
 )
-from toolrelay.runtime import Engine
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _gc_servers import (
     SSE,
-    LoopbackServer,
-    ScriptedProvider,
     cohere_sse,
     collect,
     cut,
@@ -460,48 +453,6 @@ def test_any_rechunking_of_the_bytes_gives_the_same_calls_and_text(
     assert summarize(pieces[1:]).shape() == summarize(whole[1:]).shape()
 
 
-@pytest.mark.anyio
-async def test_the_request_goes_to_v2_chat_with_a_bearer_key() -> None:
-    requests: list[httpx.Request] = []
-    backend = backend_for([sse_bytes(TEXT_ONLY)], requests)
-    try:
-        await collect(backend, run_input())
-    finally:
-        await backend.aclose()
-    (request,) = requests
-    assert str(request.url) == "https://api.cohere.com/v2/chat"
-    assert request.headers["authorization"] == "Bearer test-key"
-    assert request.headers["accept"] == "text/event-stream"
-
-
-@pytest.mark.anyio
-async def test_an_error_status_is_an_agent_run_error_with_coheres_message() -> None:
-    body = b'{"id":"x","message":"invalid api token"}'
-    backend = CohereBackend(
-        MODEL,
-        api_key="bad",
-        transport=mock_backend_transport([body], "application/json", status=401),
-    )
-    try:
-        with pytest.raises(AgentRunError, match="invalid api token") as caught:
-            await collect(backend, run_input())
-    finally:
-        await backend.aclose()
-    assert caught.value.code == "401"
-
-
-def test_the_key_comes_from_co_api_key_then_cohere_api_key(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("CO_API_KEY", raising=False)
-    monkeypatch.setenv("COHERE_API_KEY", "from-cohere")
-    assert CohereBackend(MODEL).auth_headers() == {"Authorization": "Bearer from-cohere"}
-    monkeypatch.setenv("CO_API_KEY", "from-co")
-    backend = CohereBackend(MODEL)
-    assert backend.auth_headers() == {"Authorization": "Bearer from-co"}
-    assert "from-co" not in repr(backend)
-
-
 # --- requests -----------------------------------------------------------------------------
 
 
@@ -674,108 +625,3 @@ def test_capabilities_follow_the_matrix() -> None:
 
 
 # --- end to end: the engine against a loopback Cohere -----------------------------------------
-
-
-def multi_hop_script() -> list[list[Any]]:
-    return [
-        TEXT_BEFORE_CALLS,
-        [
-            message_start(),
-            *one_call(0, "list_people_z", "list_people", "nu", "ll"),
-            *one_call(1, "get_secret_number_d", "get_secret_number", '{"name":', ' "dave"}'),
-            message_end("TOOL_CALL"),
-        ],
-        [
-            message_start(),
-            content_start(),
-            content_delta("Alice's number is 42 and Bob's is 7. "),
-            content_delta("I know alice, bob and carol; nobody called Dave."),
-            content_end(),
-            message_end("COMPLETE"),
-        ],
-    ]
-
-
-@pytest.fixture
-def cohere_server() -> Iterator[LoopbackServer]:
-    with LoopbackServer(ScriptedProvider(cohere_sse, SSE, multi_hop_script())) as server:
-        yield server
-
-
-@pytest.mark.anyio
-async def test_the_engine_runs_a_multi_hop_conversation_against_loopback_cohere(
-    cohere_server: LoopbackServer,
-) -> None:
-    backend = CohereBackend(MODEL, api_key="loopback-key", base_url=cohere_server.url)
-    try:
-        async with Engine(backend, tools=DEMO_TOOLS) as engine:
-            turn = await engine.run_turn("thread-c", "What are the secret numbers?")
-    finally:
-        await backend.aclose()
-
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.statistics().runs == 3
-    assert [m.text for m in turn.conversation.messages if isinstance(m, TextMessage)] == [
-        "I will look up both secret numbers.",
-        "Alice's number is 42 and Bob's is 7. I know alice, bob and carol; nobody called Dave.",
-    ]
-    calls = list(turn.conversation.tool_calls())
-    assert [(c.id, c.name, c.arguments, c.status) for c in calls] == [
-        ("get_secret_number_a", "get_secret_number", '{"name":"alice"}', ToolCallStatus.completed),
-        ("get_secret_number_b", "get_secret_number", '{"name":"bob"}', ToolCallStatus.completed),
-        ("list_people_z", "list_people", "{}", ToolCallStatus.completed),
-        ("get_secret_number_d", "get_secret_number", '{"name": "dave"}', ToolCallStatus.failed),
-    ]
-
-    first, second, third = cohere_server.app.requests
-    for request in (first, second, third):
-        assert request.path == "/v2/chat"
-        assert request.headers["authorization"] == "Bearer loopback-key"
-        assert request.body["model"] == MODEL
-        assert request.body["stream"] is True
-        assert [t["function"]["name"] for t in request.body["tools"]] == list(DEMO_TOOLS.names)
-    question = {"role": "user", "content": "What are the secret numbers?"}
-    assert first.body["messages"] == [question]
-
-    def assistant(plan: str | None, *calls: tuple[str, str, str]) -> dict[str, Any]:
-        entry: dict[str, Any] = {
-            "role": "assistant",
-            "tool_calls": [
-                {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
-                for i, n, a in calls
-            ],
-        }
-        if plan is not None:
-            entry["tool_plan"] = plan
-        return entry
-
-    def result(call_id: str, data: str) -> dict[str, Any]:
-        return {
-            "role": "tool",
-            "tool_call_id": call_id,
-            "content": [{"type": "document", "document": {"data": data}}],
-        }
-
-    hop_one = [
-        assistant(
-            "I will look up both secret numbers.",
-            ("get_secret_number_a", "get_secret_number", '{"name":"alice"}'),
-            ("get_secret_number_b", "get_secret_number", '{"name":"bob"}'),
-        ),
-        result("get_secret_number_a", "42"),
-        result("get_secret_number_b", "7"),
-    ]
-    assert second.body["messages"] == [question, *hop_one]
-    dave = calls[3].result
-    assert dave is not None and dave.error is not None
-    assert third.body["messages"] == [
-        question,
-        *hop_one,
-        assistant(
-            None,
-            ("list_people_z", "list_people", "{}"),
-            ("get_secret_number_d", "get_secret_number", '{"name": "dave"}'),
-        ),
-        result("list_people_z", '["alice","bob","carol"]'),
-        result("get_secret_number_d", dave.content),
-    ]

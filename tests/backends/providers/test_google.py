@@ -21,15 +21,13 @@ from toolrelay.backends.providers._google import (
     _check_turns,
     _Turn,
 )
-from toolrelay.core import TextMessage
 from toolrelay.demo import DEMO_TOOLS
 from toolrelay.errors import (
-    AgentRunError,
     ConversationError,
     InvalidEventError,
     MalformedEventError,
 )
-from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay.machines import RunStatus
 from toolrelay.protocol import (
     AssistantMessage,
     DataSource,
@@ -388,42 +386,6 @@ def test_any_rechunking_of_the_bytes_gives_the_same_calls_and_text(
     assert summarize(pieces[1:]).shape() == summarize(whole[1:]).shape()
 
 
-@pytest.mark.anyio
-async def test_the_request_goes_to_stream_generate_content_with_the_key_header() -> None:
-    requests: list[httpx.Request] = []
-    backend = backend_for([sse_bytes(TEXT_ONLY)], requests)
-    try:
-        await collect(backend, run_input())
-    finally:
-        await backend.aclose()
-    (request,) = requests
-    assert str(request.url) == (
-        "https://generativelanguage.googleapis.com/v1beta/models/"
-        f"{MODEL}:streamGenerateContent?alt=sse"
-    )
-    assert request.headers["x-goog-api-key"] == "test-key"
-    assert request.headers["accept"] == "text/event-stream"
-
-
-@pytest.mark.anyio
-async def test_an_error_status_is_an_agent_run_error_with_googles_message() -> None:
-    body = (
-        b'{"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",'
-        b' "status": "INVALID_ARGUMENT"}}'
-    )
-    backend = GoogleBackend(
-        MODEL,
-        api_key="bad",
-        transport=mock_backend_transport([body], "application/json", status=400),
-    )
-    try:
-        with pytest.raises(AgentRunError, match="API key not valid") as caught:
-            await collect(backend, run_input())
-    finally:
-        await backend.aclose()
-    assert caught.value.code == "400"
-
-
 # --- requests -----------------------------------------------------------------------------
 
 
@@ -697,19 +659,6 @@ async def test_thought_signatures_go_back_on_their_calls() -> None:
     assert "thoughtSignature" not in parts[1]
 
 
-def test_the_key_comes_from_gemini_api_key_then_google_api_key(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    monkeypatch.setenv("GOOGLE_API_KEY", "from-google")
-    assert GoogleBackend(MODEL).auth_headers() == {"x-goog-api-key": "from-google"}
-    monkeypatch.setenv("GEMINI_API_KEY", "from-gemini")
-    backend = GoogleBackend(MODEL)
-    assert backend.auth_headers() == {"x-goog-api-key": "from-gemini"}
-    assert "from-gemini" not in repr(backend)
-    assert GoogleBackend(MODEL, api_key="explicit").auth_headers() == {"x-goog-api-key": "explicit"}
-
-
 def test_capabilities_follow_the_matrix() -> None:
     caps = GoogleBackend.capabilities
     # Gemini 3 and later give call ids (functionCall.id); earlier models' calls get one.
@@ -727,114 +676,6 @@ def test_capabilities_follow_the_matrix() -> None:
 
 
 # --- end to end: the engine against a loopback Gemini ----------------------------------------
-
-
-def multi_hop_script() -> list[list[Any]]:
-    return [
-        TEXT_BEFORE_CALLS,
-        [
-            chunk(
-                call("list_people"),
-                call("get_secret_number", {"name": "dave"}),
-                finish="STOP",
-            )
-        ],
-        [
-            chunk(text("Alice's number is 42 and Bob's is 7. ")),
-            chunk(text("I know alice, bob and carol; nobody called Dave."), finish="STOP"),
-        ],
-    ]
-
-
-@pytest.fixture
-def gemini_server() -> Iterator[LoopbackServer]:
-    with LoopbackServer(ScriptedProvider(gemini_sse, SSE, multi_hop_script())) as server:
-        yield server
-
-
-@pytest.mark.anyio
-async def test_the_engine_runs_a_multi_hop_conversation_against_loopback_gemini(
-    gemini_server: LoopbackServer,
-) -> None:
-    backend = GoogleBackend(MODEL, api_key="loopback-key", base_url=f"{gemini_server.url}/v1beta")
-    try:
-        async with Engine(backend, tools=DEMO_TOOLS) as engine:
-            turn = await engine.run_turn("thread-g", "What are the secret numbers?")
-    finally:
-        await backend.aclose()
-
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.statistics().runs == 3
-    assert [m.text for m in turn.conversation.messages if isinstance(m, TextMessage)] == [
-        "Let me look up both secret numbers.",
-        "Alice's number is 42 and Bob's is 7. I know alice, bob and carol; nobody called Dave.",
-    ]
-    calls = list(turn.conversation.tool_calls())
-    assert [(c.name, c.arguments, c.status) for c in calls] == [
-        ("get_secret_number", '{"name":"alice"}', ToolCallStatus.completed),
-        ("get_secret_number", '{"name":"bob"}', ToolCallStatus.completed),
-        ("list_people", "{}", ToolCallStatus.completed),
-        ("get_secret_number", '{"name":"dave"}', ToolCallStatus.failed),
-    ]
-    assert len({c.id for c in calls}) == 4, "ids never repeat across the conversation"
-
-    first, second, third = gemini_server.app.requests
-    for request in (first, second, third):
-        assert request.path == f"/v1beta/models/{MODEL}:streamGenerateContent"
-        assert request.query == "alt=sse"
-        assert request.headers["x-goog-api-key"] == "loopback-key"
-        assert [d["name"] for d in request.body["tools"][0]["functionDeclarations"]] == list(
-            DEMO_TOOLS.names
-        )
-    question = {"role": "user", "parts": [{"text": "What are the secret numbers?"}]}
-    assert first.body["contents"] == [question]
-    hop_one = [
-        {
-            "role": "model",
-            "parts": [
-                {"text": "Let me look up both secret numbers."},
-                {"functionCall": {"name": "get_secret_number", "args": {"name": "alice"}}},
-                {"functionCall": {"name": "get_secret_number", "args": {"name": "bob"}}},
-            ],
-        },
-        {
-            "role": "user",
-            "parts": [
-                {"functionResponse": {"name": "get_secret_number", "response": {"result": 42}}},
-                {"functionResponse": {"name": "get_secret_number", "response": {"result": 7}}},
-            ],
-        },
-    ]
-    assert second.body["contents"] == [question, *hop_one]
-    (dave_error,) = [c.result.error for c in calls if c.result is not None and c.result.error]
-    assert third.body["contents"] == [
-        question,
-        *hop_one,
-        {
-            "role": "model",
-            "parts": [
-                {"functionCall": {"name": "list_people", "args": {}}},
-                {"functionCall": {"name": "get_secret_number", "args": {"name": "dave"}}},
-            ],
-        },
-        {
-            "role": "user",
-            "parts": [
-                {
-                    "functionResponse": {
-                        "name": "list_people",
-                        "response": {"result": ["alice", "bob", "carol"]},
-                    }
-                },
-                {
-                    "functionResponse": {
-                        "name": "get_secret_number",
-                        "response": {"error": dave_error},
-                    }
-                },
-            ],
-        },
-    ]
 
 
 # --- Gemini 3: the provider's call ids ------------------------------------------------------

@@ -6,7 +6,6 @@ Ollama."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +16,12 @@ from hypothesis import given, settings, strategies as st
 
 from toolrelay.backends.providers._base import Capabilities
 from toolrelay.backends.providers._ollama import OllamaBackend, OllamaTranslator
-from toolrelay.core import TextMessage
 from toolrelay.demo import DEMO_TOOLS
 from toolrelay.errors import (
-    AgentRunError,
     ConversationError,
     InvalidEventError,
     MalformedEventError,
 )
-from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     AssistantMessage,
     AudioPart,
@@ -46,13 +42,10 @@ from toolrelay.protocol import (
     ToolMessage,
     UserMessage,
 )
-from toolrelay.runtime import Engine
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _gc_servers import (
     NDJSON,
-    LoopbackServer,
-    ScriptedProvider,
     collect,
     cut,
     mock_backend_transport,
@@ -361,34 +354,6 @@ def test_any_rechunking_of_the_bytes_gives_the_same_calls_and_text(
     assert summarize(pieces[1:]).shape() == summarize(whole[1:]).shape()
 
 
-@pytest.mark.anyio
-async def test_the_request_goes_to_api_chat_without_a_key() -> None:
-    requests: list[httpx.Request] = []
-    backend = backend_for([ndjson_bytes(TEXT_ONLY)], requests)
-    try:
-        await collect(backend, run_input())
-    finally:
-        await backend.aclose()
-    (request,) = requests
-    assert str(request.url) == "http://localhost:11434/api/chat"
-    assert "authorization" not in request.headers
-    assert OllamaBackend(MODEL, api_key="proxy").auth_headers() == {"Authorization": "Bearer proxy"}
-
-
-@pytest.mark.anyio
-async def test_an_error_status_is_an_agent_run_error_with_ollamas_message() -> None:
-    body = b'{"error":"model \\"qwen9\\" not found, try pulling it first"}'
-    backend = OllamaBackend(
-        "qwen9", transport=mock_backend_transport([body], "application/json", status=404)
-    )
-    try:
-        with pytest.raises(AgentRunError, match="not found, try pulling it first") as caught:
-            await collect(backend, run_input())
-    finally:
-        await backend.aclose()
-    assert caught.value.code == "404"
-
-
 # --- requests -----------------------------------------------------------------------------
 
 
@@ -550,113 +515,3 @@ def test_capabilities_follow_the_matrix() -> None:
 
 
 # --- end to end: the engine against a loopback Ollama -----------------------------------------
-
-
-def multi_hop_script() -> list[list[Any]]:
-    return [
-        TEXT_BEFORE_CALLS,
-        [
-            line(tool_calls=[tc("list_people", {}), tc("get_secret_number", {"name": "dave"})]),
-            done(),
-        ],
-        [
-            line("Alice's number is 42 and Bob's is 7. "),
-            line("I know alice, bob and carol; nobody called Dave."),
-            done(),
-        ],
-    ]
-
-
-@pytest.fixture
-def ollama_server() -> Iterator[LoopbackServer]:
-    with LoopbackServer(ScriptedProvider(ndjson, NDJSON, multi_hop_script())) as server:
-        yield server
-
-
-@pytest.mark.anyio
-async def test_the_engine_runs_a_multi_hop_conversation_against_loopback_ollama(
-    ollama_server: LoopbackServer,
-) -> None:
-    backend = OllamaBackend(MODEL, base_url=ollama_server.url)
-    try:
-        async with Engine(backend, tools=DEMO_TOOLS) as engine:
-            turn = await engine.run_turn("thread-o", "What are the secret numbers?")
-    finally:
-        await backend.aclose()
-
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.statistics().runs == 3
-    assert [m.text for m in turn.conversation.messages if isinstance(m, TextMessage)] == [
-        "Let me look up both secret numbers.",
-        "Alice's number is 42 and Bob's is 7. I know alice, bob and carol; nobody called Dave.",
-    ]
-    calls = list(turn.conversation.tool_calls())
-    assert [(c.name, c.arguments, c.status) for c in calls] == [
-        ("get_secret_number", '{"name":"alice"}', ToolCallStatus.completed),
-        ("get_secret_number", '{"name":"bob"}', ToolCallStatus.completed),
-        ("list_people", "{}", ToolCallStatus.completed),
-        ("get_secret_number", '{"name":"dave"}', ToolCallStatus.failed),
-    ]
-    assert len({c.id for c in calls}) == 4, "ids never repeat across the conversation"
-
-    first, second, third = ollama_server.app.requests
-    for request in (first, second, third):
-        assert request.path == "/api/chat"
-        assert request.body["model"] == MODEL
-        assert request.body["stream"] is True
-        assert [t["function"]["name"] for t in request.body["tools"]] == list(DEMO_TOOLS.names)
-    question = {"role": "user", "content": "What are the secret numbers?"}
-    assert first.body["messages"] == [question]
-    hop_one = [
-        {
-            "role": "assistant",
-            "content": "Let me look up both secret numbers.",
-            "tool_calls": [
-                {
-                    "type": "function",
-                    "function": {
-                        "index": 0,
-                        "name": "get_secret_number",
-                        "arguments": {"name": "alice"},
-                    },
-                },
-                {
-                    "type": "function",
-                    "function": {
-                        "index": 1,
-                        "name": "get_secret_number",
-                        "arguments": {"name": "bob"},
-                    },
-                },
-            ],
-        },
-        {"role": "tool", "tool_name": "get_secret_number", "content": "42"},
-        {"role": "tool", "tool_name": "get_secret_number", "content": "7"},
-    ]
-    assert second.body["messages"] == [question, *hop_one]
-    dave = calls[3].result
-    assert dave is not None and dave.error is not None
-    assert third.body["messages"] == [
-        question,
-        *hop_one,
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {
-                    "type": "function",
-                    "function": {"index": 0, "name": "list_people", "arguments": {}},
-                },
-                {
-                    "type": "function",
-                    "function": {
-                        "index": 1,
-                        "name": "get_secret_number",
-                        "arguments": {"name": "dave"},
-                    },
-                },
-            ],
-        },
-        {"role": "tool", "tool_name": "list_people", "content": '["alice","bob","carol"]'},
-        {"role": "tool", "tool_name": "get_secret_number", "content": dave.content},
-    ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,10 +28,8 @@ from toolrelay.backends.providers import (
     OpenAIResponsesTranslator,
     ProviderBackend,
 )
-from toolrelay.core import ToolCallMessage
 from toolrelay.demo import DEMO_TOOLS
-from toolrelay.errors import AgentRunError, ConversationError
-from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     AssistantMessage,
     AudioPart,
@@ -53,15 +51,12 @@ from toolrelay.protocol import (
     UrlSource,
     UserMessage,
 )
-from toolrelay.runtime import Engine
 
 # The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
 sys.path.insert(0, str(Path(__file__).parent))
 from _oa_servers import (
     KEY,
-    LoopbackServer,
     Outcome,
-    ScriptedProvider,
     collect,
     refuse,
     run_input,
@@ -898,40 +893,6 @@ async def test_the_rest_of_the_body_is_read_once_the_run_has_ended() -> None:
     await backend.aclose()
 
 
-def test_the_api_key_comes_from_the_environment_and_is_never_shown(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
-    backend = OpenAIChatBackend("gpt-4o-mini", transport=httpx.MockTransport(refuse))
-    assert backend.auth_headers() == {"Authorization": "Bearer sk-from-env"}
-    assert "sk-from-env" not in repr(backend)
-    assert OpenAIResponsesBackend.api_key_env == ("OPENAI_API_KEY",)
-    assert (OpenAIChatBackend.name, OpenAIResponsesBackend.name) == ("openai", "openai-responses")
-
-
-@pytest.mark.anyio
-async def test_a_non_2xx_answer_is_an_agent_run_error_with_the_providers_message() -> None:
-    def respond(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(
-            401,
-            json={
-                "error": {
-                    "message": "Incorrect API key provided: sk-bad.",
-                    "type": "invalid_request_error",
-                    "param": None,
-                    "code": "invalid_api_key",
-                }
-            },
-        )
-
-    with pytest.raises(AgentRunError) as caught:
-        await collect(
-            OpenAIChatBackend("m", api_key="sk-bad", transport=httpx.MockTransport(respond))
-        )
-    assert caught.value.code == "401"
-    assert "Incorrect API key provided" in caught.value.message
-
-
 # --- the request ---
 
 
@@ -1230,254 +1191,6 @@ def test_one_byte_at_a_time_yields_the_same_calls_and_text() -> None:
 
 
 # --- the Engine, end to end, against a loopback server ---
-
-
-@pytest.fixture(scope="module")
-def provider() -> Iterator[LoopbackServer]:
-    with LoopbackServer(ScriptedProvider()) as server:
-        yield server
-
-
-QUESTION = "What are the secret numbers of alice and bob, where does alice live, who is there?"
-
-CHAT_HOPS = [
-    # Run 1: text, then two calls whose arguments interleave.
-    chat_body(
-        [
-            chunk({"role": "assistant", "content": ""}, id="chatcmpl-1"),
-            chunk({"content": "Let me look up "}, id="chatcmpl-1"),
-            chunk({"content": "both secret numbers."}, id="chatcmpl-1"),
-            chunk({"tool_calls": [head(0, "call_a", "get_secret_number")]}, id="chatcmpl-1"),
-            chunk({"tool_calls": [head(1, "call_b", "get_secret_number")]}, id="chatcmpl-1"),
-            chunk({"tool_calls": [piece(0, '{"name": "al')]}, id="chatcmpl-1"),
-            chunk({"tool_calls": [piece(1, '{"name": "bob"}')]}, id="chatcmpl-1"),
-            chunk({"tool_calls": [piece(0, 'ice"}')]}, id="chatcmpl-1"),
-            chunk({}, "tool_calls", id="chatcmpl-1"),
-        ]
-    ),
-    # Run 2: three calls, one of which fails, one without arguments; "stop" with calls.
-    chat_body(
-        [
-            chunk({"role": "assistant", "content": None}, id="chatcmpl-2"),
-            chunk(
-                {"tool_calls": [head(0, "call_c", "lookup_city"), piece(0, '{"person": "alice"}')]},
-                id="chatcmpl-2",
-            ),
-            chunk(
-                {
-                    "tool_calls": [
-                        head(1, "call_d", "get_secret_number"),
-                        piece(1, '{"name": "zed"}'),
-                    ]
-                },
-                id="chatcmpl-2",
-            ),
-            chunk({"tool_calls": [head(2, "call_e", "list_people")]}, id="chatcmpl-2"),
-            chunk({}, "stop", id="chatcmpl-2"),
-        ]
-    ),
-    # Run 3: the answer.
-    chat_body(
-        [
-            chunk({"role": "assistant", "content": "Alice: 42, Bob: 7. "}, id="chatcmpl-3"),
-            chunk({"content": "Alice lives in Paris."}, id="chatcmpl-3"),
-            chunk({}, "stop", id="chatcmpl-3"),
-        ]
-    ),
-]
-
-RESPONSES_HOPS = [
-    responses_body(
-        [
-            created("resp_1"),
-            message_added(0, "msg_1"),
-            text_delta(0, "msg_1", "Let me look up both secret numbers."),
-            *message_done(0, "msg_1", "Let me look up both secret numbers."),
-            call_added(1, "fc_a", "call_a", "get_secret_number"),
-            call_added(2, "fc_b", "call_b", "get_secret_number"),
-            args_delta(1, "fc_a", '{"name": "al'),
-            args_delta(2, "fc_b", '{"name": "bob"}'),
-            args_delta(1, "fc_a", 'ice"}'),
-            *call_done(1, "fc_a", "call_a", "get_secret_number", '{"name": "alice"}'),
-            *call_done(2, "fc_b", "call_b", "get_secret_number", '{"name": "bob"}'),
-            completed("resp_1"),
-        ]
-    ),
-    responses_body(
-        [
-            created("resp_2"),
-            call_added(0, "fc_c", "call_c", "lookup_city"),
-            args_delta(0, "fc_c", '{"person": "alice"}'),
-            *call_done(0, "fc_c", "call_c", "lookup_city", '{"person": "alice"}'),
-            call_added(1, "fc_d", "call_d", "get_secret_number"),
-            args_delta(1, "fc_d", '{"name": "zed"}'),
-            *call_done(1, "fc_d", "call_d", "get_secret_number", '{"name": "zed"}'),
-            call_added(2, "fc_e", "call_e", "list_people"),
-            *call_done(2, "fc_e", "call_e", "list_people", ""),
-            completed("resp_2"),
-        ]
-    ),
-    responses_body(
-        [
-            created("resp_3"),
-            message_added(0, "msg_3"),
-            text_delta(0, "msg_3", "Alice: 42, Bob: 7. "),
-            text_delta(0, "msg_3", "Alice lives in Paris."),
-            *message_done(0, "msg_3", "Alice: 42, Bob: 7. Alice lives in Paris."),
-            completed("resp_3"),
-        ]
-    ),
-]
-
-ZED_ERROR = "nobody called 'zed' has a secret number"
-
-
-async def run_engine(backend: ProviderBackend) -> Any:
-    try:
-        async with Engine(backend, tools=DEMO_TOOLS) as engine:
-            return await engine.run_turn("thread-1", QUESTION)
-    finally:
-        await backend.aclose()
-
-
-def check_the_turn(turn: Any) -> None:
-    assert turn.status is RunStatus.completed, turn.reason
-    batches = [m for m in turn.conversation.messages if isinstance(m, ToolCallMessage)]
-    assert [[(c.id, c.name, c.arguments, c.status) for c in b.calls] for b in batches] == [
-        [
-            ("call_a", "get_secret_number", '{"name": "alice"}', ToolCallStatus.completed),
-            ("call_b", "get_secret_number", '{"name": "bob"}', ToolCallStatus.completed),
-        ],
-        [
-            ("call_c", "lookup_city", '{"person": "alice"}', ToolCallStatus.completed),
-            ("call_d", "get_secret_number", '{"name": "zed"}', ToolCallStatus.failed),
-            ("call_e", "list_people", "", ToolCallStatus.completed),
-        ],
-    ]
-    assert turn.statistics().runs == 3
-
-
-@pytest.mark.anyio
-async def test_engine_runs_a_multi_hop_chat_conversation_over_loopback_http(
-    provider: LoopbackServer,
-) -> None:
-    provider.app.script(*CHAT_HOPS)
-    backend = OpenAIChatBackend("gpt-4o-mini", api_key="sk-loop", base_url=provider.url + "/v1")
-    turn = await run_engine(backend)
-    check_the_turn(turn)
-    first, second, third = provider.app.requests
-    assert {r.path for r in (first, second, third)} == {"/v1/chat/completions"}
-    assert first.headers["authorization"] == "Bearer sk-loop"
-    assert all(
-        r.body["stream"] is True and r.body["model"] == "gpt-4o-mini"
-        for r in (first, second, third)
-    )
-    assert [t["function"]["name"] for t in first.body["tools"]] == list(DEMO_TOOLS.names)
-    assert [m["role"] for m in first.body["messages"]] == ["user"]
-    assert first.body["messages"][0]["content"] == QUESTION
-    # Run 2 carries the text and both calls as ONE assistant message, then the results.
-    assert second.body["messages"][1:] == [
-        {
-            "role": "assistant",
-            "content": "Let me look up both secret numbers.",
-            "tool_calls": [
-                {
-                    "id": "call_a",
-                    "type": "function",
-                    "function": {"name": "get_secret_number", "arguments": '{"name": "alice"}'},
-                },
-                {
-                    "id": "call_b",
-                    "type": "function",
-                    "function": {"name": "get_secret_number", "arguments": '{"name": "bob"}'},
-                },
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_a", "content": "42"},
-        {"role": "tool", "tool_call_id": "call_b", "content": "7"},
-    ]
-    # Run 3 adds the second batch: the failed call's error reaches the model as its result.
-    assert third.body["messages"][:4] == second.body["messages"]
-    assistant, *results = third.body["messages"][4:]
-    assert assistant["role"] == "assistant" and not assistant["content"]
-    assert [(c["id"], c["function"]["arguments"]) for c in assistant["tool_calls"]] == [
-        ("call_c", '{"person": "alice"}'),
-        ("call_d", '{"name": "zed"}'),
-        ("call_e", "{}"),
-    ]
-    assert results == [
-        {"role": "tool", "tool_call_id": "call_c", "content": "Paris"},
-        {
-            "role": "tool",
-            "tool_call_id": "call_d",
-            "content": msgspec.json.encode({"error": ZED_ERROR}).decode(),
-        },
-        {"role": "tool", "tool_call_id": "call_e", "content": '["alice","bob","carol"]'},
-    ]
-
-
-@pytest.mark.anyio
-async def test_engine_runs_a_multi_hop_responses_conversation_over_loopback_http(
-    provider: LoopbackServer,
-) -> None:
-    provider.app.script(*RESPONSES_HOPS)
-    backend = OpenAIResponsesBackend("gpt-4.1", api_key="sk-loop", base_url=provider.url + "/v1")
-    turn = await run_engine(backend)
-    check_the_turn(turn)
-    first, second, third = provider.app.requests
-    assert {r.path for r in (first, second, third)} == {"/v1/responses"}
-    assert first.body["input"] == [{"type": "message", "role": "user", "content": QUESTION}]
-    assert second.body["input"][1:] == [
-        {"type": "message", "role": "assistant", "content": "Let me look up both secret numbers."},
-        {
-            "type": "function_call",
-            "call_id": "call_a",
-            "name": "get_secret_number",
-            "arguments": '{"name": "alice"}',
-        },
-        {
-            "type": "function_call",
-            "call_id": "call_b",
-            "name": "get_secret_number",
-            "arguments": '{"name": "bob"}',
-        },
-        {"type": "function_call_output", "call_id": "call_a", "output": "42"},
-        {"type": "function_call_output", "call_id": "call_b", "output": "7"},
-    ]
-    assert third.body["input"][-6:] == [
-        {
-            "type": "function_call",
-            "call_id": "call_c",
-            "name": "lookup_city",
-            "arguments": '{"person": "alice"}',
-        },
-        {
-            "type": "function_call",
-            "call_id": "call_d",
-            "name": "get_secret_number",
-            "arguments": '{"name": "zed"}',
-        },
-        {"type": "function_call", "call_id": "call_e", "name": "list_people", "arguments": "{}"},
-        {"type": "function_call_output", "call_id": "call_c", "output": "Paris"},
-        {
-            "type": "function_call_output",
-            "call_id": "call_d",
-            "output": msgspec.json.encode({"error": ZED_ERROR}).decode(),
-        },
-        {"type": "function_call_output", "call_id": "call_e", "output": '["alice","bob","carol"]'},
-    ]
-
-
-@pytest.mark.anyio
-async def test_engine_fails_the_turn_with_the_providers_error_mid_stream(
-    provider: LoopbackServer,
-) -> None:
-    provider.app.script(chat_body(CHAT_ERROR_MID_STREAM))
-    turn = await run_engine(OpenAIChatBackend("m", base_url=provider.url + "/v1"))
-    assert turn.status is RunStatus.failed
-    assert turn.reason is not None
-    assert turn.reason.message == "The server had an error while processing your request."
-    assert turn.reason.code == "server_error"
 
 
 @pytest.mark.anyio
