@@ -63,8 +63,15 @@ from _gc_servers import (
     summarize,
     translate,
 )
-
-MODEL = "gemini-2.5-flash"
+from _wire_google import (
+    ERROR_MID_STREAM,
+    MODEL,
+    TEXT_BEFORE_CALLS,
+    USAGE,
+    call,
+    chunk,
+    text,
+)
 
 
 def ids(prefix: str) -> Any:
@@ -78,37 +85,6 @@ def translator() -> GoogleTranslator:
 
 # --- published stream shapes (GenerateContentResponse per SSE data) ---------------------
 
-
-def chunk(
-    *parts: dict[str, Any],
-    finish: str | None = None,
-    usage: dict[str, int] | None = None,
-) -> dict[str, Any]:
-    candidate: dict[str, Any] = {"content": {"parts": list(parts), "role": "model"}, "index": 0}
-    if finish is not None:
-        candidate["finishReason"] = finish
-    out: dict[str, Any] = {
-        "candidates": [candidate],
-        "modelVersion": MODEL,
-        "responseId": "resp-1",
-    }
-    if usage is not None:
-        out["usageMetadata"] = usage
-    return out
-
-
-def text(value: str) -> dict[str, Any]:
-    return {"text": value}
-
-
-def call(name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": name}
-    if args is not None:
-        function["args"] = args
-    return {"functionCall": function}
-
-
-USAGE = {"promptTokenCount": 12, "candidatesTokenCount": 7, "totalTokenCount": 19}
 
 TEXT_ONLY = [
     chunk(text("The sky is ")),
@@ -129,20 +105,6 @@ SAME_CALL_TWICE_ACROSS_CHUNKS = [
     chunk(call("get_secret_number", {"name": "alice"}), finish="STOP"),
 ]
 ZERO_ARG_CALLS = [chunk(call("list_people"), call("list_people", {}), finish="STOP")]
-TEXT_BEFORE_CALLS = [
-    chunk(text("Let me look up ")),
-    chunk(text("both secret numbers.")),
-    chunk(
-        call("get_secret_number", {"name": "alice"}),
-        call("get_secret_number", {"name": "bob"}),
-        finish="STOP",
-        usage=USAGE,
-    ),
-]
-ERROR_MID_STREAM = [
-    chunk(text("Let me think")),
-    {"error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}},
-]
 NESTED_ARGS = [
     chunk(
         call("plan", {"steps": [{"n": 1, "tags": ["a", "b"]}], "note": "é ✓", "ok": True}),

@@ -54,8 +54,14 @@ from _gc_servers import (
     summarize,
     translate,
 )
-
-MODEL = "qwen3"
+from _wire_ollama import (
+    ERROR_MID_STREAM,
+    MODEL,
+    TEXT_BEFORE_CALLS,
+    done,
+    line,
+    tc,
+)
 
 
 def ids(prefix: str) -> Any:
@@ -68,47 +74,6 @@ def translator() -> OllamaTranslator:
 
 
 # --- published stream shapes (one ChatResponse per line) ----------------------------------
-
-
-def line(
-    content: str = "",
-    *,
-    tool_calls: list[dict[str, Any]] | None = None,
-    thinking: str | None = None,
-) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if tool_calls is not None:
-        message["tool_calls"] = tool_calls
-    if thinking is not None:
-        message["thinking"] = thinking
-    return {
-        "model": MODEL,
-        "created_at": "2025-05-27T22:54:57.641643Z",
-        "message": message,
-        "done": False,
-    }
-
-
-def done(reason: str = "stop") -> dict[str, Any]:
-    return {
-        "model": MODEL,
-        "created_at": "2025-05-27T22:54:58.100509Z",
-        "message": {"role": "assistant", "content": ""},
-        "done_reason": reason,
-        "done": True,
-        "total_duration": 885095291,
-        "prompt_eval_count": 122,
-        "eval_count": 33,
-    }
-
-
-def tc(name: str, arguments: Any = None, *, index: int | None = 0, **extra: Any) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": name}
-    if index is not None:
-        function["index"] = index
-    if arguments is not None:
-        function["arguments"] = arguments
-    return {"function": function, **extra}
 
 
 TEXT_ONLY = [line("The sky"), line(" is blue."), done()]
@@ -134,21 +99,6 @@ SAME_CALL_ON_TWO_LINES = [
 ZERO_ARG_CALLS = [
     line(tool_calls=[tc("list_people", {}), tc("list_people", index=None)]),
     done(),
-]
-TEXT_BEFORE_CALLS = [
-    line("Let me look up "),
-    line("both secret numbers."),
-    line(
-        tool_calls=[
-            tc("get_secret_number", {"name": "alice"}),
-            tc("get_secret_number", {"name": "bob"}),
-        ]
-    ),
-    done(),
-]
-ERROR_MID_STREAM = [
-    line("Let me"),
-    {"error": "an error was encountered while running the model: unexpected EOF"},
 ]
 THINKING_THEN_ANSWER = [
     line(thinking="The user asks about the sky. "),

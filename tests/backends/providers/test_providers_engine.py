@@ -41,11 +41,11 @@ from toolrelay.runtime import Engine, Turn
 # The shared helpers and the providers' stream builders sit next to this file
 # (importlib mode puts no test dir on sys.path).
 sys.path.insert(0, str(Path(__file__).parent))
-import test_anthropic as anthropic
-import test_cohere as cohere
-import test_google as google
-import test_ollama as ollama
-import test_openai as openai
+import _wire_anthropic as anthropic
+import _wire_cohere as cohere
+import _wire_google as google
+import _wire_ollama as ollama
+import _wire_openai as openai
 from _gc_servers import (
     NDJSON,
     SSE,
