@@ -108,3 +108,52 @@ ERROR_MID_STREAM = [
     content_delta("Let me"),
     message_end("ERROR", error="internal server error, this has been reported to our developers"),
 ]
+
+
+TEXT_ONLY = [
+    message_start(),
+    content_start(),
+    content_delta("The sky is "),
+    content_delta("blue."),
+    content_end(),
+    message_end("COMPLETE"),
+]
+ONE_CALL = [
+    message_start(),
+    *one_call(0, "get_weather_1byjy32y4hvq", "get_weather", '{"', "location", '":"', 'Madrid"}'),
+    message_end("TOOL_CALL"),
+]
+PARALLEL_CALLS = [
+    message_start(),
+    *one_call(0, "get_secret_number_a", "get_secret_number", '{"name":', '"alice"}'),
+    *one_call(1, "get_secret_number_b", "get_secret_number", '{"name":', '"bob"}'),
+    message_end("TOOL_CALL"),
+]
+ZERO_ARG_CALLS = [
+    message_start(),
+    *one_call(0, "list_people_1", "list_people", "nu", "ll"),
+    *one_call(1, "list_people_2", "list_people"),
+    *one_call(2, "list_people_3", "list_people", '"null"'),
+    message_end("TOOL_CALL"),
+]
+INTERLEAVED_PIECES = [
+    message_start(),
+    call_start(0, "get_weather_m", "get_weather"),
+    call_start(1, "get_weather_b", "get_weather"),
+    call_delta(0, '{"location":'),
+    call_delta(1, '{"location":'),
+    call_delta(1, '"Brasilia"}'),
+    call_delta(0, '"Madrid"}'),
+    call_end(1),
+    call_end(0),
+    message_end("TOOL_CALL"),
+]
+FIXTURES = {
+    "text_only": TEXT_ONLY,
+    "one_call": ONE_CALL,
+    "parallel_calls": PARALLEL_CALLS,
+    "zero_arg_calls": ZERO_ARG_CALLS,
+    "text_before_calls": TEXT_BEFORE_CALLS,
+    "interleaved_pieces": INTERLEAVED_PIECES,
+    "error_mid_stream": ERROR_MID_STREAM,
+}

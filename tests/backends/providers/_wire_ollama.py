@@ -65,3 +65,44 @@ ERROR_MID_STREAM = [
     line("Let me"),
     {"error": "an error was encountered while running the model: unexpected EOF"},
 ]
+
+
+TEXT_ONLY = [line("The sky"), line(" is blue."), done()]
+ONE_CALL = [
+    line(tool_calls=[tc("get_current_weather", {"format": "celsius", "location": "Toronto"})]),
+    done(),
+]
+PARALLEL_SAME_INDEX = [
+    line(
+        tool_calls=[
+            tc("get_secret_number", {"name": "alice"}),
+            tc("get_secret_number", {"name": "bob"}),
+        ]
+    ),
+    done(),
+]
+SAME_CALL_ON_TWO_LINES = [
+    line(tool_calls=[tc("get_secret_number", {"name": "alice"})]),
+    line(tool_calls=[tc("get_secret_number", {"name": "alice"})]),
+    done(),
+]
+ZERO_ARG_CALLS = [
+    line(tool_calls=[tc("list_people", {}), tc("list_people", index=None)]),
+    done(),
+]
+THINKING_THEN_ANSWER = [
+    line(thinking="The user asks about the sky. "),
+    line(thinking="Rayleigh."),
+    line("Because of Rayleigh scattering."),
+    done(),
+]
+FIXTURES = {
+    "text_only": TEXT_ONLY,
+    "one_call": ONE_CALL,
+    "parallel_same_index": PARALLEL_SAME_INDEX,
+    "same_call_on_two_lines": SAME_CALL_ON_TWO_LINES,
+    "zero_arg_calls": ZERO_ARG_CALLS,
+    "text_before_calls": TEXT_BEFORE_CALLS,
+    "error_mid_stream": ERROR_MID_STREAM,
+    "thinking_then_answer": THINKING_THEN_ANSWER,
+}

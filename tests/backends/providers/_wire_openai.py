@@ -190,3 +190,24 @@ RESP_ERROR_MID_STREAM = [
         "sequence_number": 4,
     },
 ]
+
+
+CHAT_INTERLEAVED = [
+    ROLE,
+    calls(head(0, "call_a", "get_secret_number")),
+    calls(head(1, "call_b", "lookup_city")),
+    calls(piece(0, '{"name"')),
+    calls(piece(1, '{"person"')),
+    calls(piece(0, ': "alice"}'), piece(1, ': "bob"}')),
+    chunk({}, "tool_calls"),
+]
+RESP_TEXT_BEFORE_CALLS = [
+    created(),
+    message_added(0, "msg_1"),
+    text_delta(0, "msg_1", "Let me check."),
+    *message_done(0, "msg_1", "Let me check."),
+    call_added(1, "fc_1", "call_a", "get_secret_number"),
+    args_delta(1, "fc_1", '{"name": "alice"}'),
+    *call_done(1, "fc_1", "call_a", "get_secret_number", '{"name": "alice"}'),
+    completed(),
+]

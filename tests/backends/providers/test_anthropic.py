@@ -9,7 +9,6 @@ multi-hop tool conversation, through the Engine against a loopback HTTP server.
 
 from __future__ import annotations
 
-import itertools
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,7 +17,6 @@ import anyio
 import httpx
 import msgspec
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from toolrelay.backends.providers._anthropic import (
     ANTHROPIC_VERSION,
@@ -597,53 +595,6 @@ async def test_a_provider_without_parallel_calls_refuses_them_before_sending() -
 
 
 # --- re-chunked bytes: the same calls and text (Hypothesis) ---
-
-RECHUNK_BODY = body_of(
-    [
-        message_start(),
-        PING,
-        *thinking_block(0, "Größe ✓", "sig"),
-        *text_block(1, "Let me ", "check 日本語."),
-        *tool_block(2, "toolu_a", "get_secret_number", '{"na', 'me": "ålice"}'),
-        *tool_block(3, "toolu_z", "list_people"),
-        *message_end("tool_use"),
-    ]
-)
-
-
-def split_at(body: bytes, cuts: list[int]) -> list[bytes]:
-    edges = [0, *sorted(set(cuts)), len(body)]
-    return [body[a:b] for a, b in itertools.pairwise(edges) if b > a]
-
-
-def outcome_of(pieces: list[bytes], backend_name: str) -> Outcome:
-    async def main() -> Outcome:
-        backend = AnthropicBackend(
-            "m", transport=httpx.MockTransport(Recorder(*pieces)), api_key="sk-test"
-        )
-        return summarize(await collect(backend))
-
-    return anyio.run(main, backend=backend_name)
-
-
-@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
-@settings(max_examples=80, deadline=None)
-@given(cuts=st.lists(st.integers(1, len(RECHUNK_BODY) - 1), max_size=40))
-def test_any_rechunking_of_the_bytes_yields_the_same_calls_and_text(
-    backend_name: str, cuts: list[int]
-) -> None:
-    expected = outcome_of([RECHUNK_BODY], backend_name)
-    assert expected.calls == [
-        ("toolu_a", "get_secret_number", '{"name": "ålice"}'),
-        ("toolu_z", "list_people", ""),
-    ]
-    assert expected.texts == ["Let me check 日本語."]
-    assert outcome_of(split_at(RECHUNK_BODY, cuts), backend_name) == expected
-
-
-def test_one_byte_at_a_time_yields_the_same_calls_and_text() -> None:
-    bytewise = [RECHUNK_BODY[i : i + 1] for i in range(len(RECHUNK_BODY))]
-    assert outcome_of(bytewise, "trio") == outcome_of([RECHUNK_BODY], "asyncio")
 
 
 # --- the Engine, end to end, against a loopback server ---

@@ -9,10 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from toolrelay.backends.providers._base import Capabilities
 from toolrelay.backends.providers._cohere import CohereBackend, CohereTranslator
@@ -32,7 +30,6 @@ from toolrelay.protocol import (
     Message,
     ReasoningMessageContentEvent,
     RunFinishedEvent,
-    RunStartedEvent,
     SystemMessage,
     TextMessageEndEvent,
     TextPart,
@@ -48,7 +45,6 @@ from _gc_servers import (
     SSE,
     cohere_sse,
     collect,
-    cut,
     mock_backend_transport,
     run_input,
     summarize,
@@ -56,8 +52,13 @@ from _gc_servers import (
 )
 from _wire_cohere import (
     ERROR_MID_STREAM,
+    INTERLEAVED_PIECES,
     MODEL,
+    ONE_CALL,
+    PARALLEL_CALLS,
     TEXT_BEFORE_CALLS,
+    TEXT_ONLY,
+    ZERO_ARG_CALLS,
     call_delta,
     call_end,
     call_start,
@@ -80,56 +81,6 @@ def translator() -> CohereTranslator:
 
 
 # --- published stream events (v2 chat, stream: true) ---------------------------------------
-
-
-TEXT_ONLY = [
-    message_start(),
-    content_start(),
-    content_delta("The sky is "),
-    content_delta("blue."),
-    content_end(),
-    message_end("COMPLETE"),
-]
-ONE_CALL = [
-    message_start(),
-    *one_call(0, "get_weather_1byjy32y4hvq", "get_weather", '{"', "location", '":"', 'Madrid"}'),
-    message_end("TOOL_CALL"),
-]
-PARALLEL_CALLS = [
-    message_start(),
-    *one_call(0, "get_secret_number_a", "get_secret_number", '{"name":', '"alice"}'),
-    *one_call(1, "get_secret_number_b", "get_secret_number", '{"name":', '"bob"}'),
-    message_end("TOOL_CALL"),
-]
-ZERO_ARG_CALLS = [
-    message_start(),
-    *one_call(0, "list_people_1", "list_people", "nu", "ll"),
-    *one_call(1, "list_people_2", "list_people"),
-    *one_call(2, "list_people_3", "list_people", '"null"'),
-    message_end("TOOL_CALL"),
-]
-INTERLEAVED_PIECES = [
-    message_start(),
-    call_start(0, "get_weather_m", "get_weather"),
-    call_start(1, "get_weather_b", "get_weather"),
-    call_delta(0, '{"location":'),
-    call_delta(1, '{"location":'),
-    call_delta(1, '"Brasilia"}'),
-    call_delta(0, '"Madrid"}'),
-    call_end(1),
-    call_end(0),
-    message_end("TOOL_CALL"),
-]
-
-FIXTURES = {
-    "text_only": TEXT_ONLY,
-    "one_call": ONE_CALL,
-    "parallel_calls": PARALLEL_CALLS,
-    "zero_arg_calls": ZERO_ARG_CALLS,
-    "text_before_calls": TEXT_BEFORE_CALLS,
-    "interleaved_pieces": INTERLEAVED_PIECES,
-    "error_mid_stream": ERROR_MID_STREAM,
-}
 
 
 # --- the translator -------------------------------------------------------------------
@@ -330,40 +281,6 @@ def backend_for(pieces: list[bytes], requests: list[httpx.Request] | None = None
     return CohereBackend(
         MODEL, api_key="test-key", transport=mock_backend_transport(pieces, SSE, requests)
     )
-
-
-async def backend_events(pieces: list[bytes]) -> list[Any]:
-    backend = backend_for(pieces)
-    try:
-        return await collect(backend, run_input(tools=DEMO_TOOLS.definitions()))
-    finally:
-        await backend.aclose()
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("name", sorted(FIXTURES))
-async def test_the_backend_plays_each_fixture_like_the_translator(name: str) -> None:
-    stream = FIXTURES[name]
-    events = await backend_events([sse_bytes(stream)])
-    assert isinstance(events[0], RunStartedEvent)
-    assert summarize(events[1:]).shape() == summarize(translate(CohereTranslator(), stream)).shape()
-    for event in events:
-        if isinstance(event, RunFinishedEvent):
-            assert (event.thread_id, event.run_id) == ("thread-1", "run-1")
-
-
-@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
-@settings(max_examples=40, deadline=None)
-@given(data=st.data())
-def test_any_rechunking_of_the_bytes_gives_the_same_calls_and_text(
-    backend_name: str, data: st.DataObject
-) -> None:
-    name = data.draw(st.sampled_from(sorted(FIXTURES)), label="fixture")
-    body = sse_bytes(FIXTURES[name])
-    boundaries = data.draw(st.lists(st.integers(1, len(body) - 1), max_size=40), label="cuts")
-    whole = anyio.run(backend_events, [body], backend=backend_name)
-    pieces = anyio.run(backend_events, cut(body, boundaries), backend=backend_name)
-    assert summarize(pieces[1:]).shape() == summarize(whole[1:]).shape()
 
 
 # --- requests -----------------------------------------------------------------------------

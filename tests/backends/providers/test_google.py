@@ -9,10 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from toolrelay.backends.providers._base import Capabilities
 from toolrelay.backends.providers._google import (
@@ -38,7 +36,6 @@ from toolrelay.protocol import (
     ReasoningMessageContentEvent,
     ReasoningStartEvent,
     RunFinishedEvent,
-    RunStartedEvent,
     SystemMessage,
     TextMessageEndEvent,
     TextPart,
@@ -56,7 +53,6 @@ from _gc_servers import (
     LoopbackServer,
     ScriptedProvider,
     collect,
-    cut,
     gemini_sse,
     mock_backend_transport,
     run_input,
@@ -66,8 +62,13 @@ from _gc_servers import (
 from _wire_google import (
     ERROR_MID_STREAM,
     MODEL,
+    NESTED_ARGS,
+    ONE_CALL,
+    PARALLEL_CALLS,
+    SAME_CALL_TWICE_ACROSS_CHUNKS,
     TEXT_BEFORE_CALLS,
-    USAGE,
+    TEXT_ONLY,
+    ZERO_ARG_CALLS,
     call,
     chunk,
     text,
@@ -84,44 +85,6 @@ def translator() -> GoogleTranslator:
 
 
 # --- published stream shapes (GenerateContentResponse per SSE data) ---------------------
-
-
-TEXT_ONLY = [
-    chunk(text("The sky is ")),
-    chunk(text("blue because of Rayleigh scattering.")),
-    chunk(text(""), finish="STOP", usage=USAGE),
-]
-ONE_CALL = [chunk(call("get_weather", {"city": "Paris"}), finish="STOP", usage=USAGE)]
-PARALLEL_CALLS = [
-    chunk(
-        call("get_secret_number", {"name": "alice"}),
-        call("get_secret_number", {"name": "bob"}),
-        call("lookup_city", {"person": "alice"}),
-        finish="STOP",
-    )
-]
-SAME_CALL_TWICE_ACROSS_CHUNKS = [
-    chunk(call("get_secret_number", {"name": "alice"})),
-    chunk(call("get_secret_number", {"name": "alice"}), finish="STOP"),
-]
-ZERO_ARG_CALLS = [chunk(call("list_people"), call("list_people", {}), finish="STOP")]
-NESTED_ARGS = [
-    chunk(
-        call("plan", {"steps": [{"n": 1, "tags": ["a", "b"]}], "note": "é ✓", "ok": True}),
-        finish="STOP",
-    )
-]
-
-FIXTURES = {
-    "text_only": TEXT_ONLY,
-    "one_call": ONE_CALL,
-    "parallel_calls": PARALLEL_CALLS,
-    "same_call_twice": SAME_CALL_TWICE_ACROSS_CHUNKS,
-    "zero_arg_calls": ZERO_ARG_CALLS,
-    "text_before_calls": TEXT_BEFORE_CALLS,
-    "error_mid_stream": ERROR_MID_STREAM,
-    "nested_args": NESTED_ARGS,
-}
 
 
 # --- the translator -------------------------------------------------------------------
@@ -306,46 +269,6 @@ def backend_for(pieces: list[bytes], requests: list[httpx.Request] | None = None
     return GoogleBackend(
         MODEL, api_key="test-key", transport=mock_backend_transport(pieces, SSE, requests)
     )
-
-
-async def backend_events(pieces: list[bytes]) -> list[Any]:
-    backend = backend_for(pieces)
-    try:
-        return await collect(backend, run_input(tools=DEMO_TOOLS.definitions()))
-    finally:
-        await backend.aclose()
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("name", sorted(FIXTURES))
-async def test_the_backend_plays_each_fixture_like_the_translator(name: str) -> None:
-    chunks = FIXTURES[name]
-    events = await backend_events([sse_bytes(chunks)])
-    assert isinstance(events[0], RunStartedEvent)
-    assert (events[0].thread_id, events[0].run_id) == ("thread-1", "run-1")
-    expected = summarize(translate(GoogleTranslator(), chunks))
-    got = summarize(events[1:])
-    assert (got.text, got.finished, got.error) == (expected.text, expected.finished, expected.error)
-    assert [(c.name, c.arguments, c.ended) for c in got.calls] == [
-        (c.name, c.arguments, c.ended) for c in expected.calls
-    ]
-    for event in events:
-        if isinstance(event, RunFinishedEvent):
-            assert (event.thread_id, event.run_id) == ("thread-1", "run-1")
-
-
-@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
-@settings(max_examples=40, deadline=None)
-@given(data=st.data())
-def test_any_rechunking_of_the_bytes_gives_the_same_calls_and_text(
-    backend_name: str, data: st.DataObject
-) -> None:
-    name = data.draw(st.sampled_from(sorted(FIXTURES)), label="fixture")
-    body = sse_bytes(FIXTURES[name])
-    boundaries = data.draw(st.lists(st.integers(1, len(body) - 1), max_size=40), label="cuts")
-    whole = anyio.run(backend_events, [body], backend=backend_name)
-    pieces = anyio.run(backend_events, cut(body, boundaries), backend=backend_name)
-    assert summarize(pieces[1:]).shape() == summarize(whole[1:]).shape()
 
 
 # --- requests -----------------------------------------------------------------------------

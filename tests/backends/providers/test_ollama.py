@@ -9,10 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from toolrelay.backends.providers._base import Capabilities
 from toolrelay.backends.providers._ollama import OllamaBackend, OllamaTranslator
@@ -33,7 +31,6 @@ from toolrelay.protocol import (
     ReasoningMessage,
     ReasoningMessageContentEvent,
     RunFinishedEvent,
-    RunStartedEvent,
     SystemMessage,
     TextMessageEndEvent,
     TextPart,
@@ -47,7 +44,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _gc_servers import (
     NDJSON,
     collect,
-    cut,
     mock_backend_transport,
     ndjson,
     run_input,
@@ -57,7 +53,13 @@ from _gc_servers import (
 from _wire_ollama import (
     ERROR_MID_STREAM,
     MODEL,
+    ONE_CALL,
+    PARALLEL_SAME_INDEX,
+    SAME_CALL_ON_TWO_LINES,
     TEXT_BEFORE_CALLS,
+    TEXT_ONLY,
+    THINKING_THEN_ANSWER,
+    ZERO_ARG_CALLS,
     done,
     line,
     tc,
@@ -76,47 +78,7 @@ def translator() -> OllamaTranslator:
 # --- published stream shapes (one ChatResponse per line) ----------------------------------
 
 
-TEXT_ONLY = [line("The sky"), line(" is blue."), done()]
-ONE_CALL = [
-    line(tool_calls=[tc("get_current_weather", {"format": "celsius", "location": "Toronto"})]),
-    done(),
-]
 # Ollama often gives every call of a response the same index, and no id.
-PARALLEL_SAME_INDEX = [
-    line(
-        tool_calls=[
-            tc("get_secret_number", {"name": "alice"}),
-            tc("get_secret_number", {"name": "bob"}),
-        ]
-    ),
-    done(),
-]
-SAME_CALL_ON_TWO_LINES = [
-    line(tool_calls=[tc("get_secret_number", {"name": "alice"})]),
-    line(tool_calls=[tc("get_secret_number", {"name": "alice"})]),
-    done(),
-]
-ZERO_ARG_CALLS = [
-    line(tool_calls=[tc("list_people", {}), tc("list_people", index=None)]),
-    done(),
-]
-THINKING_THEN_ANSWER = [
-    line(thinking="The user asks about the sky. "),
-    line(thinking="Rayleigh."),
-    line("Because of Rayleigh scattering."),
-    done(),
-]
-
-FIXTURES = {
-    "text_only": TEXT_ONLY,
-    "one_call": ONE_CALL,
-    "parallel_same_index": PARALLEL_SAME_INDEX,
-    "same_call_on_two_lines": SAME_CALL_ON_TWO_LINES,
-    "zero_arg_calls": ZERO_ARG_CALLS,
-    "text_before_calls": TEXT_BEFORE_CALLS,
-    "error_mid_stream": ERROR_MID_STREAM,
-    "thinking_then_answer": THINKING_THEN_ANSWER,
-}
 
 
 # --- the translator -------------------------------------------------------------------
@@ -268,40 +230,6 @@ def ndjson_bytes(lines: list[dict[str, Any]]) -> bytes:
 
 def backend_for(pieces: list[bytes], requests: list[httpx.Request] | None = None) -> OllamaBackend:
     return OllamaBackend(MODEL, transport=mock_backend_transport(pieces, NDJSON, requests))
-
-
-async def backend_events(pieces: list[bytes]) -> list[Any]:
-    backend = backend_for(pieces)
-    try:
-        return await collect(backend, run_input(tools=DEMO_TOOLS.definitions()))
-    finally:
-        await backend.aclose()
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("name", sorted(FIXTURES))
-async def test_the_backend_plays_each_fixture_like_the_translator(name: str) -> None:
-    lines = FIXTURES[name]
-    events = await backend_events([ndjson_bytes(lines)])
-    assert isinstance(events[0], RunStartedEvent)
-    assert summarize(events[1:]).shape() == summarize(translate(OllamaTranslator(), lines)).shape()
-    for event in events:
-        if isinstance(event, RunFinishedEvent):
-            assert (event.thread_id, event.run_id) == ("thread-1", "run-1")
-
-
-@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
-@settings(max_examples=40, deadline=None)
-@given(data=st.data())
-def test_any_rechunking_of_the_bytes_gives_the_same_calls_and_text(
-    backend_name: str, data: st.DataObject
-) -> None:
-    name = data.draw(st.sampled_from(sorted(FIXTURES)), label="fixture")
-    body = ndjson_bytes(FIXTURES[name])
-    boundaries = data.draw(st.lists(st.integers(1, len(body) - 1), max_size=40), label="cuts")
-    whole = anyio.run(backend_events, [body], backend=backend_name)
-    pieces = anyio.run(backend_events, cut(body, boundaries), backend=backend_name)
-    assert summarize(pieces[1:]).shape() == summarize(whole[1:]).shape()
 
 
 # --- requests -----------------------------------------------------------------------------

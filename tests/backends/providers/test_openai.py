@@ -14,11 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-import anyio
 import httpx
 import msgspec
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from toolrelay.backends.providers import (
     Capabilities,
@@ -65,7 +63,9 @@ from _oa_servers import (
 )
 from _wire_openai import (
     CHAT_ERROR_MID_STREAM,
+    CHAT_INTERLEAVED,
     RESP_ERROR_MID_STREAM,
+    RESP_TEXT_BEFORE_CALLS,
     ROLE,
     args_delta,
     call_added,
@@ -106,15 +106,6 @@ CHAT_PARALLEL = [
     calls(piece(0, '{"name": "alice"}')),
     calls(head(1, "call_b", "lookup_city")),
     calls(piece(1, '{"person": "bob"}')),
-    chunk({}, "tool_calls"),
-]
-CHAT_INTERLEAVED = [
-    ROLE,
-    calls(head(0, "call_a", "get_secret_number")),
-    calls(head(1, "call_b", "lookup_city")),
-    calls(piece(0, '{"name"')),
-    calls(piece(1, '{"person"')),
-    calls(piece(0, ': "alice"}'), piece(1, ': "bob"}')),
     chunk({}, "tool_calls"),
 ]
 CHAT_ZERO_ARG = [ROLE, calls(head(0, "call_z", "list_people")), chunk({}, "tool_calls")]
@@ -392,16 +383,6 @@ RESP_ZERO_ARG = [
     created(),
     call_added(0, "fc_1", "call_z", "list_people"),
     *call_done(0, "fc_1", "call_z", "list_people", "{}"),
-    completed(),
-]
-RESP_TEXT_BEFORE_CALLS = [
-    created(),
-    message_added(0, "msg_1"),
-    text_delta(0, "msg_1", "Let me check."),
-    *message_done(0, "msg_1", "Let me check."),
-    call_added(1, "fc_1", "call_a", "get_secret_number"),
-    args_delta(1, "fc_1", '{"name": "alice"}'),
-    *call_done(1, "fc_1", "call_a", "get_secret_number", '{"name": "alice"}'),
     completed(),
 ]
 RESP_FAILED = [
@@ -959,70 +940,6 @@ async def test_inline_audio_and_images_are_sent_as_content_parts() -> None:
 
 
 # --- re-chunked bytes: the same calls and text (Hypothesis) ---
-
-RECHUNK_STREAMS: dict[str, tuple[Callable[..., ProviderBackend], bytes]] = {
-    "chat": (
-        OpenAIChatBackend,
-        chat_body(
-            [
-                chunk({"role": "assistant", "content": ""}),
-                chunk({"content": "Größe: ✓ "}),
-                chunk({"content": "日本語"}),
-                *CHAT_INTERLEAVED[1:-1],
-                calls(head(2, "call_z", "list_people")),
-                chunk({}, "tool_calls"),
-            ]
-        ),
-    ),
-    "responses": (
-        OpenAIResponsesBackend,
-        responses_body(
-            [
-                *RESP_TEXT_BEFORE_CALLS[:-1],
-                call_added(2, "fc_2", "call_b", "lookup_city"),
-                args_delta(2, "fc_2", '{"person": "bøb ✓"}'),
-                *call_done(2, "fc_2", "call_b", "lookup_city", '{"person": "bøb ✓"}'),
-                completed(),
-            ]
-        ),
-    ),
-}
-
-
-def split_at(body: bytes, cuts: list[int]) -> list[bytes]:
-    edges = [0, *sorted(set(cuts)), len(body)]
-    return [body[a:b] for a, b in itertools.pairwise(edges) if b > a]
-
-
-def outcome_of(
-    cls: Callable[..., ProviderBackend], pieces: list[bytes], backend_name: str
-) -> Outcome:
-    async def main() -> Outcome:
-        transport = httpx.MockTransport(Recorder(lambda: Chunks(list(pieces))))
-        return summarize(await collect(cls("m", transport=transport, api_key="sk-test")))
-
-    return anyio.run(main, backend=backend_name)
-
-
-@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
-@pytest.mark.parametrize("api", list(RECHUNK_STREAMS))
-@settings(max_examples=60, deadline=None)
-@given(data=st.data())
-def test_any_rechunking_of_the_bytes_yields_the_same_calls_and_text(
-    api: str, backend_name: str, data: st.DataObject
-) -> None:
-    cls, body = RECHUNK_STREAMS[api]
-    cuts = data.draw(st.lists(st.integers(1, len(body) - 1), max_size=40), label="cuts")
-    expected = outcome_of(cls, [body], backend_name)
-    assert expected.calls and expected.texts and expected.finish is not None
-    assert outcome_of(cls, split_at(body, cuts), backend_name) == expected
-
-
-def test_one_byte_at_a_time_yields_the_same_calls_and_text() -> None:
-    for cls, body in RECHUNK_STREAMS.values():
-        expected = outcome_of(cls, [body], "asyncio")
-        bytewise = [body[i : i + 1] for i in range(len(body))]
-        assert outcome_of(cls, bytewise, "trio") == expected
 
 
 # --- the Engine, end to end, against a loopback server ---

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import msgspec
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from toolrelay.backends.providers import (
     AnthropicBackend,
@@ -35,7 +37,7 @@ from toolrelay.core import TextMessage, ToolCallMessage
 from toolrelay.demo import DEMO_TOOLS
 from toolrelay.errors import AgentRunError
 from toolrelay.machines import RunStatus, ToolCallStatus
-from toolrelay.protocol import SystemMessage
+from toolrelay.protocol import Event, RunFinishedEvent, RunStartedEvent, SystemMessage
 from toolrelay.runtime import Engine, Turn
 
 # The shared helpers and the providers' stream builders sit next to this file
@@ -55,12 +57,14 @@ from _gc_servers import (
     ScriptedProvider,
     cohere_sse,
     collect,
+    cut,
     gemini_sse,
     mock_backend_transport,
     ndjson,
     run_input,
+    summarize as calls_of,
 )
-from _oa_servers import sse
+from _oa_servers import Outcome, collect as collect_closed, sse, summarize
 
 Call = tuple[str | None, str, str, ToolCallStatus]  # id (None: made up here), name, args
 
@@ -71,7 +75,8 @@ class Provider:
 
     Attributes:
         id: The test id.
-        backend: Builds the backend for a base URL and an explicit key.
+        cls: The backend class.
+        model: The model the backend asks for.
         base_path: What follows the server's URL in ``base_url``.
         frame: One scripted chunk as the provider puts it on the wire.
         media_type: The stream's ``Content-Type``.
@@ -91,11 +96,16 @@ class Provider:
         default_url: The URL a request goes to without ``base_url``.
         opening: The body field holding the conversation, and its value in the first
             request (the question alone).
+        streams: Published streams the backend must play as its translator does,
+            however the bytes are cut.
+        named: Whether the translator is fed each chunk's SSE event name (its ``type``).
+        expected: What some of ``streams`` amount to, written out.
         history: What precedes the question in the conversation.
     """
 
     id: str
-    backend: Callable[[str, str], ProviderBackend]
+    cls: type[ProviderBackend]
+    model: str
     base_path: str
     frame: Callable[[Any], bytes]
     media_type: str
@@ -114,6 +124,9 @@ class Provider:
     failure_message: str
     default_url: str
     opening: tuple[str, Any]
+    streams: dict[str, list[Any]]
+    named: bool = False
+    expected: dict[str, Outcome] = field(default_factory=dict)
     history: list[Any] = field(default_factory=list)
 
 
@@ -645,7 +658,8 @@ PROVIDERS = [
         id="openai-chat",
         env=("OPENAI_API_KEY",),
         name="openai",
-        backend=lambda url, key: OpenAIChatBackend("gpt-4o-mini", api_key=key, base_url=url),
+        cls=OpenAIChatBackend,
+        model="gpt-4o-mini",
         base_path="/v1",
         frame=chat_frame,
         media_type=SSE,
@@ -674,12 +688,37 @@ PROVIDERS = [
         failure_message="openai error 401: Incorrect API key provided: sk-bad.",
         default_url="https://api.openai.com/v1/chat/completions",
         opening=("messages", [{"role": "user", "content": QUESTION}]),
+        streams={
+            "rechunk": [
+                openai.chunk({"role": "assistant", "content": ""}),
+                openai.chunk({"content": "Größe: ✓ "}),
+                openai.chunk({"content": "日本語"}),
+                *openai.CHAT_INTERLEAVED[1:-1],
+                openai.calls(openai.head(2, "call_z", "list_people")),
+                openai.chunk({}, "tool_calls"),
+                DONE,
+            ]
+        },
+        expected={
+            "rechunk": Outcome(
+                texts=["Größe: ✓ 日本語"],
+                calls=[
+                    ("call_a", "get_secret_number", '{"name": "alice"}'),
+                    ("call_b", "lookup_city", '{"person": "bob"}'),
+                    ("call_z", "list_people", ""),
+                ],
+                ended=["call_a", "call_b", "call_z"],
+                reasoning=[],
+                finish={"stopReason": "tool_calls"},
+            )
+        },
     ),
     Provider(
         id="openai-responses",
         env=("OPENAI_API_KEY",),
         name="openai-responses",
-        backend=lambda url, key: OpenAIResponsesBackend("gpt-4.1", api_key=key, base_url=url),
+        cls=OpenAIResponsesBackend,
+        model="gpt-4.1",
         base_path="/v1",
         frame=named_frame,
         media_type=SSE,
@@ -699,12 +738,35 @@ PROVIDERS = [
         failure_message="openai-responses error 400: Unknown parameter: 'inputs'.",
         default_url="https://api.openai.com/v1/responses",
         opening=("input", [{"type": "message", "role": "user", "content": QUESTION}]),
+        streams={
+            "rechunk": [
+                *openai.RESP_TEXT_BEFORE_CALLS[:-1],
+                openai.call_added(2, "fc_2", "call_b", "lookup_city"),
+                openai.args_delta(2, "fc_2", '{"person": "bøb ✓"}'),
+                *openai.call_done(2, "fc_2", "call_b", "lookup_city", '{"person": "bøb ✓"}'),
+                openai.completed(),
+            ]
+        },
+        named=True,
+        expected={
+            "rechunk": Outcome(
+                texts=["Let me check."],
+                calls=[
+                    ("call_a", "get_secret_number", '{"name": "alice"}'),
+                    ("call_b", "lookup_city", '{"person": "bøb ✓"}'),
+                ],
+                ended=["call_a", "call_b"],
+                reasoning=[],
+                finish={"stopReason": "tool_calls"},
+            )
+        },
     ),
     Provider(
         id="anthropic",
         env=("ANTHROPIC_API_KEY",),
         name="anthropic",
-        backend=lambda url, key: AnthropicBackend("claude-sonnet-4-5", api_key=key, base_url=url),
+        cls=AnthropicBackend,
+        model="claude-sonnet-4-5",
         base_path="",
         frame=named_frame,
         media_type=SSE,
@@ -721,13 +783,38 @@ PROVIDERS = [
         failure_message="anthropic error 529: Overloaded",
         default_url="https://api.anthropic.com/v1/messages",
         opening=("messages", [{"role": "user", "content": [{"type": "text", "text": QUESTION}]}]),
+        streams={
+            "rechunk": [
+                anthropic.message_start(),
+                anthropic.PING,
+                *anthropic.thinking_block(0, "Größe ✓", "sig"),
+                *anthropic.text_block(1, "Let me ", "check 日本語."),
+                *anthropic.tool_block(2, "toolu_a", "get_secret_number", '{"na', 'me": "ålice"}'),
+                *anthropic.tool_block(3, "toolu_z", "list_people"),
+                *anthropic.message_end("tool_use"),
+            ]
+        },
+        named=True,
+        expected={
+            "rechunk": Outcome(
+                texts=["Let me check 日本語."],
+                calls=[
+                    ("toolu_a", "get_secret_number", '{"name": "ålice"}'),
+                    ("toolu_z", "list_people", ""),
+                ],
+                ended=["toolu_a", "toolu_z"],
+                reasoning=["Größe ✓"],
+                finish={"stopReason": "tool_use"},
+            )
+        },
         history=[SystemMessage(id="sys", content="Be brief.")],
     ),
     Provider(
         id="google",
         env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
         name="google",
-        backend=lambda url, key: GoogleBackend(google.MODEL, api_key=key, base_url=url),
+        cls=GoogleBackend,
+        model=google.MODEL,
         base_path="/v1beta",
         frame=gemini_sse,
         media_type=SSE,
@@ -751,12 +838,14 @@ PROVIDERS = [
             f"{google.MODEL}:streamGenerateContent?alt=sse"
         ),
         opening=("contents", [{"role": "user", "parts": [{"text": QUESTION}]}]),
+        streams=google.FIXTURES,
     ),
     Provider(
         id="cohere",
         env=("CO_API_KEY", "COHERE_API_KEY"),
         name="cohere",
-        backend=lambda url, key: CohereBackend(cohere.MODEL, api_key=key, base_url=url),
+        cls=CohereBackend,
+        model=cohere.MODEL,
         base_path="",
         frame=cohere_sse,
         media_type=SSE,
@@ -776,13 +865,16 @@ PROVIDERS = [
         failure_message="cohere error 401: invalid api token",
         default_url="https://api.cohere.com/v2/chat",
         opening=("messages", [{"role": "user", "content": QUESTION}]),
+        streams=cohere.FIXTURES,
+        named=True,
     ),
     Provider(
         id="ollama",
         env=(),
         name="ollama",
         # Ollama takes no key: one given (for a proxy in front of it) goes as a bearer.
-        backend=lambda url, key: OllamaBackend(ollama.MODEL, api_key=key or None, base_url=url),
+        cls=OllamaBackend,
+        model=ollama.MODEL,
         base_path="",
         frame=ndjson,
         media_type=NDJSON,
@@ -802,6 +894,7 @@ PROVIDERS = [
         failure_message='ollama error 404: model "qwen9" not found, try pulling it first',
         default_url="http://localhost:11434/api/chat",
         opening=("messages", [{"role": "user", "content": QUESTION}]),
+        streams=ollama.FIXTURES,
     ),
 ]
 BY_ID = {p.id: p for p in PROVIDERS}
@@ -821,7 +914,7 @@ def has_headers(sent: Any, expected: dict[str, str]) -> bool:
 
 
 def loopback_backend(provider: Provider, server: LoopbackServer, key: str) -> ProviderBackend:
-    return provider.backend(server.url + provider.base_path, key)
+    return provider.cls(provider.model, api_key=key, base_url=server.url + provider.base_path)
 
 
 async def run_turn(
@@ -926,14 +1019,7 @@ async def test_the_request_goes_to_the_providers_endpoint_with_the_key_header(
     provider: Provider,
 ) -> None:
     requests: list[httpx.Request] = []
-    backend = provider.backend("", "test-key")
-    backend = type(backend)(
-        backend.model,
-        api_key="test-key",
-        transport=mock_backend_transport(
-            [provider.frame(c) for c in provider.hops[-1]], provider.media_type, requests
-        ),
-    )
+    backend = mock_backend(provider, [body_of(provider, provider.hops[-1])], requests)
     try:
         await collect(backend, run_input())
     finally:
@@ -944,12 +1030,7 @@ async def test_the_request_goes_to_the_providers_endpoint_with_the_key_header(
     if provider.media_type == SSE:
         assert request.headers["accept"] == "text/event-stream"
     if not provider.env:  # a provider that needs no key sends none unless given one
-        keyless = type(backend)(
-            backend.model,
-            transport=mock_backend_transport(
-                [provider.frame(c) for c in provider.hops[-1]], provider.media_type, requests
-            ),
-        )
+        keyless = mock_backend(provider, [body_of(provider, provider.hops[-1])], requests, key=None)
         try:
             await collect(keyless, run_input())
         finally:
@@ -961,7 +1042,7 @@ async def test_the_request_goes_to_the_providers_endpoint_with_the_key_header(
 def test_the_api_key_comes_from_the_environment_in_order_and_is_never_shown(
     provider: Provider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cls = type(provider.backend("", "k"))
+    cls = provider.cls
     assert (cls.name, cls.api_key_env) == (provider.name, provider.env)
     for variable in cls.api_key_env:
         monkeypatch.delenv(variable, raising=False)
@@ -987,3 +1068,99 @@ async def test_unsigned_reasoning_is_not_sent_and_an_engine_may_refuse_reasoning
     assert turn.status is RunStatus.completed, turn.reason
     blocks = [b["type"] for m in third.body["messages"] for b in m["content"]]
     assert "thinking" not in blocks
+
+
+# --- the stream through the backend, however the bytes are cut -------------------------------
+
+
+def mock_backend(
+    provider: Provider,
+    pieces: list[bytes],
+    requests: list[httpx.Request] | None = None,
+    *,
+    key: str | None = "test-key",
+) -> ProviderBackend:
+    """The provider's backend at its default URL, answered by ``pieces`` over
+    httpx.MockTransport (the real httpx and httpx-sse code runs)."""
+    transport = mock_backend_transport(pieces, provider.media_type, requests)
+    return provider.cls(provider.model, api_key=key, transport=transport)
+
+
+def body_of(provider: Provider, chunks: list[Any]) -> bytes:
+    return b"".join(provider.frame(chunk) for chunk in chunks)
+
+
+Played = tuple[Outcome, tuple[Any, ...]]
+
+
+def outcome(events: Sequence[Any]) -> Played:
+    """The events' :class:`Outcome` (checked for AG-UI order on the way), and their calls
+    with whether each names a parent message."""
+    return summarize(events), calls_of(events).shape()
+
+
+def translated(provider: Provider, backend: ProviderBackend, chunks: list[Any]) -> Played:
+    """What a translator of ``backend`` (a fresh one: a backend numbers the calls it makes
+    ids for across its runs) makes of ``chunks``, fed one by one."""
+    translator = backend.new_translator()
+    events: list[Event] = []
+    for chunk in chunks:
+        if chunk != DONE:  # the end of a Chat Completions stream is the backend's
+            events.extend(translator.feed(chunk, chunk.get("type") if provider.named else None))
+    events.extend(translator.finish())
+    return outcome(events)
+
+
+def played(provider: Provider, pieces: list[bytes], backend_name: str) -> Played:
+    async def main() -> Played:
+        return outcome(await collect_closed(mock_backend(provider, pieces)))
+
+    return anyio.run(main, backend=backend_name)
+
+
+STREAMS = [
+    pytest.param(provider, name, id=f"{provider.id}-{name}")
+    for provider in PROVIDERS
+    for name in provider.streams
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("provider", "name"), STREAMS)
+async def test_the_backend_plays_each_published_stream_as_its_translator_does(
+    provider: Provider, name: str
+) -> None:
+    chunks = provider.streams[name]
+    fresh = mock_backend(provider, [])
+    expected = translated(provider, fresh, chunks)
+    await fresh.aclose()
+    events = await collect_closed(mock_backend(provider, [body_of(provider, chunks)]))
+    assert events[0] == RunStartedEvent(thread_id="t1", run_id="r1")
+    got = outcome(events)
+    assert got == expected
+    if name in provider.expected:
+        assert got[0] == provider.expected[name]
+    finished = [e for e in events if isinstance(e, RunFinishedEvent)]
+    assert all((e.thread_id, e.run_id) == ("t1", "r1") for e in finished)
+
+
+@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
+@each_provider
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_any_rechunking_of_the_bytes_yields_the_same_calls_and_text(
+    backend_name: str, provider: Provider, data: st.DataObject
+) -> None:
+    name = data.draw(st.sampled_from(sorted(provider.streams)), label="stream")
+    body = body_of(provider, provider.streams[name])
+    cuts = data.draw(st.lists(st.integers(1, len(body) - 1), max_size=40), label="cuts")
+    whole = played(provider, [body], backend_name)
+    assert played(provider, cut(body, cuts), backend_name) == whole
+
+
+@each_provider
+def test_one_byte_at_a_time_yields_the_same_calls_and_text(provider: Provider) -> None:
+    for chunks in provider.streams.values():
+        body = body_of(provider, chunks)
+        bytewise = [body[i : i + 1] for i in range(len(body))]
+        assert played(provider, bytewise, "trio") == played(provider, [body], "asyncio")
