@@ -1,8 +1,27 @@
-"""Cohere's v2 chat stream as published: its named SSE events."""
+"""Cohere's v2 chat stream as published: its named SSE events.
+
+The builders serve the provider's own tests; ``ROW`` is its row of the engine harness
+(``test_providers_engine.py``): the conversation scripted in this format, and what the
+provider is sent back.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from _gc_servers import SSE, Failure, Recorded, cohere_sse
+from _provider_table import (
+    DAVE_ANSWER,
+    QUESTION,
+    Provider,
+    bearer,
+    dave_calls,
+    dave_content,
+    function_names,
+)
+
+from toolrelay.backends.providers import CohereBackend
+from toolrelay.runtime import Turn
 
 MODEL = "command-a-03-2025"
 
@@ -157,3 +176,100 @@ FIXTURES = {
     "interleaved_pieces": INTERLEAVED_PIECES,
     "error_mid_stream": ERROR_MID_STREAM,
 }
+
+
+# --- the engine's scenarios in this wire format (test_providers_engine.py) ---
+
+COHERE_HOPS = [
+    TEXT_BEFORE_CALLS,
+    [
+        message_start(),
+        *one_call(0, "list_people_z", "list_people", "nu", "ll"),
+        *one_call(1, "get_secret_number_d", "get_secret_number", '{"name":', ' "dave"}'),
+        message_end("TOOL_CALL"),
+    ],
+    [
+        message_start(),
+        content_start(),
+        content_delta("Alice's number is 42 and Bob's is 7. "),
+        content_delta("I know alice, bob and carol; nobody called Dave."),
+        content_end(),
+        message_end("COMPLETE"),
+    ],
+]
+
+
+def cohere_wire(first: Recorded, second: Recorded, third: Recorded, turn: Turn) -> None:
+    def assistant(plan: str | None, *calls: tuple[str, str, str]) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                for i, n, a in calls
+            ],
+        }
+        if plan is not None:
+            entry["tool_plan"] = plan
+        return entry
+
+    def result(call_id: str, data: str) -> dict[str, Any]:
+        return {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": [{"type": "document", "document": {"data": data}}],
+        }
+
+    for request in (first, second, third):
+        assert request.body["model"] == MODEL and request.body["stream"] is True
+    question = first.body["messages"][0]
+    hop_one = [
+        assistant(
+            "I will look up both secret numbers.",
+            ("get_secret_number_a", "get_secret_number", '{"name":"alice"}'),
+            ("get_secret_number_b", "get_secret_number", '{"name":"bob"}'),
+        ),
+        result("get_secret_number_a", "42"),
+        result("get_secret_number_b", "7"),
+    ]
+    assert second.body["messages"] == [question, *hop_one]
+    assert third.body["messages"] == [
+        question,
+        *hop_one,
+        assistant(
+            None,
+            ("list_people_z", "list_people", "{}"),
+            ("get_secret_number_d", "get_secret_number", '{"name": "dave"}'),
+        ),
+        result("list_people_z", '["alice","bob","carol"]'),
+        result("get_secret_number_d", dave_content(turn)),
+    ]
+
+
+ROW = Provider(
+    id="cohere",
+    env=("CO_API_KEY", "COHERE_API_KEY"),
+    name="cohere",
+    cls=CohereBackend,
+    model=MODEL,
+    base_path="",
+    frame=cohere_sse,
+    media_type=SSE,
+    hops=COHERE_HOPS,
+    texts=["I will look up both secret numbers.", DAVE_ANSWER],
+    calls=dave_calls(
+        ["get_secret_number_a", "get_secret_number_b", "list_people_z", "get_secret_number_d"],
+        compact=False,
+    ),
+    path="/v2/chat",
+    auth=bearer,
+    tool_names=function_names,
+    wire=cohere_wire,
+    error_stream=ERROR_MID_STREAM,
+    error_reason=("internal server error, this has been reported to our developers", "error"),
+    failure=Failure(401, b'{"id":"x","message":"invalid api token"}'),
+    failure_message="cohere error 401: invalid api token",
+    default_url="https://api.cohere.com/v2/chat",
+    opening=("messages", [{"role": "user", "content": QUESTION}]),
+    streams=FIXTURES,
+    named=True,
+)

@@ -1,8 +1,25 @@
-"""Gemini's stream as published: one ``GenerateContentResponse`` per SSE event."""
+"""Gemini's stream as published: one ``GenerateContentResponse`` per SSE event.
+
+The builders serve the provider's own tests; ``ROW`` is its row of the engine harness
+(``test_providers_engine.py``): the conversation scripted in this format, and what the
+provider is sent back.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from _gc_servers import SSE, Failure, Recorded, gemini_sse
+from _provider_table import (
+    DAVE_ANSWER,
+    QUESTION,
+    Provider,
+    dave_calls,
+    dave_error,
+)
+
+from toolrelay.backends.providers import GoogleBackend
+from toolrelay.runtime import Turn
 
 MODEL = "gemini-2.5-flash"
 
@@ -92,3 +109,103 @@ FIXTURES = {
     "error_mid_stream": ERROR_MID_STREAM,
     "nested_args": NESTED_ARGS,
 }
+
+
+# --- the engine's scenarios in this wire format (test_providers_engine.py) ---
+
+
+def google_auth(key: str | None) -> dict[str, str]:
+    return {"x-goog-api-key": key} if key else {}
+
+
+GOOGLE_HOPS = [
+    TEXT_BEFORE_CALLS,
+    [
+        chunk(
+            call("list_people"),
+            call("get_secret_number", {"name": "dave"}),
+            finish="STOP",
+        )
+    ],
+    [
+        chunk(text("Alice's number is 42 and Bob's is 7. ")),
+        chunk(text("I know alice, bob and carol; nobody called Dave."), finish="STOP"),
+    ],
+]
+
+
+def google_wire(first: Recorded, second: Recorded, third: Recorded, turn: Turn) -> None:
+    def called(function: str, **args: Any) -> dict[str, Any]:
+        return {"functionCall": {"name": function, "args": args}}
+
+    def answered(name: str, response: dict[str, Any]) -> dict[str, Any]:
+        return {"functionResponse": {"name": name, "response": response}}
+
+    assert all(r.query == "alt=sse" for r in (first, second, third))
+    question = first.body["contents"][0]
+    hop_one = [
+        {
+            "role": "model",
+            "parts": [
+                {"text": "Let me look up both secret numbers."},
+                called("get_secret_number", name="alice"),
+                called("get_secret_number", name="bob"),
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                answered("get_secret_number", {"result": 42}),
+                answered("get_secret_number", {"result": 7}),
+            ],
+        },
+    ]
+    assert second.body["contents"] == [question, *hop_one]
+    assert third.body["contents"] == [
+        question,
+        *hop_one,
+        {
+            "role": "model",
+            "parts": [called("list_people"), called("get_secret_number", name="dave")],
+        },
+        {
+            "role": "user",
+            "parts": [
+                answered("list_people", {"result": ["alice", "bob", "carol"]}),
+                answered("get_secret_number", {"error": dave_error(turn)}),
+            ],
+        },
+    ]
+
+
+ROW = Provider(
+    id="google",
+    env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    name="google",
+    cls=GoogleBackend,
+    model=MODEL,
+    base_path="/v1beta",
+    frame=gemini_sse,
+    media_type=SSE,
+    hops=GOOGLE_HOPS,
+    texts=["Let me look up both secret numbers.", DAVE_ANSWER],
+    calls=dave_calls([None] * 4),
+    path=f"/v1beta/models/{MODEL}:streamGenerateContent",
+    auth=google_auth,
+    tool_names=lambda body: [d["name"] for d in body["tools"][0]["functionDeclarations"]],
+    wire=google_wire,
+    error_stream=ERROR_MID_STREAM,
+    error_reason=("The model is overloaded.", "UNAVAILABLE"),
+    failure=Failure(
+        400,
+        b'{"error": {"code": 400, "message": "API key not valid. Please pass a valid API'
+        b' key.", "status": "INVALID_ARGUMENT"}}',
+    ),
+    failure_message="google error 400: API key not valid. Please pass a valid API key.",
+    default_url=(
+        "https://generativelanguage.googleapis.com/v1beta/models/"
+        f"{MODEL}:streamGenerateContent?alt=sse"
+    ),
+    opening=("contents", [{"role": "user", "parts": [{"text": QUESTION}]}]),
+    streams=FIXTURES,
+)

@@ -1,8 +1,27 @@
-"""Ollama's ``/api/chat`` stream as published: one ``ChatResponse`` per NDJSON line."""
+"""Ollama's ``/api/chat`` stream as published: one ``ChatResponse`` per NDJSON line.
+
+The builders serve the provider's own tests; ``ROW`` is its row of the engine harness
+(``test_providers_engine.py``): the conversation scripted in this format, and what the
+provider is sent back.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from _gc_servers import NDJSON, Failure, Recorded, ndjson
+from _provider_table import (
+    DAVE_ANSWER,
+    QUESTION,
+    Provider,
+    bearer,
+    dave_calls,
+    dave_content,
+    function_names,
+)
+
+from toolrelay.backends.providers import OllamaBackend
+from toolrelay.runtime import Turn
 
 MODEL = "qwen3"
 
@@ -106,3 +125,93 @@ FIXTURES = {
     "error_mid_stream": ERROR_MID_STREAM,
     "thinking_then_answer": THINKING_THEN_ANSWER,
 }
+
+
+# --- the engine's scenarios in this wire format (test_providers_engine.py) ---
+
+OLLAMA_HOPS = [
+    TEXT_BEFORE_CALLS,
+    [
+        line(
+            tool_calls=[
+                tc("list_people", {}),
+                tc("get_secret_number", {"name": "dave"}),
+            ]
+        ),
+        done(),
+    ],
+    [
+        line("Alice's number is 42 and Bob's is 7. "),
+        line("I know alice, bob and carol; nobody called Dave."),
+        done(),
+    ],
+]
+
+
+def ollama_wire(first: Recorded, second: Recorded, third: Recorded, turn: Turn) -> None:
+    def called(index: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"index": index, "name": name, "arguments": arguments},
+        }
+
+    for request in (first, second, third):
+        assert request.body["model"] == MODEL and request.body["stream"] is True
+    question = first.body["messages"][0]
+    hop_one = [
+        {
+            "role": "assistant",
+            "content": "Let me look up both secret numbers.",
+            "tool_calls": [
+                called(0, "get_secret_number", {"name": "alice"}),
+                called(1, "get_secret_number", {"name": "bob"}),
+            ],
+        },
+        {"role": "tool", "tool_name": "get_secret_number", "content": "42"},
+        {"role": "tool", "tool_name": "get_secret_number", "content": "7"},
+    ]
+    assert second.body["messages"] == [question, *hop_one]
+    assert third.body["messages"] == [
+        question,
+        *hop_one,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                called(0, "list_people", {}),
+                called(1, "get_secret_number", {"name": "dave"}),
+            ],
+        },
+        {"role": "tool", "tool_name": "list_people", "content": '["alice","bob","carol"]'},
+        {"role": "tool", "tool_name": "get_secret_number", "content": dave_content(turn)},
+    ]
+
+
+ROW = Provider(
+    id="ollama",
+    env=(),
+    name="ollama",
+    # Ollama takes no key: one given (for a proxy in front of it) goes as a bearer.
+    cls=OllamaBackend,
+    model=MODEL,
+    base_path="",
+    frame=ndjson,
+    media_type=NDJSON,
+    hops=OLLAMA_HOPS,
+    texts=["Let me look up both secret numbers.", DAVE_ANSWER],
+    calls=dave_calls([None] * 4),
+    path="/api/chat",
+    auth=bearer,
+    tool_names=function_names,
+    wire=ollama_wire,
+    error_stream=ERROR_MID_STREAM,
+    error_reason=(
+        "an error was encountered while running the model: unexpected EOF",
+        "ollama_error",
+    ),
+    failure=Failure(404, b'{"error":"model \\"qwen9\\" not found, try pulling it first"}'),
+    failure_message='ollama error 404: model "qwen9" not found, try pulling it first',
+    default_url="http://localhost:11434/api/chat",
+    opening=("messages", [{"role": "user", "content": QUESTION}]),
+    streams=FIXTURES,
+)
