@@ -1,8 +1,8 @@
 """OpenAI's streams as published: Chat Completions chunks and Responses API events.
 
-The builders serve the provider's own tests; ``CHAT`` and ``RESPONSES`` is its row of the engine harness
-(``test_providers_engine.py``): the conversation scripted in this format, and what the
-provider is sent back.
+The builders serve the provider's own tests; ``CHAT`` and ``RESPONSES`` are its rows of
+the engine harness (``test_providers_engine.py``): the conversation scripted in these
+formats, and what the provider is sent back.
 """
 
 from __future__ import annotations
