@@ -303,7 +303,7 @@ async def test_the_backend_plays_each_published_stream_as_its_translator_does(
 
 @pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
 @each_provider
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(data=st.data())
 def test_any_rechunking_of_the_bytes_yields_the_same_calls_and_text(
     backend_name: str, provider: Provider, data: st.DataObject
