@@ -15,30 +15,10 @@ failure (AG-UI gives no other way to tell "unknown event" from "broken event"):
    carrying the event type and the JSON path msgspec reports (``"$.delta"``; for a missing
    field, the path of the field itself: ``"$.toolCallId"``).
 
-snake_case input. AG-UI's wire spelling is camelCase, but the official SDKs also accept
-snake_case field names on input (pydantic ``populate_by_name``), and a server that
-serializes its events with ``model_dump()`` instead of ``model_dump(by_alias=True)`` sends
-snake_case. We accept it, without touching the fast path: when the camelCase decode fails
-because a required field is *missing* (which is how a snake_case payload fails, its keys
-being unknown to the camelCase Structs and so skipped), the payload is decoded a second
-time with "mirror" Structs that use the Python field names on the wire, and the result is
-rebuilt as the real Structs. A failure of any other kind (a wrong type, say) proves the
-payload uses camelCase, and is reported as such. Two limits follow, and are accepted:
-a payload mixing both spellings is read as neither, and a snake_case payload whose type
-has no required multi-word field (``TEXT_MESSAGE_CHUNK``, say) decodes as camelCase with
-its multi-word fields skipped like any unknown field. The mirrors are built on first use.
-
-Hostile input, on the slow path only (the fast path is untouched):
-
-- JSON nested deeper than msgspec can follow (it raises ``RecursionError`` at about a
-  thousand levels) is :class:`~toolrelay.errors.MalformedEventError` with
-  ``code="nesting_too_deep"``, never a ``RecursionError``.
-- Bytes that are not UTF-8 are ``MalformedEventError`` with ``code="invalid_utf8"``.
-- A lone UTF-16 surrogate escape (``"\\ud83d"`` without its pair: what a JavaScript
-  server sends when it cuts a string inside an emoji) is not JSON msgspec accepts; the
-  payload is decoded again with each lone surrogate escape replaced by ``\\ufffd``
-  (U+FFFD, the replacement character), so one event gets a replaced character instead
-  of ending the turn (:func:`repair_surrogates`).
+The slow path also reads snake_case field names (through "mirror" Structs built on
+first use) and turns hostile bytes (deep nesting, invalid UTF-8, lone surrogate
+escapes) into typed errors or a replaced character; docs/protocol.md, "Reading
+(liberal)", gives the reasons and the limits accepted.
 
 Every msgspec exception is translated here and chained (``raise ... from exc``); nothing
 else in toolrelay sees one.

@@ -1,18 +1,11 @@
 """What the engine writes to its store, per thread, and in which order.
 
-Theory of operation
--------------------
-Each thread the engine holds has one :class:`ThreadLog`. Every record is *added*
-synchronously, at the moment its block exists in memory (a turn starts, a message
-settles, a batch is about to run, a result arrives, a turn ends), so the log's
-order is the order things happened, whichever task later writes it. A *flush*
-writes what was added, in order, as one store transaction; flushes of a thread
-never overlap (a lock). A failed flush puts its records back, so the next flush
-(the turn's last one, say) writes them after all, or they stay unwritten with the
-error reported; nothing is ever written twice.
-
-Turns flush after each event that settled something, before a tool batch runs (the
-write-ahead of promise 10), after each tool result, and once more when they end.
+Each thread the engine holds has one :class:`ThreadLog`: records are *added*
+synchronously when their block exists (so the log's order is the order things
+happened) and *flushed* in order as one store transaction, never two flushes of a
+thread at once; a failed flush puts its records back, so nothing is written twice.
+Turns flush before each tool batch runs: the write-ahead of promise 10
+(docs/concepts.md, "The write-ahead: a thread's log").
 """
 
 from __future__ import annotations

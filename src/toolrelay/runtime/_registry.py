@@ -1,34 +1,12 @@
 """The run registry: which run currently owns each thread.
 
-Theory of operation
--------------------
-A :class:`RunHandle` is one run of the agent on one thread (Run 1, its continuation
-Run 2, ...). The :class:`RunRegistry` maps each :class:`ThreadKey` to the handle that
-owns the thread now. Three operations change it, each synchronous, so each is atomic
-with respect to other tasks (nothing awaits inside):
-
-- :meth:`RunRegistry.register_run`: a user's new turn. The thread's previous handle,
-  if any, is disposed. Emits :class:`RunRegistered`.
-- :meth:`RunRegistry.replace_run`: a continuation. Compare-and-swap: it only replaces
-  ``old`` if ``old`` is still the registered handle (promise 5), registers ``new``
-  *before* disposing ``old``, logs (never raises) a dispose error, and emits
-  :class:`RunReplaced`, not :class:`RunRegistered`, so consumers can tell a system
-  continuation from a user's turn. Replacing a handle with itself is refused
-  (:class:`ValueError`, nothing changes): it would dispose the run it registers.
-- :meth:`RunRegistry.complete_run`: the turn ended. Emits :class:`RunUnregistered`.
-
-Each change is told to any number of subscribers as a :class:`RegistryChange` (the
-registry's own notifications about a thread's run, not AG-UI wire events), through
-anyio memory object streams (no async callbacks).
-
-:meth:`RunRegistry.close` disposes every handle and ends every subscription. As with
-anyio's and trio's closed streams (whose ``statistics()`` still answer while
-``send``/``receive`` raise ``ClosedResourceError``), what *reads* a closed registry
-answers for what it holds, which is nothing: :meth:`~RunRegistry.get_handle` is
-``None``, :meth:`~RunRegistry.is_registered` ``False``, ``len()`` 0, iteration empty.
-What *acts* on it (register, replace, complete, subscribe) raises :class:`ClosedError`.
-So a task still holding a handle when the registry closes sees its run as no longer
-registered (stale, safety check 4 of the engine), never as the thread's owner.
+A :class:`RunHandle` is one run of the agent on one thread; the :class:`RunRegistry`
+maps each :class:`ThreadKey` to the handle that owns it now. Its three changes
+(:meth:`~RunRegistry.register_run`, :meth:`~RunRegistry.replace_run`, a
+compare-and-swap, and :meth:`~RunRegistry.complete_run`) are synchronous, hence atomic
+between tasks; subscribers hear of them as :class:`RegistryChange` through memory
+object streams. Why a compare-and-swap, why register before dispose, and why a closed
+registry reads as empty: docs/concepts.md, "One owner per thread".
 """
 
 from __future__ import annotations

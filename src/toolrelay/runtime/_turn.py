@@ -1,52 +1,10 @@
 """One user turn on one thread, and the task that drives it.
 
-Theory of operation
--------------------
 A :class:`Turn` owns its sans-IO :class:`~toolrelay.core.EventProcessor` and is
-driven by one task in the engine's task group: a thin loop that feeds the run's
-events to the processor and dispatches on the effects it answers with (h11's
-contract: the caller acts on what it gets back, it does not poll)::
-
-    allocate run id -> register_run -> start_run -> stream events into the processor
-      ToolsReady(calls)   execute the batch (concurrently, isolated, each with a
-                          timeout), hand each result to the processor once (the last
-                          one commits the batch), safety checks, allocate,
-                          replace_run (compare-and-swap), start_run (depth + 1),
-                          stream again
-      TurnCompleted, TurnInterrupted, TurnEnded
-                          the turn is final: the task ends
-      ActivityChanged, ViolationRaised
-                          observers are told the turn's new state
-      MessagesSettled     the engine's store, if it has one, writes them
-
-The run's end is known in one place: the effect that ends it. A turn ended from
-outside (cancelled, superseded, the engine closed) gets its ending effect from the
-processor too, so the loop stops reading at the next event, and late events are
-neither processed nor shown.
-
-The safety checks of the reference design (000), and where they live:
-
-== ================================= ==================================================
-0  depth >= max_depth                 the processor, when a run ends with calls pending:
-                                      the turn fails ``max_depth`` (promise 3)
-1  per-tool isolation                 :func:`~toolrelay.runtime.execute_batch`: every
-                                      call gets a result
-2  engine closed while awaiting       ``Engine.aclose`` ends every live turn
-                                      (``cancelled``, reason ``closed``) and cancels its
-                                      task; nothing changes and no backend call happens
-                                      after it returns
-3  cancelled at an await              :meth:`Turn.cancel` ends the turn ``cancelled`` at
-                                      once and cancels its task scope (promise 4)
-4  stale handle after the tools       ``registry.is_registered(handle)`` false ->
-   or after allocation                ``superseded``
-5  compare-and-swap fails             ``replace_run`` false -> the new handle is disposed,
-                                      the turn ends ``superseded`` (promise 5)
-6  focus guard                        focus is a thread key the embedding code sets; a
-                                      background continuation never changes it
-                                      (promise 6)
-7  catch-all                          any unexpected exception ends the turn ``failed``
-                                      (``internal_error``) and is logged
-== ================================= ==================================================
+driven by one task: a thin loop that feeds the run's events to the processor and
+dispatches on the effects it answers with, so the run's end is known in one place.
+docs/concepts.md, "The core answers with effects", draws the loop and lists the safety
+checks (0 to 7) that the comments below refer to by number.
 """
 
 from __future__ import annotations

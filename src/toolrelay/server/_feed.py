@@ -1,16 +1,8 @@
 """A thread's log read as AG-UI events: the one translation every stream uses.
 
-Theory of operation
--------------------
-The server never forwards what the model streams: every SSE event it sends is
-derived from a record the store has committed, and carries that record's sequence
-number as its SSE ``id`` (see ``event_ids`` in ``_sse``: the last event of record
-``N`` carries ``N``, one that completes a message or call inside it ``N:i``). A stream
-that starts at the beginning of a turn and a client that comes back with
-``Last-Event-ID: N`` therefore read the same events, by construction: catch-up is
-the same fold over the same records, started later. (Live text deltas, sent before
-their message is written, are the server's addition on top: see
-:class:`~toolrelay.server._app.AguiServer`'s ``live_text``.)
+Every SSE event the server sends is derived from a committed record and carries its
+sequence number as its ``id`` (``event_ids`` in ``_sse``), so catch-up is the same fold
+over the same records, started later (docs/concepts.md, "The stream is the log").
 
 :class:`LogFeed` folds records in order and answers each with the events it means:
 

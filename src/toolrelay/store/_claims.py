@@ -8,41 +8,11 @@ look for them with ``isinstance`` and run alone without them.
 sharing its file, timed by that machine's clock) but no tail;
 :class:`~toolrelay.store.MemoryStore` neither.
 
-Claims
-------
-A turn is worked on by one worker at a time. The worker *claims* the thread, and the
-claim is held by a *lease* (seconds, by the store's clock) that the worker renews
-while it works (a heartbeat, :func:`hold`). Each claim carries a *fencing token*,
-a number larger than every token given before it, and every write the worker
-makes carries its claim (``append(..., claim=claim)``). The rules:
-
-1. A thread has at most one valid claim: its token is the thread's latest and its
-   lease has not expired.
-2. ``claim`` and ``claim_next`` take a thread only when it has no valid claim;
-   ``claim_next`` takes threads with a live turn (work to resume), oldest first,
-   and two workers asking at once never get the same thread.
-3. ``append(..., claim=c)`` writes only while ``c`` is valid, checked in the write's
-   transaction; otherwise it raises :class:`~toolrelay.errors.StaleClaimError` and
-   writes nothing. A worker that paused past its lease (a GC pause, SIGSTOP) and
-   comes back has its late writes refused, even before anyone else took over.
-4. ``renew`` extends a valid claim; an expired or superseded one raises
-   :class:`~toolrelay.errors.StaleClaimError` (claim again: a new token).
-5. A taker that got a claim reads the log after it: every write made under an
-   earlier claim is committed and visible by then.
-
-The live tail
--------------
-``tail(key, after=N)`` yields every record of a thread after ``N``, in order and
-once each, then keeps yielding the records any process appends, until the caller
-leaves. Notifications only say "thread X has a record at sequence S"; the tail
-always reads from the last sequence it yielded, so a notification lost or merged
-costs a little delay, never a record.
-
-A process that follows many threads at once (the server: one stream per client)
-does not open a tail per thread: ``commits()`` yields, on one connection, the thread
-and last sequence number of every commit any process makes, and ``None`` when
-notifications may have been lost (the connection was made again): then every
-follower reads its thread again.
+A claim gives a thread to one worker for a lease and carries a fencing token that
+every write of that worker checks, so a worker that paused past its lease cannot
+write. The five rules an implementation keeps (referred to as rule 1 to 5 below and in
+the stores) are in docs/concepts.md, "Claims and fencing"; why the tail reads from the
+last sequence it yielded, whatever the notifications say, is in "The live tail".
 """
 
 from __future__ import annotations

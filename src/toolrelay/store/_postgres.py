@@ -21,19 +21,13 @@ version are another application's (:class:`~toolrelay.errors.StoreCorruptError`)
 
 An append without a claim is one statement (one round trip): it creates or moves
 the thread's row forward (``INSERT ... ON CONFLICT DO UPDATE``, which locks it, so
-concurrent appends to a thread queue on that row and each gets the numbers after
-the previous one's), inserts the records, and sends ``pg_notify`` with the thread's
-row id and its last sequence number, which PostgreSQL delivers at commit only.
-With a claim, one transaction locks the thread's row, checks the claim (locking it
-for share), then runs the same statement. Claiming locks the thread row first too
-(``claim_next`` with ``FOR UPDATE SKIP LOCKED``, so workers asking at once skip each
-other's threads), then writes the claim: the same lock order everywhere, so claims
-and writes never deadlock, and a taker waits for a write in flight before it reads
-the log (rule 5 of :mod:`toolrelay.store._claims`).
-
-Times (``created_at``, lease expiry) come from the database's clock, the one every
-worker shares. Fencing tokens come from one sequence, so they grow across threads
-and a released claim's token is never given again.
+concurrent appends to a thread queue on that row), inserts the records, and sends
+``pg_notify`` with the thread's row id and last sequence number (delivered at commit
+only). With a claim, one transaction locks the thread's row, checks the claim, then
+runs the same statement. Claiming locks the thread's row first too: one lock order
+everywhere, so claims and writes never deadlock and a taker waits for a write in
+flight (rule 5). Times come from the database's clock and fencing tokens from one
+sequence. The reasons are in docs/concepts.md, "Claims and fencing".
 """
 
 from __future__ import annotations

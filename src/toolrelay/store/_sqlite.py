@@ -4,21 +4,17 @@ Theory of operation
 -------------------
 One connection, opened on first use, is driven from anyio worker threads (so the
 store serves asyncio and trio alike) and used by one thread at a time (a lock).
-Everything that needs it waits in one queue, and the first waiter takes the whole
-queue to a worker thread in one hop: under load, many turns' reads and writes share
-a hop (and the appends among them one transaction) instead of each paying its own.
-The file is in WAL mode with ``synchronous=NORMAL``: a commit survives the process
-being killed at any point (SIGKILL); only a power cut can lose the last commits,
-and never leaves the file damaged. ``durable=True`` asks for ``synchronous=FULL``.
+Work waits in one queue that the first waiter takes whole to a worker thread: a group
+commit, so concurrent turns share hops and transactions (docs/concepts.md, "Group
+commit"). The file is in WAL mode with ``synchronous=NORMAL``: a commit survives
+the process being killed at any point (SIGKILL); only a power cut can lose the last
+commits, and never leaves the file damaged. ``durable=True`` asks for ``synchronous=FULL``.
 
-Appends are written in ``BEGIN IMMEDIATE`` transactions: each reads its thread's last
-sequence number, inserts the records after it and moves the thread's row forward.
-A failure rolls all of it back, so a sequence number is never seen twice.
-
-Claims (:class:`~toolrelay.store.ClaimingStore`, for worker processes on one machine
-sharing the file) live in their own table, timed by the machine's clock; a fenced
-append checks its claim in the transaction that writes it (a stale one is refused
-alone, the rest of its group commit goes on).
+Appends are ``BEGIN IMMEDIATE`` transactions that number their records after the
+thread's last and move its row forward, all or nothing (promise 9). Claims
+(:class:`~toolrelay.store.ClaimingStore`, worker processes of one machine) live in
+their own table, timed by the machine's clock; a fenced append checks its claim in the
+transaction that writes it, and a stale one is refused alone.
 
 The file says what it is: ``PRAGMA application_id`` marks a toolrelay store and
 ``PRAGMA user_version`` is its schema version. At open, a file marked otherwise (or

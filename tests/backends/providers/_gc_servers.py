@@ -48,6 +48,7 @@ __all__ = (
     "NDJSON",
     "ByteChunks",
     "Call",
+    "Failure",
     "LoopbackServer",
     "Recorded",
     "ScriptedProvider",
@@ -106,6 +107,14 @@ class Recorded:
     body: Any
 
 
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A scripted answer that is not a stream: ``status`` with a JSON ``body``."""
+
+    status: int
+    body: bytes
+
+
 @dataclass(slots=True)
 class ScriptedProvider:
     """An ASGI app playing one scripted response per POST, in order.
@@ -113,12 +122,12 @@ class ScriptedProvider:
     Args:
         frame: Turns one chunk into its bytes on the wire.
         media_type: The response's ``Content-Type``.
-        script: The responses, each a list of chunks.
+        script: The responses, each a list of chunks or a :class:`Failure`.
     """
 
     frame: Callable[[Any], bytes]
     media_type: str
-    script: list[list[Any]]
+    script: list[Any]  # each a list of chunks or a Failure
     requests: list[Recorded] = field(default_factory=list)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -143,6 +152,9 @@ class ScriptedProvider:
             await _respond(send, 500, "application/json", [_json({"error": "script exhausted"})])
             return
         chunks = self.script.pop(0)
+        if isinstance(chunks, Failure):
+            await _respond(send, chunks.status, "application/json", [chunks.body])
+            return
         await _respond(send, 200, self.media_type, [self.frame(chunk) for chunk in chunks])
 
 

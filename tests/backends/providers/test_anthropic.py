@@ -9,9 +9,7 @@ multi-hop tool conversation, through the Engine against a loopback HTTP server.
 
 from __future__ import annotations
 
-import itertools
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,7 +17,6 @@ import anyio
 import httpx
 import msgspec
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from toolrelay.backends.providers._anthropic import (
     ANTHROPIC_VERSION,
@@ -27,10 +24,8 @@ from toolrelay.backends.providers._anthropic import (
     AnthropicTranslator,
 )
 from toolrelay.backends.providers._base import Capabilities
-from toolrelay.core import ToolCallBatch
 from toolrelay.demo import DEMO_TOOLS
-from toolrelay.errors import AgentRunError, ConversationError
-from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     AssistantMessage,
     AudioPart,
@@ -55,127 +50,34 @@ from toolrelay.protocol import (
     UrlSource,
     UserMessage,
 )
-from toolrelay.runtime import Engine
 
 # The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
 sys.path.insert(0, str(Path(__file__).parent))
 from _oa_servers import (
-    LoopbackServer,
     Outcome,
-    ScriptedProvider,
     collect,
     refuse,
     run_input,
     sse,
     summarize,
 )
+from _wire_anthropic import (
+    ERROR_MID_STREAM,
+    OVERLOADED,
+    PING,
+    json_delta,
+    message_end,
+    message_start,
+    stop,
+    text_block,
+    thinking_block,
+    tool_block,
+)
 
 SSE_HEADERS = {"content-type": "text/event-stream"}
 
 # --- streams, from the published event format ---
 
-
-def message_start(message_id: str = "msg_01") -> dict[str, Any]:
-    return {
-        "type": "message_start",
-        "message": {
-            "id": message_id,
-            "type": "message",
-            "role": "assistant",
-            "content": [],
-            "model": "claude-sonnet-4-5",
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {"input_tokens": 25, "output_tokens": 1},
-        },
-    }
-
-
-PING = {"type": "ping"}
-
-
-def text_block(index: int, *pieces: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "content_block_start",
-            "index": index,
-            "content_block": {"type": "text", "text": ""},
-        },
-        *(
-            {
-                "type": "content_block_delta",
-                "index": index,
-                "delta": {"type": "text_delta", "text": p},
-            }
-            for p in pieces
-        ),
-        {"type": "content_block_stop", "index": index},
-    ]
-
-
-def tool_start(index: int, call_id: str, name: str) -> dict[str, Any]:
-    return {
-        "type": "content_block_start",
-        "index": index,
-        "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
-    }
-
-
-def json_delta(index: int, partial: str) -> dict[str, Any]:
-    return {
-        "type": "content_block_delta",
-        "index": index,
-        "delta": {"type": "input_json_delta", "partial_json": partial},
-    }
-
-
-def stop(index: int) -> dict[str, Any]:
-    return {"type": "content_block_stop", "index": index}
-
-
-def tool_block(index: int, call_id: str, name: str, *pieces: str) -> list[dict[str, Any]]:
-    # Anthropic opens a tool's input with an empty partial_json.
-    return [
-        tool_start(index, call_id, name),
-        json_delta(index, ""),
-        *(json_delta(index, p) for p in pieces),
-        stop(index),
-    ]
-
-
-def thinking_block(index: int, thinking: str, signature: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "content_block_start",
-            "index": index,
-            "content_block": {"type": "thinking", "thinking": "", "signature": ""},
-        },
-        {
-            "type": "content_block_delta",
-            "index": index,
-            "delta": {"type": "thinking_delta", "thinking": thinking},
-        },
-        {
-            "type": "content_block_delta",
-            "index": index,
-            "delta": {"type": "signature_delta", "signature": signature},
-        },
-        stop(index),
-    ]
-
-
-def message_end(stop_reason: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-            "usage": {"output_tokens": 15},
-        },
-        {"type": "message_stop"},
-    ]
-
-
-OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
 
 TEXT_ONLY = [
     message_start(),
@@ -200,16 +102,6 @@ TEXT_BEFORE_CALLS = [
     *text_block(0, "Let me ", "check."),
     *tool_block(1, "toolu_a", "get_secret_number", '{"name"', ': "alice"}'),
     *message_end("tool_use"),
-]
-ERROR_MID_STREAM = [
-    message_start(),
-    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-    {
-        "type": "content_block_delta",
-        "index": 0,
-        "delta": {"type": "text_delta", "text": "Half an ans"},
-    },
-    OVERLOADED,
 ]
 THINKING = [
     message_start(),
@@ -513,31 +405,6 @@ async def test_a_connection_held_open_after_message_stop_does_not_hold_up_the_ru
     assert stream.closed
 
 
-def test_the_api_key_comes_from_the_environment_and_is_never_shown(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-env")
-    backend = AnthropicBackend("claude-sonnet-4-5", transport=httpx.MockTransport(refuse))
-    assert backend.auth_headers()["x-api-key"] == "sk-ant-env"
-    assert "sk-ant-env" not in repr(backend)
-    assert AnthropicBackend.name == "anthropic"
-
-
-@pytest.mark.anyio
-async def test_a_non_2xx_answer_is_an_agent_run_error_with_the_providers_message() -> None:
-    def respond(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(
-            529,
-            json={"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
-        )
-
-    backend = AnthropicBackend("m", api_key="k", transport=httpx.MockTransport(respond))
-    with pytest.raises(AgentRunError) as caught:
-        await collect(backend)
-    assert caught.value.code == "529"
-    assert caught.value.message == "anthropic error 529: Overloaded"
-
-
 # --- the request ---
 
 
@@ -729,256 +596,8 @@ async def test_a_provider_without_parallel_calls_refuses_them_before_sending() -
 
 # --- re-chunked bytes: the same calls and text (Hypothesis) ---
 
-RECHUNK_BODY = body_of(
-    [
-        message_start(),
-        PING,
-        *thinking_block(0, "Größe ✓", "sig"),
-        *text_block(1, "Let me ", "check 日本語."),
-        *tool_block(2, "toolu_a", "get_secret_number", '{"na', 'me": "ålice"}'),
-        *tool_block(3, "toolu_z", "list_people"),
-        *message_end("tool_use"),
-    ]
-)
-
-
-def split_at(body: bytes, cuts: list[int]) -> list[bytes]:
-    edges = [0, *sorted(set(cuts)), len(body)]
-    return [body[a:b] for a, b in itertools.pairwise(edges) if b > a]
-
-
-def outcome_of(pieces: list[bytes], backend_name: str) -> Outcome:
-    async def main() -> Outcome:
-        backend = AnthropicBackend(
-            "m", transport=httpx.MockTransport(Recorder(*pieces)), api_key="sk-test"
-        )
-        return summarize(await collect(backend))
-
-    return anyio.run(main, backend=backend_name)
-
-
-@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
-@settings(max_examples=80, deadline=None)
-@given(cuts=st.lists(st.integers(1, len(RECHUNK_BODY) - 1), max_size=40))
-def test_any_rechunking_of_the_bytes_yields_the_same_calls_and_text(
-    backend_name: str, cuts: list[int]
-) -> None:
-    expected = outcome_of([RECHUNK_BODY], backend_name)
-    assert expected.calls == [
-        ("toolu_a", "get_secret_number", '{"name": "ålice"}'),
-        ("toolu_z", "list_people", ""),
-    ]
-    assert expected.texts == ["Let me check 日本語."]
-    assert outcome_of(split_at(RECHUNK_BODY, cuts), backend_name) == expected
-
-
-def test_one_byte_at_a_time_yields_the_same_calls_and_text() -> None:
-    bytewise = [RECHUNK_BODY[i : i + 1] for i in range(len(RECHUNK_BODY))]
-    assert outcome_of(bytewise, "trio") == outcome_of([RECHUNK_BODY], "asyncio")
-
 
 # --- the Engine, end to end, against a loopback server ---
-
-
-@pytest.fixture(scope="module")
-def provider() -> Iterator[LoopbackServer]:
-    with LoopbackServer(ScriptedProvider()) as server:
-        yield server
-
-
-QUESTION = "What are the secret numbers of alice and bob, where does alice live, who is there?"
-ZED_ERROR = "nobody called 'zed' has a secret number"
-
-HOPS = [
-    body_of(
-        [
-            message_start("msg_1"),
-            *text_block(0, "Let me look up ", "both secret numbers."),
-            *tool_block(1, "toolu_a", "get_secret_number", '{"name": "al', 'ice"}'),
-            *tool_block(2, "toolu_b", "get_secret_number", '{"name": "bob"}'),
-            *message_end("tool_use"),
-        ]
-    ),
-    body_of(
-        [
-            message_start("msg_2"),
-            *thinking_block(0, "Now the city, and zed.", "sig2"),
-            *tool_block(1, "toolu_c", "lookup_city", '{"person": "alice"}'),
-            *tool_block(2, "toolu_d", "get_secret_number", '{"name": "zed"}'),
-            *tool_block(3, "toolu_e", "list_people"),
-            *message_end("tool_use"),
-        ]
-    ),
-    body_of(
-        [
-            message_start("msg_3"),
-            *text_block(0, "Alice: 42, Bob: 7. ", "Alice lives in Paris."),
-            *message_end("end_turn"),
-        ]
-    ),
-]
-
-
-@pytest.mark.anyio
-async def test_engine_runs_a_multi_hop_conversation_over_loopback_http(
-    provider: LoopbackServer,
-) -> None:
-    provider.app.script(*HOPS)
-    backend = AnthropicBackend("claude-sonnet-4-5", api_key="sk-ant-loop", base_url=provider.url)
-    try:
-        async with Engine(backend, tools=DEMO_TOOLS) as engine:
-            turn = await engine.run_turn(
-                "thread-1", QUESTION, history=[SystemMessage(id="sys", content="Be brief.")]
-            )
-    finally:
-        await backend.aclose()
-
-    assert turn.status is RunStatus.completed, turn.reason
-    batches = [m for m in turn.conversation.messages if isinstance(m, ToolCallBatch)]
-    assert [[(c.id, c.arguments, c.status) for c in b.calls] for b in batches] == [
-        [
-            ("toolu_a", '{"name": "alice"}', ToolCallStatus.completed),
-            ("toolu_b", '{"name": "bob"}', ToolCallStatus.completed),
-        ],
-        [
-            ("toolu_c", '{"person": "alice"}', ToolCallStatus.completed),
-            ("toolu_d", '{"name": "zed"}', ToolCallStatus.failed),
-            ("toolu_e", "", ToolCallStatus.completed),
-        ],
-    ]
-
-    first, second, third = provider.app.requests
-    for request in (first, second, third):
-        assert request.path == "/v1/messages"
-        assert request.headers["x-api-key"] == "sk-ant-loop"
-        assert request.headers["anthropic-version"] == "2023-06-01"
-        body = request.body
-        assert body["stream"] is True and body["system"] == "Be brief."
-        roles = [m["role"] for m in body["messages"]]
-        # Alternation, starting with the user.
-        assert roles == ["user", "assistant"] * (len(roles) // 2) + ["user"] * (len(roles) % 2)
-        assert roles[-1] == "user"
-    assert first.body["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": QUESTION}]}
-    ]
-    assert [t["name"] for t in first.body["tools"]] == list(DEMO_TOOLS.names)
-    assert second.body["messages"][1:] == [
-        {
-            "role": "assistant",
-            "content": [
-                {"type": "text", "text": "Let me look up both secret numbers."},
-                {
-                    "type": "tool_use",
-                    "id": "toolu_a",
-                    "name": "get_secret_number",
-                    "input": {"name": "alice"},
-                },
-                {
-                    "type": "tool_use",
-                    "id": "toolu_b",
-                    "name": "get_secret_number",
-                    "input": {"name": "bob"},
-                },
-            ],
-        },
-        {
-            "role": "user",
-            "content": [
-                {"type": "tool_result", "tool_use_id": "toolu_a", "content": "42"},
-                {"type": "tool_result", "tool_use_id": "toolu_b", "content": "7"},
-            ],
-        },
-    ]
-    assert third.body["messages"][:3] == second.body["messages"]
-    # Extended thinking with tool use: the run's signed thinking block goes back first
-    # in its assistant message, signature and all (REASONING_ENCRYPTED_VALUE kept).
-    assert third.body["messages"][3:] == [
-        {
-            "role": "assistant",
-            "content": [
-                {"type": "thinking", "thinking": "Now the city, and zed.", "signature": "sig2"},
-                {
-                    "type": "tool_use",
-                    "id": "toolu_c",
-                    "name": "lookup_city",
-                    "input": {"person": "alice"},
-                },
-                {
-                    "type": "tool_use",
-                    "id": "toolu_d",
-                    "name": "get_secret_number",
-                    "input": {"name": "zed"},
-                },
-                {"type": "tool_use", "id": "toolu_e", "name": "list_people", "input": {}},
-            ],
-        },
-        {
-            "role": "user",
-            "content": [
-                {"type": "tool_result", "tool_use_id": "toolu_c", "content": "Paris"},
-                {
-                    "type": "tool_result",
-                    "tool_use_id": "toolu_d",
-                    "content": msgspec.json.encode({"error": ZED_ERROR}).decode(),
-                    "is_error": True,
-                },
-                {
-                    "type": "tool_result",
-                    "tool_use_id": "toolu_e",
-                    "content": '["alice","bob","carol"]',
-                },
-            ],
-        },
-    ]
-
-
-@pytest.mark.anyio
-async def test_engine_fails_the_turn_with_the_providers_error_event(
-    provider: LoopbackServer,
-) -> None:
-    provider.app.script(body_of(ERROR_MID_STREAM))
-    backend = AnthropicBackend("m", base_url=provider.url)
-    try:
-        async with Engine(backend, tools=DEMO_TOOLS) as engine:
-            turn = await engine.run_turn("thread-1", "hi")
-    finally:
-        await backend.aclose()
-    assert turn.status is RunStatus.failed
-    assert turn.reason is not None
-    assert (turn.reason.message, turn.reason.code) == ("Overloaded", "overloaded_error")
-
-
-@pytest.mark.anyio
-async def test_engine_fails_the_turn_on_a_non_2xx_answer(provider: LoopbackServer) -> None:
-    provider.app.script()  # nothing scripted: the server answers 500
-    backend = AnthropicBackend("m", base_url=provider.url)
-    try:
-        async with Engine(backend, tools=DEMO_TOOLS) as engine:
-            turn = await engine.run_turn("thread-1", "hi")
-    finally:
-        await backend.aclose()
-    assert turn.status is RunStatus.failed
-    assert turn.reason is not None
-    assert turn.reason.code == "500"
-    assert "no more replies" in turn.reason.message
-
-
-@pytest.mark.anyio
-async def test_unsigned_reasoning_is_not_sent_and_an_engine_may_refuse_reasoning(
-    provider: LoopbackServer,
-) -> None:
-    # include_reasoning=False overrides the backend's takes_reasoning: no thinking block.
-    provider.app.script(*HOPS)
-    backend = AnthropicBackend("claude-sonnet-4-5", api_key="k", base_url=provider.url)
-    try:
-        async with Engine(backend, tools=DEMO_TOOLS, include_reasoning=False) as engine:
-            turn = await engine.run_turn("thread-1", QUESTION)
-    finally:
-        await backend.aclose()
-    assert turn.status is RunStatus.completed, turn.reason
-    third = provider.app.requests[2]
-    blocks = [b["type"] for m in third.body["messages"] for b in m["content"]]
-    assert "thinking" not in blocks
 
 
 def test_a_reasoning_message_without_signature_is_left_out_of_the_request() -> None:

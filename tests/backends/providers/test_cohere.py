@@ -6,26 +6,20 @@ Cohere."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from toolrelay.backends.providers._base import Capabilities
 from toolrelay.backends.providers._cohere import CohereBackend, CohereTranslator
-from toolrelay.core import TextMessage
 from toolrelay.demo import DEMO_TOOLS
 from toolrelay.errors import (
-    AgentRunError,
     ConversationError,
     InvalidEventError,
     MalformedEventError,
 )
-from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     AssistantMessage,
     AudioPart,
@@ -36,7 +30,6 @@ from toolrelay.protocol import (
     Message,
     ReasoningMessageContentEvent,
     RunFinishedEvent,
-    RunStartedEvent,
     SystemMessage,
     TextMessageEndEvent,
     TextPart,
@@ -46,23 +39,36 @@ from toolrelay.protocol import (
     UrlSource,
     UserMessage,
 )
-from toolrelay.runtime import Engine
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _gc_servers import (
     SSE,
-    LoopbackServer,
-    ScriptedProvider,
     cohere_sse,
     collect,
-    cut,
     mock_backend_transport,
     run_input,
     summarize,
     translate,
 )
-
-MODEL = "command-a-03-2025"
+from _wire_cohere import (
+    ERROR_MID_STREAM,
+    INTERLEAVED_PIECES,
+    MODEL,
+    ONE_CALL,
+    PARALLEL_CALLS,
+    TEXT_BEFORE_CALLS,
+    TEXT_ONLY,
+    ZERO_ARG_CALLS,
+    call_delta,
+    call_end,
+    call_start,
+    content_delta,
+    content_end,
+    content_start,
+    message_end,
+    message_start,
+    one_call,
+)
 
 
 def ids(prefix: str) -> Any:
@@ -75,155 +81,6 @@ def translator() -> CohereTranslator:
 
 
 # --- published stream events (v2 chat, stream: true) ---------------------------------------
-
-
-def message_start() -> dict[str, Any]:
-    return {
-        "type": "message-start",
-        "id": "fba98ad3-e5a1-413c-a8de-84fbf9baabf7",
-        "delta": {
-            "message": {
-                "role": "assistant",
-                "content": [],
-                "tool_plan": "",
-                "tool_calls": [],
-                "citations": [],
-            }
-        },
-    }
-
-
-def content_start(kind: str = "text") -> dict[str, Any]:
-    return {
-        "type": "content-start",
-        "index": 0,
-        "delta": {"message": {"content": {"type": kind, kind: ""}}},
-    }
-
-
-def content_delta(text: str, kind: str = "text") -> dict[str, Any]:
-    return {"type": "content-delta", "index": 0, "delta": {"message": {"content": {kind: text}}}}
-
-
-def content_end() -> dict[str, Any]:
-    return {"type": "content-end", "index": 0}
-
-
-def plan(text: str) -> dict[str, Any]:
-    return {"type": "tool-plan-delta", "delta": {"message": {"tool_plan": text}}}
-
-
-def call_start(index: int, call_id: str, name: str, arguments: str = "") -> dict[str, Any]:
-    return {
-        "type": "tool-call-start",
-        "index": index,
-        "delta": {
-            "message": {
-                "tool_calls": {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": name, "arguments": arguments},
-                }
-            }
-        },
-    }
-
-
-def call_delta(index: int, piece: str) -> dict[str, Any]:
-    return {
-        "type": "tool-call-delta",
-        "index": index,
-        "delta": {"message": {"tool_calls": {"function": {"arguments": piece}}}},
-    }
-
-
-def call_end(index: int) -> dict[str, Any]:
-    return {"type": "tool-call-end", "index": index}
-
-
-def message_end(reason: str, error: str | None = None) -> dict[str, Any]:
-    delta: dict[str, Any] = {
-        "finish_reason": reason,
-        "usage": {
-            "billed_units": {"input_tokens": 37, "output_tokens": 18},
-            "tokens": {"input_tokens": 1187, "output_tokens": 71},
-        },
-    }
-    if error is not None:
-        delta["error"] = error
-    return {"type": "message-end", "delta": delta}
-
-
-def one_call(index: int, call_id: str, name: str, *pieces: str) -> list[dict[str, Any]]:
-    return [
-        call_start(index, call_id, name),
-        *(call_delta(index, p) for p in pieces),
-        call_end(index),
-    ]
-
-
-TEXT_ONLY = [
-    message_start(),
-    content_start(),
-    content_delta("The sky is "),
-    content_delta("blue."),
-    content_end(),
-    message_end("COMPLETE"),
-]
-ONE_CALL = [
-    message_start(),
-    *one_call(0, "get_weather_1byjy32y4hvq", "get_weather", '{"', "location", '":"', 'Madrid"}'),
-    message_end("TOOL_CALL"),
-]
-PARALLEL_CALLS = [
-    message_start(),
-    *one_call(0, "get_secret_number_a", "get_secret_number", '{"name":', '"alice"}'),
-    *one_call(1, "get_secret_number_b", "get_secret_number", '{"name":', '"bob"}'),
-    message_end("TOOL_CALL"),
-]
-ZERO_ARG_CALLS = [
-    message_start(),
-    *one_call(0, "list_people_1", "list_people", "nu", "ll"),
-    *one_call(1, "list_people_2", "list_people"),
-    *one_call(2, "list_people_3", "list_people", '"null"'),
-    message_end("TOOL_CALL"),
-]
-TEXT_BEFORE_CALLS = [
-    message_start(),
-    plan("I will look up "),
-    plan("both secret numbers."),
-    *one_call(0, "get_secret_number_a", "get_secret_number", '{"name":"alice"}'),
-    *one_call(1, "get_secret_number_b", "get_secret_number", '{"name":"bob"}'),
-    message_end("TOOL_CALL"),
-]
-INTERLEAVED_PIECES = [
-    message_start(),
-    call_start(0, "get_weather_m", "get_weather"),
-    call_start(1, "get_weather_b", "get_weather"),
-    call_delta(0, '{"location":'),
-    call_delta(1, '{"location":'),
-    call_delta(1, '"Brasilia"}'),
-    call_delta(0, '"Madrid"}'),
-    call_end(1),
-    call_end(0),
-    message_end("TOOL_CALL"),
-]
-ERROR_MID_STREAM = [
-    message_start(),
-    content_start(),
-    content_delta("Let me"),
-    message_end("ERROR", error="internal server error, this has been reported to our developers"),
-]
-
-FIXTURES = {
-    "text_only": TEXT_ONLY,
-    "one_call": ONE_CALL,
-    "parallel_calls": PARALLEL_CALLS,
-    "zero_arg_calls": ZERO_ARG_CALLS,
-    "text_before_calls": TEXT_BEFORE_CALLS,
-    "interleaved_pieces": INTERLEAVED_PIECES,
-    "error_mid_stream": ERROR_MID_STREAM,
-}
 
 
 # --- the translator -------------------------------------------------------------------
@@ -426,82 +283,6 @@ def backend_for(pieces: list[bytes], requests: list[httpx.Request] | None = None
     )
 
 
-async def backend_events(pieces: list[bytes]) -> list[Any]:
-    backend = backend_for(pieces)
-    try:
-        return await collect(backend, run_input(tools=DEMO_TOOLS.definitions()))
-    finally:
-        await backend.aclose()
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("name", sorted(FIXTURES))
-async def test_the_backend_plays_each_fixture_like_the_translator(name: str) -> None:
-    stream = FIXTURES[name]
-    events = await backend_events([sse_bytes(stream)])
-    assert isinstance(events[0], RunStartedEvent)
-    assert summarize(events[1:]).shape() == summarize(translate(CohereTranslator(), stream)).shape()
-    for event in events:
-        if isinstance(event, RunFinishedEvent):
-            assert (event.thread_id, event.run_id) == ("thread-1", "run-1")
-
-
-@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
-@settings(max_examples=40, deadline=None)
-@given(data=st.data())
-def test_any_rechunking_of_the_bytes_gives_the_same_calls_and_text(
-    backend_name: str, data: st.DataObject
-) -> None:
-    name = data.draw(st.sampled_from(sorted(FIXTURES)), label="fixture")
-    body = sse_bytes(FIXTURES[name])
-    boundaries = data.draw(st.lists(st.integers(1, len(body) - 1), max_size=40), label="cuts")
-    whole = anyio.run(backend_events, [body], backend=backend_name)
-    pieces = anyio.run(backend_events, cut(body, boundaries), backend=backend_name)
-    assert summarize(pieces[1:]).shape() == summarize(whole[1:]).shape()
-
-
-@pytest.mark.anyio
-async def test_the_request_goes_to_v2_chat_with_a_bearer_key() -> None:
-    requests: list[httpx.Request] = []
-    backend = backend_for([sse_bytes(TEXT_ONLY)], requests)
-    try:
-        await collect(backend, run_input())
-    finally:
-        await backend.aclose()
-    (request,) = requests
-    assert str(request.url) == "https://api.cohere.com/v2/chat"
-    assert request.headers["authorization"] == "Bearer test-key"
-    assert request.headers["accept"] == "text/event-stream"
-
-
-@pytest.mark.anyio
-async def test_an_error_status_is_an_agent_run_error_with_coheres_message() -> None:
-    body = b'{"id":"x","message":"invalid api token"}'
-    backend = CohereBackend(
-        MODEL,
-        api_key="bad",
-        transport=mock_backend_transport([body], "application/json", status=401),
-    )
-    try:
-        with pytest.raises(AgentRunError, match="invalid api token") as caught:
-            await collect(backend, run_input())
-    finally:
-        await backend.aclose()
-    assert caught.value.code == "401"
-
-
-def test_the_key_comes_from_co_api_key_then_cohere_api_key(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("CO_API_KEY", raising=False)
-    monkeypatch.setenv("COHERE_API_KEY", "from-cohere")
-    assert CohereBackend(MODEL).auth_headers() == {"Authorization": "Bearer from-cohere"}
-    monkeypatch.setenv("CO_API_KEY", "from-co")
-    backend = CohereBackend(MODEL)
-    assert backend.auth_headers() == {"Authorization": "Bearer from-co"}
-    assert "from-co" not in repr(backend)
-
-
 # --- requests -----------------------------------------------------------------------------
 
 
@@ -674,108 +455,3 @@ def test_capabilities_follow_the_matrix() -> None:
 
 
 # --- end to end: the engine against a loopback Cohere -----------------------------------------
-
-
-def multi_hop_script() -> list[list[Any]]:
-    return [
-        TEXT_BEFORE_CALLS,
-        [
-            message_start(),
-            *one_call(0, "list_people_z", "list_people", "nu", "ll"),
-            *one_call(1, "get_secret_number_d", "get_secret_number", '{"name":', ' "dave"}'),
-            message_end("TOOL_CALL"),
-        ],
-        [
-            message_start(),
-            content_start(),
-            content_delta("Alice's number is 42 and Bob's is 7. "),
-            content_delta("I know alice, bob and carol; nobody called Dave."),
-            content_end(),
-            message_end("COMPLETE"),
-        ],
-    ]
-
-
-@pytest.fixture
-def cohere_server() -> Iterator[LoopbackServer]:
-    with LoopbackServer(ScriptedProvider(cohere_sse, SSE, multi_hop_script())) as server:
-        yield server
-
-
-@pytest.mark.anyio
-async def test_the_engine_runs_a_multi_hop_conversation_against_loopback_cohere(
-    cohere_server: LoopbackServer,
-) -> None:
-    backend = CohereBackend(MODEL, api_key="loopback-key", base_url=cohere_server.url)
-    try:
-        async with Engine(backend, tools=DEMO_TOOLS) as engine:
-            turn = await engine.run_turn("thread-c", "What are the secret numbers?")
-    finally:
-        await backend.aclose()
-
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.statistics().runs == 3
-    assert [m.text for m in turn.conversation.messages if isinstance(m, TextMessage)] == [
-        "I will look up both secret numbers.",
-        "Alice's number is 42 and Bob's is 7. I know alice, bob and carol; nobody called Dave.",
-    ]
-    calls = list(turn.conversation.tool_calls())
-    assert [(c.id, c.name, c.arguments, c.status) for c in calls] == [
-        ("get_secret_number_a", "get_secret_number", '{"name":"alice"}', ToolCallStatus.completed),
-        ("get_secret_number_b", "get_secret_number", '{"name":"bob"}', ToolCallStatus.completed),
-        ("list_people_z", "list_people", "{}", ToolCallStatus.completed),
-        ("get_secret_number_d", "get_secret_number", '{"name": "dave"}', ToolCallStatus.failed),
-    ]
-
-    first, second, third = cohere_server.app.requests
-    for request in (first, second, third):
-        assert request.path == "/v2/chat"
-        assert request.headers["authorization"] == "Bearer loopback-key"
-        assert request.body["model"] == MODEL
-        assert request.body["stream"] is True
-        assert [t["function"]["name"] for t in request.body["tools"]] == list(DEMO_TOOLS.names)
-    question = {"role": "user", "content": "What are the secret numbers?"}
-    assert first.body["messages"] == [question]
-
-    def assistant(plan: str | None, *calls: tuple[str, str, str]) -> dict[str, Any]:
-        entry: dict[str, Any] = {
-            "role": "assistant",
-            "tool_calls": [
-                {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
-                for i, n, a in calls
-            ],
-        }
-        if plan is not None:
-            entry["tool_plan"] = plan
-        return entry
-
-    def result(call_id: str, data: str) -> dict[str, Any]:
-        return {
-            "role": "tool",
-            "tool_call_id": call_id,
-            "content": [{"type": "document", "document": {"data": data}}],
-        }
-
-    hop_one = [
-        assistant(
-            "I will look up both secret numbers.",
-            ("get_secret_number_a", "get_secret_number", '{"name":"alice"}'),
-            ("get_secret_number_b", "get_secret_number", '{"name":"bob"}'),
-        ),
-        result("get_secret_number_a", "42"),
-        result("get_secret_number_b", "7"),
-    ]
-    assert second.body["messages"] == [question, *hop_one]
-    dave = calls[3].result
-    assert dave is not None and dave.error is not None
-    assert third.body["messages"] == [
-        question,
-        *hop_one,
-        assistant(
-            None,
-            ("list_people_z", "list_people", "{}"),
-            ("get_secret_number_d", "get_secret_number", '{"name": "dave"}'),
-        ),
-        result("list_people_z", '["alice","bob","carol"]'),
-        result("get_secret_number_d", dave.content),
-    ]

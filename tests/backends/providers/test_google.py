@@ -9,10 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from toolrelay.backends.providers._base import Capabilities
 from toolrelay.backends.providers._google import (
@@ -21,15 +19,13 @@ from toolrelay.backends.providers._google import (
     _check_turns,
     _Turn,
 )
-from toolrelay.core import TextMessage
 from toolrelay.demo import DEMO_TOOLS
 from toolrelay.errors import (
-    AgentRunError,
     ConversationError,
     InvalidEventError,
     MalformedEventError,
 )
-from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay.machines import RunStatus
 from toolrelay.protocol import (
     AssistantMessage,
     DataSource,
@@ -40,7 +36,6 @@ from toolrelay.protocol import (
     ReasoningMessageContentEvent,
     ReasoningStartEvent,
     RunFinishedEvent,
-    RunStartedEvent,
     SystemMessage,
     TextMessageEndEvent,
     TextPart,
@@ -58,15 +53,26 @@ from _gc_servers import (
     LoopbackServer,
     ScriptedProvider,
     collect,
-    cut,
     gemini_sse,
     mock_backend_transport,
     run_input,
     summarize,
     translate,
 )
-
-MODEL = "gemini-2.5-flash"
+from _wire_google import (
+    ERROR_MID_STREAM,
+    MODEL,
+    NESTED_ARGS,
+    ONE_CALL,
+    PARALLEL_CALLS,
+    SAME_CALL_TWICE_ACROSS_CHUNKS,
+    TEXT_BEFORE_CALLS,
+    TEXT_ONLY,
+    ZERO_ARG_CALLS,
+    call,
+    chunk,
+    text,
+)
 
 
 def ids(prefix: str) -> Any:
@@ -79,89 +85,6 @@ def translator() -> GoogleTranslator:
 
 
 # --- published stream shapes (GenerateContentResponse per SSE data) ---------------------
-
-
-def chunk(
-    *parts: dict[str, Any],
-    finish: str | None = None,
-    usage: dict[str, int] | None = None,
-) -> dict[str, Any]:
-    candidate: dict[str, Any] = {"content": {"parts": list(parts), "role": "model"}, "index": 0}
-    if finish is not None:
-        candidate["finishReason"] = finish
-    out: dict[str, Any] = {
-        "candidates": [candidate],
-        "modelVersion": MODEL,
-        "responseId": "resp-1",
-    }
-    if usage is not None:
-        out["usageMetadata"] = usage
-    return out
-
-
-def text(value: str) -> dict[str, Any]:
-    return {"text": value}
-
-
-def call(name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": name}
-    if args is not None:
-        function["args"] = args
-    return {"functionCall": function}
-
-
-USAGE = {"promptTokenCount": 12, "candidatesTokenCount": 7, "totalTokenCount": 19}
-
-TEXT_ONLY = [
-    chunk(text("The sky is ")),
-    chunk(text("blue because of Rayleigh scattering.")),
-    chunk(text(""), finish="STOP", usage=USAGE),
-]
-ONE_CALL = [chunk(call("get_weather", {"city": "Paris"}), finish="STOP", usage=USAGE)]
-PARALLEL_CALLS = [
-    chunk(
-        call("get_secret_number", {"name": "alice"}),
-        call("get_secret_number", {"name": "bob"}),
-        call("lookup_city", {"person": "alice"}),
-        finish="STOP",
-    )
-]
-SAME_CALL_TWICE_ACROSS_CHUNKS = [
-    chunk(call("get_secret_number", {"name": "alice"})),
-    chunk(call("get_secret_number", {"name": "alice"}), finish="STOP"),
-]
-ZERO_ARG_CALLS = [chunk(call("list_people"), call("list_people", {}), finish="STOP")]
-TEXT_BEFORE_CALLS = [
-    chunk(text("Let me look up ")),
-    chunk(text("both secret numbers.")),
-    chunk(
-        call("get_secret_number", {"name": "alice"}),
-        call("get_secret_number", {"name": "bob"}),
-        finish="STOP",
-        usage=USAGE,
-    ),
-]
-ERROR_MID_STREAM = [
-    chunk(text("Let me think")),
-    {"error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}},
-]
-NESTED_ARGS = [
-    chunk(
-        call("plan", {"steps": [{"n": 1, "tags": ["a", "b"]}], "note": "é ✓", "ok": True}),
-        finish="STOP",
-    )
-]
-
-FIXTURES = {
-    "text_only": TEXT_ONLY,
-    "one_call": ONE_CALL,
-    "parallel_calls": PARALLEL_CALLS,
-    "same_call_twice": SAME_CALL_TWICE_ACROSS_CHUNKS,
-    "zero_arg_calls": ZERO_ARG_CALLS,
-    "text_before_calls": TEXT_BEFORE_CALLS,
-    "error_mid_stream": ERROR_MID_STREAM,
-    "nested_args": NESTED_ARGS,
-}
 
 
 # --- the translator -------------------------------------------------------------------
@@ -346,82 +269,6 @@ def backend_for(pieces: list[bytes], requests: list[httpx.Request] | None = None
     return GoogleBackend(
         MODEL, api_key="test-key", transport=mock_backend_transport(pieces, SSE, requests)
     )
-
-
-async def backend_events(pieces: list[bytes]) -> list[Any]:
-    backend = backend_for(pieces)
-    try:
-        return await collect(backend, run_input(tools=DEMO_TOOLS.definitions()))
-    finally:
-        await backend.aclose()
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("name", sorted(FIXTURES))
-async def test_the_backend_plays_each_fixture_like_the_translator(name: str) -> None:
-    chunks = FIXTURES[name]
-    events = await backend_events([sse_bytes(chunks)])
-    assert isinstance(events[0], RunStartedEvent)
-    assert (events[0].thread_id, events[0].run_id) == ("thread-1", "run-1")
-    expected = summarize(translate(GoogleTranslator(), chunks))
-    got = summarize(events[1:])
-    assert (got.text, got.finished, got.error) == (expected.text, expected.finished, expected.error)
-    assert [(c.name, c.arguments, c.ended) for c in got.calls] == [
-        (c.name, c.arguments, c.ended) for c in expected.calls
-    ]
-    for event in events:
-        if isinstance(event, RunFinishedEvent):
-            assert (event.thread_id, event.run_id) == ("thread-1", "run-1")
-
-
-@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
-@settings(max_examples=40, deadline=None)
-@given(data=st.data())
-def test_any_rechunking_of_the_bytes_gives_the_same_calls_and_text(
-    backend_name: str, data: st.DataObject
-) -> None:
-    name = data.draw(st.sampled_from(sorted(FIXTURES)), label="fixture")
-    body = sse_bytes(FIXTURES[name])
-    boundaries = data.draw(st.lists(st.integers(1, len(body) - 1), max_size=40), label="cuts")
-    whole = anyio.run(backend_events, [body], backend=backend_name)
-    pieces = anyio.run(backend_events, cut(body, boundaries), backend=backend_name)
-    assert summarize(pieces[1:]).shape() == summarize(whole[1:]).shape()
-
-
-@pytest.mark.anyio
-async def test_the_request_goes_to_stream_generate_content_with_the_key_header() -> None:
-    requests: list[httpx.Request] = []
-    backend = backend_for([sse_bytes(TEXT_ONLY)], requests)
-    try:
-        await collect(backend, run_input())
-    finally:
-        await backend.aclose()
-    (request,) = requests
-    assert str(request.url) == (
-        "https://generativelanguage.googleapis.com/v1beta/models/"
-        f"{MODEL}:streamGenerateContent?alt=sse"
-    )
-    assert request.headers["x-goog-api-key"] == "test-key"
-    assert request.headers["accept"] == "text/event-stream"
-
-
-@pytest.mark.anyio
-async def test_an_error_status_is_an_agent_run_error_with_googles_message() -> None:
-    body = (
-        b'{"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",'
-        b' "status": "INVALID_ARGUMENT"}}'
-    )
-    backend = GoogleBackend(
-        MODEL,
-        api_key="bad",
-        transport=mock_backend_transport([body], "application/json", status=400),
-    )
-    try:
-        with pytest.raises(AgentRunError, match="API key not valid") as caught:
-            await collect(backend, run_input())
-    finally:
-        await backend.aclose()
-    assert caught.value.code == "400"
 
 
 # --- requests -----------------------------------------------------------------------------
@@ -697,19 +544,6 @@ async def test_thought_signatures_go_back_on_their_calls() -> None:
     assert "thoughtSignature" not in parts[1]
 
 
-def test_the_key_comes_from_gemini_api_key_then_google_api_key(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    monkeypatch.setenv("GOOGLE_API_KEY", "from-google")
-    assert GoogleBackend(MODEL).auth_headers() == {"x-goog-api-key": "from-google"}
-    monkeypatch.setenv("GEMINI_API_KEY", "from-gemini")
-    backend = GoogleBackend(MODEL)
-    assert backend.auth_headers() == {"x-goog-api-key": "from-gemini"}
-    assert "from-gemini" not in repr(backend)
-    assert GoogleBackend(MODEL, api_key="explicit").auth_headers() == {"x-goog-api-key": "explicit"}
-
-
 def test_capabilities_follow_the_matrix() -> None:
     caps = GoogleBackend.capabilities
     # Gemini 3 and later give call ids (functionCall.id); earlier models' calls get one.
@@ -727,114 +561,6 @@ def test_capabilities_follow_the_matrix() -> None:
 
 
 # --- end to end: the engine against a loopback Gemini ----------------------------------------
-
-
-def multi_hop_script() -> list[list[Any]]:
-    return [
-        TEXT_BEFORE_CALLS,
-        [
-            chunk(
-                call("list_people"),
-                call("get_secret_number", {"name": "dave"}),
-                finish="STOP",
-            )
-        ],
-        [
-            chunk(text("Alice's number is 42 and Bob's is 7. ")),
-            chunk(text("I know alice, bob and carol; nobody called Dave."), finish="STOP"),
-        ],
-    ]
-
-
-@pytest.fixture
-def gemini_server() -> Iterator[LoopbackServer]:
-    with LoopbackServer(ScriptedProvider(gemini_sse, SSE, multi_hop_script())) as server:
-        yield server
-
-
-@pytest.mark.anyio
-async def test_the_engine_runs_a_multi_hop_conversation_against_loopback_gemini(
-    gemini_server: LoopbackServer,
-) -> None:
-    backend = GoogleBackend(MODEL, api_key="loopback-key", base_url=f"{gemini_server.url}/v1beta")
-    try:
-        async with Engine(backend, tools=DEMO_TOOLS) as engine:
-            turn = await engine.run_turn("thread-g", "What are the secret numbers?")
-    finally:
-        await backend.aclose()
-
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.statistics().runs == 3
-    assert [m.text for m in turn.conversation.messages if isinstance(m, TextMessage)] == [
-        "Let me look up both secret numbers.",
-        "Alice's number is 42 and Bob's is 7. I know alice, bob and carol; nobody called Dave.",
-    ]
-    calls = list(turn.conversation.tool_calls())
-    assert [(c.name, c.arguments, c.status) for c in calls] == [
-        ("get_secret_number", '{"name":"alice"}', ToolCallStatus.completed),
-        ("get_secret_number", '{"name":"bob"}', ToolCallStatus.completed),
-        ("list_people", "{}", ToolCallStatus.completed),
-        ("get_secret_number", '{"name":"dave"}', ToolCallStatus.failed),
-    ]
-    assert len({c.id for c in calls}) == 4, "ids never repeat across the conversation"
-
-    first, second, third = gemini_server.app.requests
-    for request in (first, second, third):
-        assert request.path == f"/v1beta/models/{MODEL}:streamGenerateContent"
-        assert request.query == "alt=sse"
-        assert request.headers["x-goog-api-key"] == "loopback-key"
-        assert [d["name"] for d in request.body["tools"][0]["functionDeclarations"]] == list(
-            DEMO_TOOLS.names
-        )
-    question = {"role": "user", "parts": [{"text": "What are the secret numbers?"}]}
-    assert first.body["contents"] == [question]
-    hop_one = [
-        {
-            "role": "model",
-            "parts": [
-                {"text": "Let me look up both secret numbers."},
-                {"functionCall": {"name": "get_secret_number", "args": {"name": "alice"}}},
-                {"functionCall": {"name": "get_secret_number", "args": {"name": "bob"}}},
-            ],
-        },
-        {
-            "role": "user",
-            "parts": [
-                {"functionResponse": {"name": "get_secret_number", "response": {"result": 42}}},
-                {"functionResponse": {"name": "get_secret_number", "response": {"result": 7}}},
-            ],
-        },
-    ]
-    assert second.body["contents"] == [question, *hop_one]
-    (dave_error,) = [c.result.error for c in calls if c.result is not None and c.result.error]
-    assert third.body["contents"] == [
-        question,
-        *hop_one,
-        {
-            "role": "model",
-            "parts": [
-                {"functionCall": {"name": "list_people", "args": {}}},
-                {"functionCall": {"name": "get_secret_number", "args": {"name": "dave"}}},
-            ],
-        },
-        {
-            "role": "user",
-            "parts": [
-                {
-                    "functionResponse": {
-                        "name": "list_people",
-                        "response": {"result": ["alice", "bob", "carol"]},
-                    }
-                },
-                {
-                    "functionResponse": {
-                        "name": "get_secret_number",
-                        "response": {"error": dave_error},
-                    }
-                },
-            ],
-        },
-    ]
 
 
 # --- Gemini 3: the provider's call ids ------------------------------------------------------

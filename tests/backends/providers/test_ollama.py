@@ -6,26 +6,20 @@ Ollama."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from toolrelay.backends.providers._base import Capabilities
 from toolrelay.backends.providers._ollama import OllamaBackend, OllamaTranslator
-from toolrelay.core import TextMessage
 from toolrelay.demo import DEMO_TOOLS
 from toolrelay.errors import (
-    AgentRunError,
     ConversationError,
     InvalidEventError,
     MalformedEventError,
 )
-from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     AssistantMessage,
     AudioPart,
@@ -37,7 +31,6 @@ from toolrelay.protocol import (
     ReasoningMessage,
     ReasoningMessageContentEvent,
     RunFinishedEvent,
-    RunStartedEvent,
     SystemMessage,
     TextMessageEndEvent,
     TextPart,
@@ -46,23 +39,31 @@ from toolrelay.protocol import (
     ToolMessage,
     UserMessage,
 )
-from toolrelay.runtime import Engine
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _gc_servers import (
     NDJSON,
-    LoopbackServer,
-    ScriptedProvider,
     collect,
-    cut,
     mock_backend_transport,
     ndjson,
     run_input,
     summarize,
     translate,
 )
-
-MODEL = "qwen3"
+from _wire_ollama import (
+    ERROR_MID_STREAM,
+    MODEL,
+    ONE_CALL,
+    PARALLEL_SAME_INDEX,
+    SAME_CALL_ON_TWO_LINES,
+    TEXT_BEFORE_CALLS,
+    TEXT_ONLY,
+    THINKING_THEN_ANSWER,
+    ZERO_ARG_CALLS,
+    done,
+    line,
+    tc,
+)
 
 
 def ids(prefix: str) -> Any:
@@ -77,103 +78,7 @@ def translator() -> OllamaTranslator:
 # --- published stream shapes (one ChatResponse per line) ----------------------------------
 
 
-def line(
-    content: str = "",
-    *,
-    tool_calls: list[dict[str, Any]] | None = None,
-    thinking: str | None = None,
-) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if tool_calls is not None:
-        message["tool_calls"] = tool_calls
-    if thinking is not None:
-        message["thinking"] = thinking
-    return {
-        "model": MODEL,
-        "created_at": "2025-05-27T22:54:57.641643Z",
-        "message": message,
-        "done": False,
-    }
-
-
-def done(reason: str = "stop") -> dict[str, Any]:
-    return {
-        "model": MODEL,
-        "created_at": "2025-05-27T22:54:58.100509Z",
-        "message": {"role": "assistant", "content": ""},
-        "done_reason": reason,
-        "done": True,
-        "total_duration": 885095291,
-        "prompt_eval_count": 122,
-        "eval_count": 33,
-    }
-
-
-def tc(name: str, arguments: Any = None, *, index: int | None = 0, **extra: Any) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": name}
-    if index is not None:
-        function["index"] = index
-    if arguments is not None:
-        function["arguments"] = arguments
-    return {"function": function, **extra}
-
-
-TEXT_ONLY = [line("The sky"), line(" is blue."), done()]
-ONE_CALL = [
-    line(tool_calls=[tc("get_current_weather", {"format": "celsius", "location": "Toronto"})]),
-    done(),
-]
 # Ollama often gives every call of a response the same index, and no id.
-PARALLEL_SAME_INDEX = [
-    line(
-        tool_calls=[
-            tc("get_secret_number", {"name": "alice"}),
-            tc("get_secret_number", {"name": "bob"}),
-        ]
-    ),
-    done(),
-]
-SAME_CALL_ON_TWO_LINES = [
-    line(tool_calls=[tc("get_secret_number", {"name": "alice"})]),
-    line(tool_calls=[tc("get_secret_number", {"name": "alice"})]),
-    done(),
-]
-ZERO_ARG_CALLS = [
-    line(tool_calls=[tc("list_people", {}), tc("list_people", index=None)]),
-    done(),
-]
-TEXT_BEFORE_CALLS = [
-    line("Let me look up "),
-    line("both secret numbers."),
-    line(
-        tool_calls=[
-            tc("get_secret_number", {"name": "alice"}),
-            tc("get_secret_number", {"name": "bob"}),
-        ]
-    ),
-    done(),
-]
-ERROR_MID_STREAM = [
-    line("Let me"),
-    {"error": "an error was encountered while running the model: unexpected EOF"},
-]
-THINKING_THEN_ANSWER = [
-    line(thinking="The user asks about the sky. "),
-    line(thinking="Rayleigh."),
-    line("Because of Rayleigh scattering."),
-    done(),
-]
-
-FIXTURES = {
-    "text_only": TEXT_ONLY,
-    "one_call": ONE_CALL,
-    "parallel_same_index": PARALLEL_SAME_INDEX,
-    "same_call_on_two_lines": SAME_CALL_ON_TWO_LINES,
-    "zero_arg_calls": ZERO_ARG_CALLS,
-    "text_before_calls": TEXT_BEFORE_CALLS,
-    "error_mid_stream": ERROR_MID_STREAM,
-    "thinking_then_answer": THINKING_THEN_ANSWER,
-}
 
 
 # --- the translator -------------------------------------------------------------------
@@ -325,68 +230,6 @@ def ndjson_bytes(lines: list[dict[str, Any]]) -> bytes:
 
 def backend_for(pieces: list[bytes], requests: list[httpx.Request] | None = None) -> OllamaBackend:
     return OllamaBackend(MODEL, transport=mock_backend_transport(pieces, NDJSON, requests))
-
-
-async def backend_events(pieces: list[bytes]) -> list[Any]:
-    backend = backend_for(pieces)
-    try:
-        return await collect(backend, run_input(tools=DEMO_TOOLS.definitions()))
-    finally:
-        await backend.aclose()
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("name", sorted(FIXTURES))
-async def test_the_backend_plays_each_fixture_like_the_translator(name: str) -> None:
-    lines = FIXTURES[name]
-    events = await backend_events([ndjson_bytes(lines)])
-    assert isinstance(events[0], RunStartedEvent)
-    assert summarize(events[1:]).shape() == summarize(translate(OllamaTranslator(), lines)).shape()
-    for event in events:
-        if isinstance(event, RunFinishedEvent):
-            assert (event.thread_id, event.run_id) == ("thread-1", "run-1")
-
-
-@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
-@settings(max_examples=40, deadline=None)
-@given(data=st.data())
-def test_any_rechunking_of_the_bytes_gives_the_same_calls_and_text(
-    backend_name: str, data: st.DataObject
-) -> None:
-    name = data.draw(st.sampled_from(sorted(FIXTURES)), label="fixture")
-    body = ndjson_bytes(FIXTURES[name])
-    boundaries = data.draw(st.lists(st.integers(1, len(body) - 1), max_size=40), label="cuts")
-    whole = anyio.run(backend_events, [body], backend=backend_name)
-    pieces = anyio.run(backend_events, cut(body, boundaries), backend=backend_name)
-    assert summarize(pieces[1:]).shape() == summarize(whole[1:]).shape()
-
-
-@pytest.mark.anyio
-async def test_the_request_goes_to_api_chat_without_a_key() -> None:
-    requests: list[httpx.Request] = []
-    backend = backend_for([ndjson_bytes(TEXT_ONLY)], requests)
-    try:
-        await collect(backend, run_input())
-    finally:
-        await backend.aclose()
-    (request,) = requests
-    assert str(request.url) == "http://localhost:11434/api/chat"
-    assert "authorization" not in request.headers
-    assert OllamaBackend(MODEL, api_key="proxy").auth_headers() == {"Authorization": "Bearer proxy"}
-
-
-@pytest.mark.anyio
-async def test_an_error_status_is_an_agent_run_error_with_ollamas_message() -> None:
-    body = b'{"error":"model \\"qwen9\\" not found, try pulling it first"}'
-    backend = OllamaBackend(
-        "qwen9", transport=mock_backend_transport([body], "application/json", status=404)
-    )
-    try:
-        with pytest.raises(AgentRunError, match="not found, try pulling it first") as caught:
-            await collect(backend, run_input())
-    finally:
-        await backend.aclose()
-    assert caught.value.code == "404"
 
 
 # --- requests -----------------------------------------------------------------------------
@@ -550,113 +393,3 @@ def test_capabilities_follow_the_matrix() -> None:
 
 
 # --- end to end: the engine against a loopback Ollama -----------------------------------------
-
-
-def multi_hop_script() -> list[list[Any]]:
-    return [
-        TEXT_BEFORE_CALLS,
-        [
-            line(tool_calls=[tc("list_people", {}), tc("get_secret_number", {"name": "dave"})]),
-            done(),
-        ],
-        [
-            line("Alice's number is 42 and Bob's is 7. "),
-            line("I know alice, bob and carol; nobody called Dave."),
-            done(),
-        ],
-    ]
-
-
-@pytest.fixture
-def ollama_server() -> Iterator[LoopbackServer]:
-    with LoopbackServer(ScriptedProvider(ndjson, NDJSON, multi_hop_script())) as server:
-        yield server
-
-
-@pytest.mark.anyio
-async def test_the_engine_runs_a_multi_hop_conversation_against_loopback_ollama(
-    ollama_server: LoopbackServer,
-) -> None:
-    backend = OllamaBackend(MODEL, base_url=ollama_server.url)
-    try:
-        async with Engine(backend, tools=DEMO_TOOLS) as engine:
-            turn = await engine.run_turn("thread-o", "What are the secret numbers?")
-    finally:
-        await backend.aclose()
-
-    assert turn.status is RunStatus.completed, turn.reason
-    assert turn.statistics().runs == 3
-    assert [m.text for m in turn.conversation.messages if isinstance(m, TextMessage)] == [
-        "Let me look up both secret numbers.",
-        "Alice's number is 42 and Bob's is 7. I know alice, bob and carol; nobody called Dave.",
-    ]
-    calls = list(turn.conversation.tool_calls())
-    assert [(c.name, c.arguments, c.status) for c in calls] == [
-        ("get_secret_number", '{"name":"alice"}', ToolCallStatus.completed),
-        ("get_secret_number", '{"name":"bob"}', ToolCallStatus.completed),
-        ("list_people", "{}", ToolCallStatus.completed),
-        ("get_secret_number", '{"name":"dave"}', ToolCallStatus.failed),
-    ]
-    assert len({c.id for c in calls}) == 4, "ids never repeat across the conversation"
-
-    first, second, third = ollama_server.app.requests
-    for request in (first, second, third):
-        assert request.path == "/api/chat"
-        assert request.body["model"] == MODEL
-        assert request.body["stream"] is True
-        assert [t["function"]["name"] for t in request.body["tools"]] == list(DEMO_TOOLS.names)
-    question = {"role": "user", "content": "What are the secret numbers?"}
-    assert first.body["messages"] == [question]
-    hop_one = [
-        {
-            "role": "assistant",
-            "content": "Let me look up both secret numbers.",
-            "tool_calls": [
-                {
-                    "type": "function",
-                    "function": {
-                        "index": 0,
-                        "name": "get_secret_number",
-                        "arguments": {"name": "alice"},
-                    },
-                },
-                {
-                    "type": "function",
-                    "function": {
-                        "index": 1,
-                        "name": "get_secret_number",
-                        "arguments": {"name": "bob"},
-                    },
-                },
-            ],
-        },
-        {"role": "tool", "tool_name": "get_secret_number", "content": "42"},
-        {"role": "tool", "tool_name": "get_secret_number", "content": "7"},
-    ]
-    assert second.body["messages"] == [question, *hop_one]
-    dave = calls[3].result
-    assert dave is not None and dave.error is not None
-    assert third.body["messages"] == [
-        question,
-        *hop_one,
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {
-                    "type": "function",
-                    "function": {"index": 0, "name": "list_people", "arguments": {}},
-                },
-                {
-                    "type": "function",
-                    "function": {
-                        "index": 1,
-                        "name": "get_secret_number",
-                        "arguments": {"name": "dave"},
-                    },
-                },
-            ],
-        },
-        {"role": "tool", "tool_name": "list_people", "content": '["alice","bob","carol"]'},
-        {"role": "tool", "tool_name": "get_secret_number", "content": dave.content},
-    ]

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-import anyio
 import httpx
 import msgspec
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from toolrelay.backends.providers import (
     Capabilities,
@@ -28,10 +26,8 @@ from toolrelay.backends.providers import (
     OpenAIResponsesTranslator,
     ProviderBackend,
 )
-from toolrelay.core import ToolCallBatch
 from toolrelay.demo import DEMO_TOOLS
-from toolrelay.errors import AgentRunError, ConversationError
-from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     AssistantMessage,
     AudioPart,
@@ -53,60 +49,42 @@ from toolrelay.protocol import (
     UrlSource,
     UserMessage,
 )
-from toolrelay.runtime import Engine
 
 # The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
 sys.path.insert(0, str(Path(__file__).parent))
 from _oa_servers import (
     KEY,
-    LoopbackServer,
     Outcome,
-    ScriptedProvider,
     collect,
     refuse,
     run_input,
     sse,
     summarize,
 )
+from _wire_openai import (
+    CHAT_ERROR_MID_STREAM,
+    CHAT_INTERLEAVED,
+    RESP_ERROR_MID_STREAM,
+    RESP_TEXT_BEFORE_CALLS,
+    ROLE,
+    args_delta,
+    call_added,
+    call_done,
+    calls,
+    chunk,
+    completed,
+    created,
+    head,
+    message_added,
+    message_done,
+    piece,
+    text_delta,
+)
 
 SSE_HEADERS = {"content-type": "text/event-stream"}
 
 # --- Chat Completions streams, from the published chunk format ---
 
-
-def chunk(
-    delta: dict[str, Any] | None = None, finish: str | None = None, id: str = "chatcmpl-1"
-) -> dict[str, Any]:
-    return {
-        "id": id,
-        "object": "chat.completion.chunk",
-        "created": 1_700_000_000,
-        "model": "gpt-4o-mini",
-        "choices": [{"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish}],
-    }
-
-
-def head(index: int, call_id: str | None, name: str) -> dict[str, Any]:
-    """The first piece of a call: id, type and name, empty arguments."""
-    piece: dict[str, Any] = {
-        "index": index,
-        "type": "function",
-        "function": {"name": name, "arguments": ""},
-    }
-    if call_id is not None:
-        piece["id"] = call_id
-    return piece
-
-
-def piece(index: int, arguments: str) -> dict[str, Any]:
-    return {"index": index, "function": {"arguments": arguments}}
-
-
-def calls(*pieces: dict[str, Any]) -> dict[str, Any]:
-    return chunk({"tool_calls": list(pieces)})
-
-
-ROLE = chunk({"role": "assistant", "content": None})
 
 CHAT_TEXT_ONLY = [
     chunk({"role": "assistant", "content": ""}),
@@ -130,15 +108,6 @@ CHAT_PARALLEL = [
     calls(piece(1, '{"person": "bob"}')),
     chunk({}, "tool_calls"),
 ]
-CHAT_INTERLEAVED = [
-    ROLE,
-    calls(head(0, "call_a", "get_secret_number")),
-    calls(head(1, "call_b", "lookup_city")),
-    calls(piece(0, '{"name"')),
-    calls(piece(1, '{"person"')),
-    calls(piece(0, ': "alice"}'), piece(1, ': "bob"}')),
-    chunk({}, "tool_calls"),
-]
 CHAT_ZERO_ARG = [ROLE, calls(head(0, "call_z", "list_people")), chunk({}, "tool_calls")]
 CHAT_TEXT_BEFORE_CALLS = [
     chunk({"role": "assistant", "content": ""}),
@@ -147,18 +116,6 @@ CHAT_TEXT_BEFORE_CALLS = [
     calls(head(0, "call_a", "get_secret_number")),
     calls(piece(0, '{"name": "alice"}')),
     chunk({}, "tool_calls"),
-]
-CHAT_ERROR_MID_STREAM = [
-    chunk({"role": "assistant", "content": ""}),
-    chunk({"content": "Half an ans"}),
-    {
-        "error": {
-            "message": "The server had an error while processing your request.",
-            "type": "server_error",
-            "param": None,
-            "code": None,
-        }
-    },
 ]
 CHAT_NO_IDS = [
     ROLE,
@@ -394,130 +351,6 @@ def test_chat_servers_that_send_the_name_after_the_id_or_objects_as_arguments() 
 # --- Responses API streams, from the published event format ---
 
 
-def created(response_id: str = "resp_1") -> dict[str, Any]:
-    return {
-        "type": "response.created",
-        "sequence_number": 0,
-        "response": {
-            "id": response_id,
-            "object": "response",
-            "status": "in_progress",
-            "output": [],
-        },
-    }
-
-
-def message_added(index: int, item_id: str) -> dict[str, Any]:
-    return {
-        "type": "response.output_item.added",
-        "output_index": index,
-        "item": {
-            "id": item_id,
-            "type": "message",
-            "status": "in_progress",
-            "role": "assistant",
-            "content": [],
-        },
-    }
-
-
-def text_delta(index: int, item_id: str, delta: str) -> dict[str, Any]:
-    return {
-        "type": "response.output_text.delta",
-        "item_id": item_id,
-        "output_index": index,
-        "content_index": 0,
-        "delta": delta,
-    }
-
-
-def message_done(index: int, item_id: str, text: str) -> list[dict[str, Any]]:
-    part = {"type": "output_text", "text": text, "annotations": []}
-    return [
-        {
-            "type": "response.output_text.done",
-            "item_id": item_id,
-            "output_index": index,
-            "content_index": 0,
-            "text": text,
-        },
-        {
-            "type": "response.content_part.done",
-            "item_id": item_id,
-            "output_index": index,
-            "content_index": 0,
-            "part": part,
-        },
-        {
-            "type": "response.output_item.done",
-            "output_index": index,
-            "item": {
-                "id": item_id,
-                "type": "message",
-                "status": "completed",
-                "role": "assistant",
-                "content": [part],
-            },
-        },
-    ]
-
-
-def call_added(index: int, item_id: str, call_id: str, name: str) -> dict[str, Any]:
-    return {
-        "type": "response.output_item.added",
-        "output_index": index,
-        "item": {
-            "id": item_id,
-            "type": "function_call",
-            "status": "in_progress",
-            "arguments": "",
-            "call_id": call_id,
-            "name": name,
-        },
-    }
-
-
-def args_delta(index: int, item_id: str, delta: str) -> dict[str, Any]:
-    return {
-        "type": "response.function_call_arguments.delta",
-        "item_id": item_id,
-        "output_index": index,
-        "delta": delta,
-    }
-
-
-def call_done(
-    index: int, item_id: str, call_id: str, name: str, arguments: str
-) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "response.function_call_arguments.done",
-            "item_id": item_id,
-            "output_index": index,
-            "arguments": arguments,
-        },
-        {
-            "type": "response.output_item.done",
-            "output_index": index,
-            "item": {
-                "id": item_id,
-                "type": "function_call",
-                "status": "completed",
-                "arguments": arguments,
-                "call_id": call_id,
-                "name": name,
-            },
-        },
-    ]
-
-
-def completed(response_id: str = "resp_1") -> dict[str, Any]:
-    return {
-        "type": "response.completed",
-        "response": {"id": response_id, "object": "response", "status": "completed"},
-    }
-
-
 RESP_TEXT_ONLY = [
     created(),
     message_added(0, "msg_1"),
@@ -551,28 +384,6 @@ RESP_ZERO_ARG = [
     call_added(0, "fc_1", "call_z", "list_people"),
     *call_done(0, "fc_1", "call_z", "list_people", "{}"),
     completed(),
-]
-RESP_TEXT_BEFORE_CALLS = [
-    created(),
-    message_added(0, "msg_1"),
-    text_delta(0, "msg_1", "Let me check."),
-    *message_done(0, "msg_1", "Let me check."),
-    call_added(1, "fc_1", "call_a", "get_secret_number"),
-    args_delta(1, "fc_1", '{"name": "alice"}'),
-    *call_done(1, "fc_1", "call_a", "get_secret_number", '{"name": "alice"}'),
-    completed(),
-]
-RESP_ERROR_MID_STREAM = [
-    created(),
-    message_added(0, "msg_1"),
-    text_delta(0, "msg_1", "Half an ans"),
-    {
-        "type": "error",
-        "code": "server_error",
-        "message": "The server had an error",
-        "param": None,
-        "sequence_number": 4,
-    },
 ]
 RESP_FAILED = [
     created(),
@@ -898,40 +709,6 @@ async def test_the_rest_of_the_body_is_read_once_the_run_has_ended() -> None:
     await backend.aclose()
 
 
-def test_the_api_key_comes_from_the_environment_and_is_never_shown(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
-    backend = OpenAIChatBackend("gpt-4o-mini", transport=httpx.MockTransport(refuse))
-    assert backend.auth_headers() == {"Authorization": "Bearer sk-from-env"}
-    assert "sk-from-env" not in repr(backend)
-    assert OpenAIResponsesBackend.api_key_env == ("OPENAI_API_KEY",)
-    assert (OpenAIChatBackend.name, OpenAIResponsesBackend.name) == ("openai", "openai-responses")
-
-
-@pytest.mark.anyio
-async def test_a_non_2xx_answer_is_an_agent_run_error_with_the_providers_message() -> None:
-    def respond(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(
-            401,
-            json={
-                "error": {
-                    "message": "Incorrect API key provided: sk-bad.",
-                    "type": "invalid_request_error",
-                    "param": None,
-                    "code": "invalid_api_key",
-                }
-            },
-        )
-
-    with pytest.raises(AgentRunError) as caught:
-        await collect(
-            OpenAIChatBackend("m", api_key="sk-bad", transport=httpx.MockTransport(respond))
-        )
-    assert caught.value.code == "401"
-    assert "Incorrect API key provided" in caught.value.message
-
-
 # --- the request ---
 
 
@@ -1164,320 +941,8 @@ async def test_inline_audio_and_images_are_sent_as_content_parts() -> None:
 
 # --- re-chunked bytes: the same calls and text (Hypothesis) ---
 
-RECHUNK_STREAMS: dict[str, tuple[Callable[..., ProviderBackend], bytes]] = {
-    "chat": (
-        OpenAIChatBackend,
-        chat_body(
-            [
-                chunk({"role": "assistant", "content": ""}),
-                chunk({"content": "Größe: ✓ "}),
-                chunk({"content": "日本語"}),
-                *CHAT_INTERLEAVED[1:-1],
-                calls(head(2, "call_z", "list_people")),
-                chunk({}, "tool_calls"),
-            ]
-        ),
-    ),
-    "responses": (
-        OpenAIResponsesBackend,
-        responses_body(
-            [
-                *RESP_TEXT_BEFORE_CALLS[:-1],
-                call_added(2, "fc_2", "call_b", "lookup_city"),
-                args_delta(2, "fc_2", '{"person": "bøb ✓"}'),
-                *call_done(2, "fc_2", "call_b", "lookup_city", '{"person": "bøb ✓"}'),
-                completed(),
-            ]
-        ),
-    ),
-}
-
-
-def split_at(body: bytes, cuts: list[int]) -> list[bytes]:
-    edges = [0, *sorted(set(cuts)), len(body)]
-    return [body[a:b] for a, b in itertools.pairwise(edges) if b > a]
-
-
-def outcome_of(
-    cls: Callable[..., ProviderBackend], pieces: list[bytes], backend_name: str
-) -> Outcome:
-    async def main() -> Outcome:
-        transport = httpx.MockTransport(Recorder(lambda: Chunks(list(pieces))))
-        return summarize(await collect(cls("m", transport=transport, api_key="sk-test")))
-
-    return anyio.run(main, backend=backend_name)
-
-
-@pytest.mark.parametrize("backend_name", ["asyncio", "trio"])
-@pytest.mark.parametrize("api", list(RECHUNK_STREAMS))
-@settings(max_examples=60, deadline=None)
-@given(data=st.data())
-def test_any_rechunking_of_the_bytes_yields_the_same_calls_and_text(
-    api: str, backend_name: str, data: st.DataObject
-) -> None:
-    cls, body = RECHUNK_STREAMS[api]
-    cuts = data.draw(st.lists(st.integers(1, len(body) - 1), max_size=40), label="cuts")
-    expected = outcome_of(cls, [body], backend_name)
-    assert expected.calls and expected.texts and expected.finish is not None
-    assert outcome_of(cls, split_at(body, cuts), backend_name) == expected
-
-
-def test_one_byte_at_a_time_yields_the_same_calls_and_text() -> None:
-    for cls, body in RECHUNK_STREAMS.values():
-        expected = outcome_of(cls, [body], "asyncio")
-        bytewise = [body[i : i + 1] for i in range(len(body))]
-        assert outcome_of(cls, bytewise, "trio") == expected
-
 
 # --- the Engine, end to end, against a loopback server ---
-
-
-@pytest.fixture(scope="module")
-def provider() -> Iterator[LoopbackServer]:
-    with LoopbackServer(ScriptedProvider()) as server:
-        yield server
-
-
-QUESTION = "What are the secret numbers of alice and bob, where does alice live, who is there?"
-
-CHAT_HOPS = [
-    # Run 1: text, then two calls whose arguments interleave.
-    chat_body(
-        [
-            chunk({"role": "assistant", "content": ""}, id="chatcmpl-1"),
-            chunk({"content": "Let me look up "}, id="chatcmpl-1"),
-            chunk({"content": "both secret numbers."}, id="chatcmpl-1"),
-            chunk({"tool_calls": [head(0, "call_a", "get_secret_number")]}, id="chatcmpl-1"),
-            chunk({"tool_calls": [head(1, "call_b", "get_secret_number")]}, id="chatcmpl-1"),
-            chunk({"tool_calls": [piece(0, '{"name": "al')]}, id="chatcmpl-1"),
-            chunk({"tool_calls": [piece(1, '{"name": "bob"}')]}, id="chatcmpl-1"),
-            chunk({"tool_calls": [piece(0, 'ice"}')]}, id="chatcmpl-1"),
-            chunk({}, "tool_calls", id="chatcmpl-1"),
-        ]
-    ),
-    # Run 2: three calls, one of which fails, one without arguments; "stop" with calls.
-    chat_body(
-        [
-            chunk({"role": "assistant", "content": None}, id="chatcmpl-2"),
-            chunk(
-                {"tool_calls": [head(0, "call_c", "lookup_city"), piece(0, '{"person": "alice"}')]},
-                id="chatcmpl-2",
-            ),
-            chunk(
-                {
-                    "tool_calls": [
-                        head(1, "call_d", "get_secret_number"),
-                        piece(1, '{"name": "zed"}'),
-                    ]
-                },
-                id="chatcmpl-2",
-            ),
-            chunk({"tool_calls": [head(2, "call_e", "list_people")]}, id="chatcmpl-2"),
-            chunk({}, "stop", id="chatcmpl-2"),
-        ]
-    ),
-    # Run 3: the answer.
-    chat_body(
-        [
-            chunk({"role": "assistant", "content": "Alice: 42, Bob: 7. "}, id="chatcmpl-3"),
-            chunk({"content": "Alice lives in Paris."}, id="chatcmpl-3"),
-            chunk({}, "stop", id="chatcmpl-3"),
-        ]
-    ),
-]
-
-RESPONSES_HOPS = [
-    responses_body(
-        [
-            created("resp_1"),
-            message_added(0, "msg_1"),
-            text_delta(0, "msg_1", "Let me look up both secret numbers."),
-            *message_done(0, "msg_1", "Let me look up both secret numbers."),
-            call_added(1, "fc_a", "call_a", "get_secret_number"),
-            call_added(2, "fc_b", "call_b", "get_secret_number"),
-            args_delta(1, "fc_a", '{"name": "al'),
-            args_delta(2, "fc_b", '{"name": "bob"}'),
-            args_delta(1, "fc_a", 'ice"}'),
-            *call_done(1, "fc_a", "call_a", "get_secret_number", '{"name": "alice"}'),
-            *call_done(2, "fc_b", "call_b", "get_secret_number", '{"name": "bob"}'),
-            completed("resp_1"),
-        ]
-    ),
-    responses_body(
-        [
-            created("resp_2"),
-            call_added(0, "fc_c", "call_c", "lookup_city"),
-            args_delta(0, "fc_c", '{"person": "alice"}'),
-            *call_done(0, "fc_c", "call_c", "lookup_city", '{"person": "alice"}'),
-            call_added(1, "fc_d", "call_d", "get_secret_number"),
-            args_delta(1, "fc_d", '{"name": "zed"}'),
-            *call_done(1, "fc_d", "call_d", "get_secret_number", '{"name": "zed"}'),
-            call_added(2, "fc_e", "call_e", "list_people"),
-            *call_done(2, "fc_e", "call_e", "list_people", ""),
-            completed("resp_2"),
-        ]
-    ),
-    responses_body(
-        [
-            created("resp_3"),
-            message_added(0, "msg_3"),
-            text_delta(0, "msg_3", "Alice: 42, Bob: 7. "),
-            text_delta(0, "msg_3", "Alice lives in Paris."),
-            *message_done(0, "msg_3", "Alice: 42, Bob: 7. Alice lives in Paris."),
-            completed("resp_3"),
-        ]
-    ),
-]
-
-ZED_ERROR = "nobody called 'zed' has a secret number"
-
-
-async def run_engine(backend: ProviderBackend) -> Any:
-    try:
-        async with Engine(backend, tools=DEMO_TOOLS) as engine:
-            return await engine.run_turn("thread-1", QUESTION)
-    finally:
-        await backend.aclose()
-
-
-def check_the_turn(turn: Any) -> None:
-    assert turn.status is RunStatus.completed, turn.reason
-    batches = [m for m in turn.conversation.messages if isinstance(m, ToolCallBatch)]
-    assert [[(c.id, c.name, c.arguments, c.status) for c in b.calls] for b in batches] == [
-        [
-            ("call_a", "get_secret_number", '{"name": "alice"}', ToolCallStatus.completed),
-            ("call_b", "get_secret_number", '{"name": "bob"}', ToolCallStatus.completed),
-        ],
-        [
-            ("call_c", "lookup_city", '{"person": "alice"}', ToolCallStatus.completed),
-            ("call_d", "get_secret_number", '{"name": "zed"}', ToolCallStatus.failed),
-            ("call_e", "list_people", "", ToolCallStatus.completed),
-        ],
-    ]
-    assert turn.statistics().runs == 3
-
-
-@pytest.mark.anyio
-async def test_engine_runs_a_multi_hop_chat_conversation_over_loopback_http(
-    provider: LoopbackServer,
-) -> None:
-    provider.app.script(*CHAT_HOPS)
-    backend = OpenAIChatBackend("gpt-4o-mini", api_key="sk-loop", base_url=provider.url + "/v1")
-    turn = await run_engine(backend)
-    check_the_turn(turn)
-    first, second, third = provider.app.requests
-    assert {r.path for r in (first, second, third)} == {"/v1/chat/completions"}
-    assert first.headers["authorization"] == "Bearer sk-loop"
-    assert all(
-        r.body["stream"] is True and r.body["model"] == "gpt-4o-mini"
-        for r in (first, second, third)
-    )
-    assert [t["function"]["name"] for t in first.body["tools"]] == list(DEMO_TOOLS.names)
-    assert [m["role"] for m in first.body["messages"]] == ["user"]
-    assert first.body["messages"][0]["content"] == QUESTION
-    # Run 2 carries the text and both calls as ONE assistant message, then the results.
-    assert second.body["messages"][1:] == [
-        {
-            "role": "assistant",
-            "content": "Let me look up both secret numbers.",
-            "tool_calls": [
-                {
-                    "id": "call_a",
-                    "type": "function",
-                    "function": {"name": "get_secret_number", "arguments": '{"name": "alice"}'},
-                },
-                {
-                    "id": "call_b",
-                    "type": "function",
-                    "function": {"name": "get_secret_number", "arguments": '{"name": "bob"}'},
-                },
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_a", "content": "42"},
-        {"role": "tool", "tool_call_id": "call_b", "content": "7"},
-    ]
-    # Run 3 adds the second batch: the failed call's error reaches the model as its result.
-    assert third.body["messages"][:4] == second.body["messages"]
-    assistant, *results = third.body["messages"][4:]
-    assert assistant["role"] == "assistant" and not assistant["content"]
-    assert [(c["id"], c["function"]["arguments"]) for c in assistant["tool_calls"]] == [
-        ("call_c", '{"person": "alice"}'),
-        ("call_d", '{"name": "zed"}'),
-        ("call_e", "{}"),
-    ]
-    assert results == [
-        {"role": "tool", "tool_call_id": "call_c", "content": "Paris"},
-        {
-            "role": "tool",
-            "tool_call_id": "call_d",
-            "content": msgspec.json.encode({"error": ZED_ERROR}).decode(),
-        },
-        {"role": "tool", "tool_call_id": "call_e", "content": '["alice","bob","carol"]'},
-    ]
-
-
-@pytest.mark.anyio
-async def test_engine_runs_a_multi_hop_responses_conversation_over_loopback_http(
-    provider: LoopbackServer,
-) -> None:
-    provider.app.script(*RESPONSES_HOPS)
-    backend = OpenAIResponsesBackend("gpt-4.1", api_key="sk-loop", base_url=provider.url + "/v1")
-    turn = await run_engine(backend)
-    check_the_turn(turn)
-    first, second, third = provider.app.requests
-    assert {r.path for r in (first, second, third)} == {"/v1/responses"}
-    assert first.body["input"] == [{"type": "message", "role": "user", "content": QUESTION}]
-    assert second.body["input"][1:] == [
-        {"type": "message", "role": "assistant", "content": "Let me look up both secret numbers."},
-        {
-            "type": "function_call",
-            "call_id": "call_a",
-            "name": "get_secret_number",
-            "arguments": '{"name": "alice"}',
-        },
-        {
-            "type": "function_call",
-            "call_id": "call_b",
-            "name": "get_secret_number",
-            "arguments": '{"name": "bob"}',
-        },
-        {"type": "function_call_output", "call_id": "call_a", "output": "42"},
-        {"type": "function_call_output", "call_id": "call_b", "output": "7"},
-    ]
-    assert third.body["input"][-6:] == [
-        {
-            "type": "function_call",
-            "call_id": "call_c",
-            "name": "lookup_city",
-            "arguments": '{"person": "alice"}',
-        },
-        {
-            "type": "function_call",
-            "call_id": "call_d",
-            "name": "get_secret_number",
-            "arguments": '{"name": "zed"}',
-        },
-        {"type": "function_call", "call_id": "call_e", "name": "list_people", "arguments": "{}"},
-        {"type": "function_call_output", "call_id": "call_c", "output": "Paris"},
-        {
-            "type": "function_call_output",
-            "call_id": "call_d",
-            "output": msgspec.json.encode({"error": ZED_ERROR}).decode(),
-        },
-        {"type": "function_call_output", "call_id": "call_e", "output": '["alice","bob","carol"]'},
-    ]
-
-
-@pytest.mark.anyio
-async def test_engine_fails_the_turn_with_the_providers_error_mid_stream(
-    provider: LoopbackServer,
-) -> None:
-    provider.app.script(chat_body(CHAT_ERROR_MID_STREAM))
-    turn = await run_engine(OpenAIChatBackend("m", base_url=provider.url + "/v1"))
-    assert turn.status is RunStatus.failed
-    assert turn.reason is not None
-    assert turn.reason.message == "The server had an error while processing your request."
-    assert turn.reason.code == "server_error"
 
 
 @pytest.mark.anyio
