@@ -38,6 +38,9 @@ TestTrioCrashes = TrioCrashes.TestCase
 TestTrioCrashes.settings = _SETTINGS
 
 
+# The search may need many examples before a crash lands between a call's start and its
+# result; on a loaded two-core machine that outlasted the suite's 120 s per test.
+@pytest.mark.timeout(600)
 def test_the_machine_finds_a_recovery_that_runs_a_call_twice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -52,7 +55,7 @@ def test_the_machine_finds_a_recovery_that_runs_a_call_twice(
     monkeypatch.setattr(_turn.Turn, "_execute", run_everything_again)
     # Where a crash lands is timing, so Hypothesis may fail to replay the example it
     # found and wrap the failure in a FlakyFailure group: the finding still counts.
-    with pytest.raises(BaseException) as raised:
+    with pytest.raises(Exception) as raised:  # not pytest's own outcomes (a timeout)
         run_state_machine_as_test(
             AsyncioCrashes,
             settings=settings(_SETTINGS, max_examples=200, database=None),
