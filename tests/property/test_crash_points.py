@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from toolrelay.core import ToolCallInfo
@@ -58,7 +58,14 @@ def test_the_machine_finds_a_recovery_that_runs_a_call_twice(
     with pytest.raises(Exception) as raised:  # not pytest's own outcomes (a timeout)
         run_state_machine_as_test(
             AsyncioCrashes,
-            settings=settings(_SETTINGS, max_examples=200, database=None),
+            # The finding is what counts here: no shrinking (a shrink of crash timings
+            # replays many slow examples for a shorter story nobody reads).
+            settings=settings(
+                _SETTINGS,
+                max_examples=200,
+                database=None,
+                phases=(Phase.explicit, Phase.generate),
+            ),
         )
     found = [str(error) for error in _leaves(raised.value) if isinstance(error, AssertionError)]
     counts = [int(m.group(1)) for message in found if (m := re.search(r"ran (\d+) times", message))]

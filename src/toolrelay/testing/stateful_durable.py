@@ -36,6 +36,7 @@ from __future__ import annotations
 import tempfile
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Future
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,6 +170,8 @@ class CrashMachine(RuleBasedStateMachine):
             self.crashes: list[dict[str, list[Entry]]] = []
             self.engine: Engine | None = None
             self.generation: _Generation | None = None
+            #: Every engine's host task, so that none outlives the example.
+            self._hosts: list[Future[None]] = []
             self._start_engine()
         except BaseException:
             self._exit.close()
@@ -247,6 +250,7 @@ class CrashMachine(RuleBasedStateMachine):
                 await stop.wait()
 
         self._host, self._stop = self._portal.start_task(host, name="engine host")
+        self._hosts.append(self._host)
         self.engine = engine
 
     def _stop_engine(self) -> None:
@@ -330,10 +334,17 @@ class CrashMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         try:
             if self.engine is not None and self.generation is not None:
-                self._finish()
-                self._stop_engine()
+                try:
+                    self._finish()
+                finally:
+                    self._stop_engine()
                 self._check(self._log())
         finally:
+            # A finding (here or in a crash step) may leave an engine's host task
+            # running: the portal would wait for it forever on exit.
+            for host in self._hosts:
+                if not host.done():
+                    host.cancel()
             self._exit.close()
 
     def _finish(self) -> None:
