@@ -113,13 +113,14 @@ _TURN_BOUNDS = frozenset((TurnStarted, TurnEnded))
 
 class _Queued:
     """Work waiting for the connection. ``settled`` once it ran; ``error`` is what
-    stopped it."""
+    stopped it; ``hop`` is set when the hop that holds it is over (or when it moved)."""
 
-    __slots__ = ("error", "settled")
+    __slots__ = ("error", "hop", "settled")
 
     def __init__(self) -> None:
         self.settled = False
         self.error: BaseException | None = None
+        self.hop: anyio.Event | None = None
 
     def fail(self, error: BaseException) -> None:
         self.error = error
@@ -360,14 +361,16 @@ class SQLiteStore:
         finds no leader leads."""
         if self._connection is None:
             await self.open()
-        self._queue.append(item)
+        queue = self._queue
+        if not queue or self._next_hop is None:
+            self._next_hop = anyio.Event()
+        item.hop = self._next_hop
+        queue.append(item)
         try:
             while not item.settled:
                 if self._leading:
-                    hop = self._next_hop
-                    if hop is None:
-                        hop = self._next_hop = anyio.Event()
-                    await hop.wait()  # its hop ran, or its leader quit
+                    assert item.hop is not None
+                    await item.hop.wait()  # its hop ran, or it moved, or its leader quit
                 else:
                     await self._lead()
         finally:
@@ -378,7 +381,11 @@ class SQLiteStore:
 
     async def _lead(self) -> None:
         """Take what is queued to the connection, hop after hop, until the queue is
-        empty; wake the waiters of each hop."""
+        empty; wake the waiters of each hop.
+
+        Every queued item's ``hop`` is the queue's event, every taken item's its batch's:
+        a waiter woken before its work ran finds the event it must wait on next there.
+        """
         self._leading = True
         try:
             while self._queue:
@@ -390,6 +397,7 @@ class SQLiteStore:
                 finally:
                     if not started:  # cancelled before the hop: back to the queue's head
                         self._queue[0:0] = batch
+                        self._renew_queue_event()
                     for item in batch:
                         if started and not item.settled:  # only if the hop itself broke
                             item.fail(StoreUnavailableError(f"{self.path}: the work broke"))
@@ -397,9 +405,18 @@ class SQLiteStore:
                         hop.set()
         finally:
             self._leading = False
-            if self._queue and self._next_hop is not None:  # cancelled: a waiter leads
-                self._next_hop.set()
-                self._next_hop = None
+            if self._queue:  # cancelled: wake the queue, one of its waiters leads
+                self._renew_queue_event()
+
+    def _renew_queue_event(self) -> None:
+        """Give what is queued now a new event and set the old one: its waiters wake
+        before their work ran, and wait on (or lead) what is queued from here."""
+        stale = self._next_hop
+        fresh = self._next_hop = anyio.Event()
+        for item in self._queue:
+            item.hop = fresh
+        if stale is not None:
+            stale.set()
 
     def _hop(self, batch: list[_Queued], started: list[bool]) -> None:
         """Run ``batch`` in its order (in a worker thread); appends next to each other
