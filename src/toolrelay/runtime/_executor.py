@@ -513,28 +513,20 @@ class _Batch:
             if context is not None
             else None
         )
+        execute = functools.partial(
+            execute_tool,
+            registry,
+            call.name,
+            call.arguments,
+            threads=self.threads,
+            timeout=timeout,
+            context=call_context,
+            options=self.options,
+        )
         try:
             if self.trace is not None:
-                execute = functools.partial(
-                    execute_tool,
-                    registry,
-                    call.name,
-                    call.arguments,
-                    threads=self.threads,
-                    timeout=timeout,
-                    context=call_context,
-                    options=self.options,
-                )
                 return await self.trace.tool(call, spec.description if spec else None, execute)
-            return await execute_tool(
-                registry,
-                call.name,
-                call.arguments,
-                threads=self.threads,
-                timeout=timeout,
-                context=call_context,
-                options=self.options,
-            )
+            return await execute()
         except Exception as exc:  # pragma: no cover - a bug of ours: still one call only
             logger.error("running tool %r failed", call.name, exc_info=exc)
             return ToolResult.failure(f"tool {call.name!r} could not be run", exception=exc)
