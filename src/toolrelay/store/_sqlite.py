@@ -209,7 +209,8 @@ class SQLiteStore:
         # one transaction (a group commit), so many concurrent turns cost a few hops.
         self._queue: list[_Queued] = []
         self._leading = False
-        #: Set when what is queued now has run (or its leader quit).
+        #: The event of what is queued now (every queued item's ``hop``): set once it has
+        #: run, or early when it moves back to the head or its leader quits.
         self._next_hop: anyio.Event | None = None
 
     def __repr__(self) -> str:
@@ -361,11 +362,10 @@ class SQLiteStore:
         finds no leader leads."""
         if self._connection is None:
             await self.open()
-        queue = self._queue
-        if not queue or self._next_hop is None:
+        if not self._queue:  # a new queue, a new event (a taken queue took its own)
             self._next_hop = anyio.Event()
         item.hop = self._next_hop
-        queue.append(item)
+        self._queue.append(item)
         try:
             while not item.settled:
                 if self._leading:
