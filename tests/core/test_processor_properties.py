@@ -643,7 +643,16 @@ class _FullPathOnly(EventProcessor):
 _ACTIONS = ("cancel", "fail", "supersede", "end_stream", "record_results")
 
 
-def _play(stream: Sequence[AnyEvent | str], limits: Limits, *, hot_path: bool) -> object:
+def _play(
+    stream: Sequence[AnyEvent | str],
+    limits: Limits,
+    *,
+    hot_path: bool,
+    batches: Sequence[int] | None = None,
+) -> object:
+    """Feed ``stream`` to a processor: each event to ``receive``, or, with ``batches``,
+    the events between two actions to ``receive_many`` in batches of those sizes (in
+    turn), each batch from its first index on until the index it returns is its end."""
     counter = itertools.count(1)
     cls = EventProcessor if hot_path else _FullPathOnly
     processor = cls(
@@ -651,7 +660,28 @@ def _play(stream: Sequence[AnyEvent | str], limits: Limits, *, hot_path: bool) -
     )
     processor.start_run("run-1")
     effects: list[object] = []
+    if batches is not None:
+        sizes = itertools.cycle(batches)
+        waiting: list[AnyEvent] = []
+
+        def flush() -> None:
+            while waiting:
+                batch = waiting[: next(sizes)]
+                del waiting[: len(batch)]
+                position = 0
+                while position < len(batch):
+                    out, after = processor.receive_many(batch, position)
+                    assert position < after <= len(batch)
+                    assert out or after == len(batch)  # it stops at effects only
+                    effects.extend(out)
+                    position = after
+
     for item in stream:
+        if batches is not None:
+            if not isinstance(item, str):
+                waiting.append(item)
+                continue
+            flush()
         if item == "cancel":
             effects.extend(processor.cancel())
         elif item == "fail":
@@ -669,6 +699,8 @@ def _play(stream: Sequence[AnyEvent | str], limits: Limits, *, hot_path: bool) -
         else:
             assert not isinstance(item, str)
             effects.extend(processor.receive(item))
+    if batches is not None:
+        flush()
     effects.extend(processor.end_stream())
     return _outcome(processor, effects)
 
@@ -823,3 +855,99 @@ def test_the_event_limit_holds_on_the_hot_path() -> None:
     assert _status(processor) is RunStatus.failed
     assert processor.reason is not None and processor.reason.code == "max_events_per_run"
     assert [m.text for m in processor.conversation.texts()] == ["xxxx"]
+
+
+# -- receive_many is receive, event after event ------------------------------------------
+
+_BATCH_SIZES = st.lists(st.integers(1, 40), min_size=1, max_size=6)
+_TIGHT_LIMITS = st.sampled_from(
+    [
+        Limits(),
+        Limits(max_events_per_run=9),
+        Limits(max_text_bytes=24, max_argument_bytes=20),
+        Limits(max_argument_bytes=6, max_events_per_run=12),
+        Limits(max_argument_bytes=40, max_events_per_run=25),
+        Limits(
+            max_text_bytes=10,
+            max_turn_argument_bytes=12,
+            max_reasoning_bytes=8,
+            max_tool_calls_per_run=3,
+            max_messages_per_turn=3,
+            max_violations=2,
+        ),
+    ]
+)
+
+
+def _delta_runs() -> st.SearchStrategy[list[AnyEvent | str]]:
+    """Streams of long runs of deltas for one message or call (what receive_many takes
+    in one loop), broken by what ends a run of deltas: a delta for another id, an END or
+    a second START, *_CHUNK streams, run endings, the embedding code's actions."""
+    text_id = st.sampled_from(["m1", "m1", "m2"])
+    call_id = st.sampled_from(["a", "a", "b"])
+    texts = st.builds(
+        lambda message_id, deltas: [
+            TextMessageContentEvent(message_id=message_id, delta=delta) for delta in deltas
+        ],
+        text_id,
+        st.lists(_SMALL, min_size=1, max_size=15),
+    )
+    args = st.builds(
+        lambda call, deltas: [
+            ToolCallArgsEvent(tool_call_id=call, delta=delta) for delta in deltas
+        ],
+        call_id,
+        st.lists(_SMALL, min_size=1, max_size=15),
+    )
+    single: st.SearchStrategy[AnyEvent | str] = st.one_of(
+        st.builds(TextMessageStartEvent, message_id=text_id),
+        st.builds(TextMessageEndEvent, message_id=text_id),
+        st.builds(ToolCallStartEvent, tool_call_id=call_id, tool_call_name=st.just("f")),
+        st.builds(ToolCallEndEvent, tool_call_id=call_id),
+        st.builds(TextMessageChunkEvent, message_id=st.none() | text_id, delta=_SMALL),
+        st.builds(
+            ToolCallChunkEvent,
+            tool_call_id=st.none() | call_id,
+            tool_call_name=st.just("f"),
+            delta=_SMALL,
+        ),
+        _RUN_ENDS,
+        st.sampled_from([RunErrorEvent(message="boom"), *_ACTIONS]),
+    )
+    segment: st.SearchStrategy[list[AnyEvent | str]] = st.one_of(
+        texts, args, texts, args, single.map(lambda item: [item])
+    )
+    return st.lists(segment, min_size=2, max_size=12).map(
+        lambda segments: [
+            RunStartedEvent(thread_id=THREAD, run_id="srv"),
+            TextMessageStartEvent(message_id="m1"),
+            ToolCallStartEvent(tool_call_id="a", tool_call_name="f"),
+            *(item for part in segments for item in part),
+        ]
+    )
+
+
+@settings(max_examples=300)
+@given(
+    st.one_of(runs(), _deltas_heavy(), _delta_runs(), _delta_runs()),
+    _TIGHT_LIMITS,
+    _BATCH_SIZES,
+    st.booleans(),
+)
+def test_receive_many_over_any_split_gives_what_receive_gives_event_by_event(
+    stream: list[AnyEvent | str], limits: Limits, sizes: list[int], hot_path: bool
+) -> None:
+    # The same effects, in the same order, state, conversation, calls and violations;
+    # with the hot path off, receive_many's own loop is compared with the full path.
+    one_by_one = _play(stream, limits, hot_path=True)
+    assert _play(stream, limits, hot_path=hot_path, batches=sizes) == one_by_one
+
+
+@settings(max_examples=100)
+@given(st.lists(wire_events(), max_size=25), _BATCH_SIZES)
+def test_receive_many_over_any_wire_events_gives_what_receive_gives(
+    stream: list[AnyEvent], sizes: list[int]
+) -> None:
+    limits = Limits(max_events_per_run=15, max_text_bytes=30, max_argument_bytes=20)
+    one_by_one = _play(stream, limits, hot_path=True)
+    assert _play(stream, limits, hot_path=True, batches=sizes) == one_by_one

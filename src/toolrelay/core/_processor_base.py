@@ -85,6 +85,109 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
         self._hot_text_id = self._hot_call_id = None
         return self._receive(event)
 
+    def receive_many(
+        self, events: Sequence[Event | UnknownEvent], start: int = 0
+    ) -> tuple[Sequence[Effect], int]:
+        """Process ``events[start:]`` in order, up to the first event that has effects.
+
+        Exactly what calling :meth:`receive` on each event in turn does, stopping after
+        the first one whose effects are not empty; made for a backend that hands over a
+        read's events at once. A run of text (or argument) deltas for one open message
+        (or call) is taken in one loop, with no method call per delta. Call it again
+        from the index it returns, after acting on the effects, until that index is
+        ``len(events)``::
+
+            position = 0
+            while position < len(events):
+                effects, position = processor.receive_many(events, position)
+                ...  # act on the effects, as after receive
+
+        Returns:
+            The first non-empty effects (the shared empty tuple when no event had any)
+            and the index after the event that produced them (``len(events)`` when
+            none did).
+
+        Raises:
+            Exception: Only for a bug, as :meth:`receive`: the events before the one
+                that raised were processed, and the turn is moved to ``failed`` first.
+        """
+        end = len(events)
+        position = start
+        while position < end:
+            event = events[position]
+            position += 1
+            cls = type(event)
+            # receive's hot path, with a run of deltas for the same message (or call)
+            # taken in one loop whose counters stay local until the run of deltas ends.
+            if cls is TextMessageContentEvent:
+                content: TextMessageContentEvent = event  # type: ignore[assignment]
+                hot = content.message_id
+                if hot == self._hot_text_id or self._hot_text(hot):
+                    left = self._left
+                    chars = self._text_hot_chars
+                    budget = self._text_hot_budget
+                    append = self._hot_text_sink.append
+                    taken = True
+                    while True:
+                        delta = content.delta
+                        more = chars + len(delta)
+                        if left <= 0 or more > budget:
+                            taken = False  # the full path takes this delta
+                            break
+                        left -= 1
+                        chars = more
+                        if delta:
+                            append(delta)
+                        if position == end:
+                            break
+                        content = events[position]  # type: ignore[assignment]
+                        if (
+                            type(content) is not TextMessageContentEvent
+                            or content.message_id != hot
+                        ):
+                            break
+                        position += 1
+                    self._left = left
+                    self._text_hot_chars = chars
+                    if taken:
+                        continue
+                    event = content
+            elif cls is ToolCallArgsEvent:
+                args: ToolCallArgsEvent = event  # type: ignore[assignment]
+                hot = args.tool_call_id
+                if hot == self._hot_call_id or self._hot_call(hot):
+                    left = self._left
+                    chars = self._arg_chars
+                    budget = self._arg_char_safe
+                    append = self._hot_call_sink.append
+                    taken = True
+                    while True:
+                        delta = args.delta
+                        more = chars + len(delta)
+                        if left <= 0 or more > budget:
+                            taken = False  # the full path takes this delta
+                            break
+                        left -= 1
+                        chars = more
+                        if delta:
+                            append(delta)
+                        if position == end:
+                            break
+                        args = events[position]  # type: ignore[assignment]
+                        if type(args) is not ToolCallArgsEvent or args.tool_call_id != hot:
+                            break
+                        position += 1
+                    self._left = left
+                    self._arg_chars = chars
+                    if taken:
+                        continue
+                    event = args
+            self._hot_text_id = self._hot_call_id = None
+            effects = self._receive(event)
+            if effects:
+                return effects, position
+        return NO_EFFECTS, end
+
     def _receive(self, event: Event | UnknownEvent) -> Sequence[Effect]:
         if self._ended:
             if not self._wire_ended:
