@@ -91,7 +91,7 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from types import TracebackType
-from typing import Final, Literal, Self, TypeAlias
+from typing import Any, Final, Literal, Self, TypeAlias
 
 import anyio
 import httpx
@@ -109,6 +109,7 @@ from toolrelay.backends._propagation import inject_trace_context
 from toolrelay.backends._retry import NO_RETRY, RetryPolicy, parse_retry_after, start_with_retries
 from toolrelay.backends._wire import (
     ACCEPT_ENCODING,
+    SseEvent,
     SseReader,
     body_excerpt,
     bound_body,
@@ -424,7 +425,7 @@ class AguiHttpBackend:
                     self.reconnect if resumable else NO_RETRY,
                     reopen,
                 )
-                events = run.events()
+                events = _Events(run)
                 try:
                     yield events
                     if run.ended:
@@ -434,6 +435,41 @@ class AguiHttpBackend:
             if timer.cancelled_caught:
                 assert limits.run_seconds is not None
                 raise DeadlineError(limits.run_seconds)
+
+
+class _Events:
+    """A run's decoded events, one by one (``async for``) or, for the engine, a read's
+    events at once (:meth:`batches`); one way per stream."""
+
+    __slots__ = ("_iterator", "_run", "_way")
+
+    def __init__(self, run: _RunStream) -> None:
+        self._run = run
+        self._iterator: AsyncGenerator[Any, None] | None = None
+        self._way: Callable[[], AsyncGenerator[Any, None]] | None = None
+
+    def __aiter__(self) -> AsyncGenerator[Event | UnknownEvent, None]:
+        return self._start(self._run.events)
+
+    async def __anext__(self) -> Event | UnknownEvent:
+        event: Event | UnknownEvent = await self._start(self._run.events).__anext__()
+        return event
+
+    def batches(self) -> AsyncGenerator[list[Event | UnknownEvent], None]:
+        """Each read's decoded events in one list, as they come."""
+        return self._start(self._run.batches)
+
+    def _start(self, iterate: Callable[[], AsyncGenerator[Any, None]]) -> AsyncGenerator[Any, None]:
+        if self._iterator is None:
+            self._iterator = iterate()
+            self._way = iterate
+        elif self._way != iterate:
+            raise RuntimeError("a run's events are read one way: one by one or by reads")
+        return self._iterator
+
+    async def aclose(self) -> None:
+        if self._iterator is not None:
+            await self._iterator.aclose()
 
 
 class _RunStream:
@@ -462,57 +498,79 @@ class _RunStream:
         self._waited = 0.0
 
     async def events(self) -> AsyncGenerator[Event | UnknownEvent, None]:
-        # Once per event, so written out: decode_event's fast path is called inline.
-        max_bytes = self._max_event_bytes
-        decode, run_ends = decode_known_event, _RUN_ENDS
+        async with contextlib.aclosing(self.batches()) as batches:
+            async for events in batches:
+                for event in events:
+                    yield event
+
+    async def batches(self) -> AsyncGenerator[list[Event | UnknownEvent], None]:
+        """Each read's decoded events in one list (never an empty one), as they come."""
         while True:
             try:
                 with map_transport_errors():
                     # A read's events at once (one await per read, not per event).
                     while batch := await self.sse_events.batch():
-                        for sse in batch:
-                            data = sse.data
-                            if not data:
-                                continue  # an event with no data: a named ping, an id, a retry
-                            if len(data) > max_bytes:
-                                raise LimitExceededError(
-                                    "max_event_bytes",
-                                    max_bytes,
-                                    f"an SSE event of {len(data)} bytes",
-                                )
-                            try:
-                                event: Event | UnknownEvent = decode(data)
-                            except (msgspec.MsgspecError, ValueError, RecursionError):
-                                # Unknown type, snake_case, a lone surrogate, or the typed
-                                # error (deep nesting and bad UTF-8 included).
-                                event = decode_event(data)
-                            if self._replay is not None:
-                                kept = self._replay.admit(sse.id, event)
-                                if kept is None:
-                                    continue
-                                event = kept
-                                if not self._replay.active:
-                                    self._replay = None
-                            event_type = type(event)
-                            if event_type in run_ends:
-                                self.ended = True
-                            elif event_type is RunStartedEvent:
-                                self._run_id = event.run_id  # type: ignore[union-attr]
-                            if sse.id != self._last_id:
-                                self._last_id = sse.id
-                                self._since.clear()
-                                if self._attempt:  # progress: the next drop starts afresh
-                                    self._attempt = 0
-                                    self._waited = 0.0
-                            elif sse.id:
-                                self._since.add(event)
-                            yield event
+                        events: list[Event | UnknownEvent] = []
+                        try:
+                            self._decode(batch, events)
+                        except Exception:
+                            # What the read held before the bad event comes first, as
+                            # it would have event after event.
+                            if events:
+                                yield events
+                            raise
+                        if events:
+                            yield events
                 return
             except StreamDroppedError as dropped:
                 if self.ended or not _resumable(self._last_id) or self._since.overflowed:
                     raise
                 self.sse_events = await self._resume(dropped)
                 self._replay = _Replay(self._last_id, self._since, self._run_id)
+
+    def _decode(self, batch: list[SseEvent], events: list[Event | UnknownEvent]) -> None:
+        """Append the decoded events of one read's SSE events to ``events``."""
+        # Once per event, so written out: decode_event's fast path is called inline.
+        max_bytes = self._max_event_bytes
+        decode, run_ends = decode_known_event, _RUN_ENDS
+        append = events.append
+        for sse in batch:
+            data = sse.data
+            if not data:
+                continue  # an event with no data: a named ping, an id, a retry
+            if len(data) > max_bytes:
+                raise LimitExceededError(
+                    "max_event_bytes",
+                    max_bytes,
+                    f"an SSE event of {len(data)} bytes",
+                )
+            try:
+                event: Event | UnknownEvent = decode(data)
+            except (msgspec.MsgspecError, ValueError, RecursionError):
+                # Unknown type, snake_case, a lone surrogate, or the typed
+                # error (deep nesting and bad UTF-8 included).
+                event = decode_event(data)
+            if self._replay is not None:
+                kept = self._replay.admit(sse.id, event)
+                if kept is None:
+                    continue
+                event = kept
+                if not self._replay.active:
+                    self._replay = None
+            event_type = type(event)
+            if event_type in run_ends:
+                self.ended = True
+            elif event_type is RunStartedEvent:
+                self._run_id = event.run_id  # type: ignore[union-attr]
+            if sse.id != self._last_id:
+                self._last_id = sse.id
+                self._since.clear()
+                if self._attempt:  # progress: the next drop starts afresh
+                    self._attempt = 0
+                    self._waited = 0.0
+            elif sse.id:
+                self._since.add(event)
+            append(event)
 
     async def _resume(self, dropped: StreamDroppedError) -> SseReader:
         """The stream reopened after the last id, within the policy; raises ``dropped``

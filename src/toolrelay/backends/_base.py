@@ -23,7 +23,7 @@ several engines with different limits, each run getting its own engine's.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
@@ -34,6 +34,7 @@ from toolrelay.protocol import Event, RunAgentInput, UnknownEvent
 
 __all__ = (
     "AgentBackend",
+    "EventBatches",
     "EventStream",
     "RetryNotice",
     "RunSettings",
@@ -46,6 +47,16 @@ __all__ = (
 
 EventStream = AsyncIterator[Event | UnknownEvent]
 """The decoded events of one run, in order."""
+
+
+@runtime_checkable
+class EventBatches(Protocol):
+    """An event stream that can also give each read's events at once (the HTTP
+    backend's does): the engine then hands a read to the processor in one call."""
+
+    def batches(self) -> AsyncIterator[Sequence[Event | UnknownEvent]]:
+        """Each read's decoded events, in order, in one sequence (never an empty one)."""
+        ...
 
 
 @runtime_checkable

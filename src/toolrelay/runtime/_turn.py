@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
 
 from toolrelay._reasons import ReasonKind, TerminalReason
-from toolrelay.backends._base import using_run_settings
+from toolrelay.backends._base import EventBatches, using_run_settings
 from toolrelay.core import (
     Activity,
     ActivityChanged,
@@ -42,7 +42,7 @@ from toolrelay.core import (
 )
 from toolrelay.errors import RemoteProtocolError, StoreError
 from toolrelay.machines import RunStatus, ToolCallStatus
-from toolrelay.protocol import Interrupt, ResumeEntry, RunAgentInput
+from toolrelay.protocol import Event, Interrupt, ResumeEntry, RunAgentInput, UnknownEvent
 from toolrelay.runtime._approvals import ApprovalQueue, approval_interrupts, find_awaiting
 from toolrelay.runtime._durable import ThreadLog
 from toolrelay.runtime._executor import execute_batch, execute_batch_with_approvals
@@ -648,31 +648,35 @@ class Turn:
             handle.on_dispose(scope.cancel)
             try:
                 async with host.engine.backend.run(self.key, run_input) as events:
-                    if self._trace is not None:
-                        events = self._trace.watch(events)
-                    # Once per event: the lookups are bound once.
-                    receive = processor.receive
-                    notifications = host.notifications
-                    async for event in events:
-                        if self._run_over():
-                            # Ended from outside (cancelled, superseded) while the
-                            # backend already had this event: not processed, not shown.
-                            break
-                        # An exception here is ours (processor, observers), not the
-                        # backend's: safety check 7, then stop reading the stream.
-                        try:
-                            effects = receive(event)
-                            if notifications.marked:
-                                notifications.publish(EventReceived(self.key, event))
-                            if effects:
-                                self._perform(effects)
-                        except Exception as exc:
-                            self._internal_error(exc)
-                            break
-                        if log is not None and log.pending:
-                            await self._flush()  # what settled, the moment it exists
-                        if self._run_over():
-                            break
+                    if self._trace is None and isinstance(events, EventBatches):
+                        # A read's events at once (no observer needs them one by one).
+                        await self._receive_batches(events.batches())
+                    else:
+                        if self._trace is not None:
+                            events = self._trace.watch(events)
+                        # Once per event: the lookups are bound once.
+                        receive = processor.receive
+                        notifications = host.notifications
+                        async for event in events:
+                            if self._run_over():
+                                # Ended from outside (cancelled, superseded) while the
+                                # backend already had this event: not processed, not shown.
+                                break
+                            # An exception here is ours (processor, observers), not the
+                            # backend's: safety check 7, then stop reading the stream.
+                            try:
+                                effects = receive(event)
+                                if notifications.marked:
+                                    notifications.publish(EventReceived(self.key, event))
+                                if effects:
+                                    self._perform(effects)
+                            except Exception as exc:
+                                self._internal_error(exc)
+                                break
+                            if log is not None and log.pending:
+                                await self._flush()  # what settled, the moment it exists
+                            if self._run_over():
+                                break
                 if not self._run_over():
                     try:
                         effects = processor.end_stream()
@@ -699,3 +703,38 @@ class Turn:
         # Before a batch runs, its calls are in the store (promise 10's write-ahead).
         await self._flush()
         return self._ending
+
+    async def _receive_batches(
+        self, batches: AsyncIterator[Sequence[Event | UnknownEvent]]
+    ) -> None:
+        """_stream_run's loop for a backend that gives a read's events at once: the
+        processor takes them in one call up to each event with effects, which are
+        acted on as after that event alone; an observer of events gets them one by one."""
+        processor = self._processor
+        receive_many = processor.receive_many
+        notifications = self._host.notifications
+        log = self._log
+        async for events in batches:
+            position = 0
+            end = len(events)
+            while position < end:
+                if self._run_over():
+                    return  # ended from outside: the rest is not processed, not shown
+                # An exception here is ours (processor, observers), not the backend's.
+                try:
+                    if notifications.marked:
+                        event = events[position]
+                        position += 1
+                        effects = processor.receive(event)
+                        notifications.publish(EventReceived(self.key, event))
+                    else:
+                        effects, position = receive_many(events, position)
+                    if effects:
+                        self._perform(effects)
+                except Exception as exc:
+                    self._internal_error(exc)
+                    return
+                if log is not None and log.pending:
+                    await self._flush()  # what settled, the moment it exists
+            if self._run_over():
+                return
