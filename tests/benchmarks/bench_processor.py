@@ -49,6 +49,7 @@ from toolrelay.protocol import (
     ToolCallEndEvent,
     ToolCallStartEvent,
     ToolMessage,
+    UnknownEvent,
     UserMessage,
     decode_event,
     encode_event,
@@ -76,13 +77,79 @@ USER = UserMessage(id="msg_user", content="What is the weather in Paris, and my 
 # --- Case 1 ---------------------------------------------------------------------------
 
 
-def drive(turns: Sequence[TurnStream], decode: Callable[[bytes], Any]) -> list[EventProcessor]:
+#: The bytes of one socket read: the engine's HTTP backend decodes a read's SSE events
+#: into one list and the turn hands it to ``EventProcessor.receive_many`` (a stream
+#: written in large chunks gives reads of up to 64 KiB; ``READ_SMALL`` is shown beside).
+READ_BYTES = 64 * 1024
+READ_SMALL = 4 * 1024
+
+
+_READS: dict[tuple[int, int], list[list[list[list[bytes]]]]] = {}
+
+
+def reads(payloads: Sequence[bytes], read_bytes: int) -> list[list[bytes]]:
+    """``payloads`` grouped as socket reads of ``read_bytes`` would carry them (each SSE
+    frame is ``data: `` + payload + a blank line; a frame is not split between reads)."""
+    grouped: list[list[bytes]] = [[]]
+    size = 0
+    for payload in payloads:
+        frame = len(payload) + 8
+        if size + frame > read_bytes and grouped[-1]:
+            grouped.append([])
+            size = 0
+        grouped[-1].append(payload)
+        size += frame
+    return grouped
+
+
+def drive(
+    turns: Sequence[TurnStream], decode: Callable[[bytes], Any], read_bytes: int | None = READ_BYTES
+) -> list[EventProcessor]:
     """Decode and process every turn as the engine does; returns the processors.
 
     Each payload is decoded the way :class:`AguiHttpBackend` decodes an SSE event's
     data: ``decode_known_event`` (msgspec's typed decoder) inline, and ``decode``
-    (:func:`decode_event`) only when that raises.
+    (:func:`decode_event`) only when that raises. A read's events are decoded into one
+    list and handed to ``receive_many`` (the engine with ``AguiHttpBackend``);
+    ``read_bytes=None`` decodes and calls ``receive`` event by event (the engine with a
+    backend that gives its events one by one).
     """
+    if read_bytes is None:
+        return _drive_one_by_one(turns, decode)
+    # The split into reads is the socket's doing, not timed: made once per stream.
+    key = (id(turns), read_bytes)
+    if key not in _READS:
+        _READS[key] = [[reads(run.payloads, read_bytes) for run in turn.runs] for turn in turns]
+    split = _READS[key]
+    processors: list[EventProcessor] = []
+    for turn, turn_reads in zip(turns, split, strict=True):
+        processor = EventProcessor(Conversation(turn.thread_id, (USER,)), tools=TOOLS)
+        for run, run_reads in zip(turn.runs, turn_reads, strict=True):
+            processor.start_run(run.run_id)
+            receive_many = processor.receive_many
+            for read in run_reads:
+                events: list[Event | UnknownEvent] = []
+                append = events.append
+                for payload in read:
+                    try:
+                        append(decode_known_event(payload))
+                    except msgspec.MsgspecError:
+                        append(decode(payload))
+                position = 0
+                end = len(events)
+                while position < end:
+                    effects, position = receive_many(events, position)
+                    for effect in effects:
+                        if type(effect) is ToolsReady:
+                            for call in effect.calls:
+                                processor.record_result(call, RESULT)
+        processors.append(processor)
+    return processors
+
+
+def _drive_one_by_one(
+    turns: Sequence[TurnStream], decode: Callable[[bytes], Any]
+) -> list[EventProcessor]:
     processors: list[EventProcessor] = []
     for turn in turns:
         processor = EventProcessor(Conversation(turn.thread_id, (USER,)), tools=TOOLS)
@@ -105,12 +172,27 @@ def drive(turns: Sequence[TurnStream], decode: Callable[[bytes], Any]) -> list[E
 
 
 def check_drive(turns: Sequence[TurnStream]) -> None:
-    """The streams are what the processor accepts: every turn completes, no violation."""
-    for processor in drive(turns, decode_event):
-        if processor.status is not RunStatus.completed or processor.violations:
-            raise AssertionError(
-                f"benchmark stream is not clean: {processor.status}, {processor.violations[:3]}"
-            )
+    """The streams are what the processor accepts: every turn completes, no violation,
+    and reads give the same conversations as events one by one."""
+    one_by_one = drive(turns, decode_event, None)
+    for read_bytes in (READ_BYTES, READ_SMALL, None):
+        for processor, alone in zip(
+            drive(turns, decode_event, read_bytes), one_by_one, strict=True
+        ):
+            if processor.status is not RunStatus.completed or processor.violations:
+                raise AssertionError(
+                    f"benchmark stream is not clean: {processor.status}, {processor.violations[:3]}"
+                )
+            if _shape(processor) != _shape(alone):
+                raise AssertionError("reads and events one by one gave different conversations")
+
+
+def _shape(processor: EventProcessor) -> list[tuple[str, object]]:
+    # Message ids are made per process (a counter): compare kinds, text and arguments.
+    return [
+        (type(m).__name__, getattr(m, "text", None) or repr(getattr(m, "calls", None)))
+        for m in processor.conversation.messages
+    ]
 
 
 def run_throughput(report: Report, *, repeats: int, events: int) -> None:
@@ -123,9 +205,9 @@ def run_throughput(report: Report, *, repeats: int, events: int) -> None:
     count = len(payloads)
     check_drive(turns)
 
-    def processor() -> float:
+    def processor(read_bytes: int | None = READ_BYTES) -> float:
         start = time.perf_counter_ns()
-        drive(turns, decode_event)
+        drive(turns, decode_event, read_bytes)
         return (time.perf_counter_ns() - start) / count
 
     bare = msgspec.json.Decoder(Event)
@@ -145,16 +227,43 @@ def run_throughput(report: Report, *, repeats: int, events: int) -> None:
             validate(payload)
         return (time.perf_counter_ns() - start) / count
 
-    values = interleaved((processor, msgspec_alone, pydantic_alone), repeats)
+    values = interleaved(
+        (
+            processor,
+            msgspec_alone,
+            pydantic_alone,
+            functools.partial(processor, READ_SMALL),
+            functools.partial(processor, None),
+        ),
+        repeats,
+    )
     ours = report.add(
         Sample(
             CASE_1,
-            f"decode + EventProcessor.receive ({count:,} events, {len(turns)} turns, "
-            f"{sum(len(t.runs) for t in turns)} runs)",
+            f"decode + EventProcessor.receive_many, 64 KiB reads ({count:,} events, "
+            f"{len(turns)} turns, {sum(len(t.runs) for t in turns)} runs)",
             "ns/event",
             values[0],
-            "engine-style: start_run, receive, record_result per turn; decoded as the "
-            "HTTP backend does",
+            "engine-style: start_run, a read's events to receive_many, record_result per "
+            "turn; decoded as the HTTP backend does",
+        )
+    )
+    report.add(
+        Sample(
+            CASE_1,
+            "decode + EventProcessor.receive_many, 4 KiB reads",
+            "ns/event",
+            values[3],
+            "for information: smaller reads",
+        )
+    )
+    report.add(
+        Sample(
+            CASE_1,
+            "decode + EventProcessor.receive, event by event",
+            "ns/event",
+            values[4],
+            "for information: a backend that gives its events one by one",
         )
     )
     floor = report.add(
