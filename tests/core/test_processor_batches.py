@@ -77,6 +77,13 @@ def test_a_run_of_deltas_to_the_end_of_the_batch_has_no_effects() -> None:
     # An empty delta is counted as an event and appends nothing.
     assert texts(processor) == ["abc"]
     assert processor._left == Limits().max_events_per_run - 6
+    # Nothing but empty deltas: counted, nothing kept.
+    assert processor.receive_many([text("m", ""), text("m", "")]) == ((), 2)
+    processor.receive(ToolCallStartEvent(tool_call_id="a", tool_call_name="f"))
+    assert processor.receive_many([args("a", ""), args("a", "")]) == ((), 2)
+    assert texts(processor) == ["abc"]
+    assert processor.tool_calls[0].arguments == ""
+    assert processor._left == Limits().max_events_per_run - 11
 
 
 def test_runs_of_deltas_end_at_another_id_and_another_type() -> None:
@@ -122,13 +129,13 @@ def test_a_delta_the_hot_path_cannot_take_goes_the_full_path() -> None:
 def test_the_event_limit_trips_inside_a_run_of_text_deltas() -> None:
     processor = running(max_events_per_run=4)
     processor.receive(TextMessageStartEvent(message_id="m"))
-    events = [text("m", "a"), text("m", "b"), text("m", "c"), text("m", "d"), text("m", "e")]
+    events = [text("m", "a"), text("m", ""), text("m", "c"), text("m", "d"), text("m", "e")]
     effects, position = processor.receive_many(events)
     assert position == 4  # the fourth delta passed the bound
     (ended,) = [e for e in effects if isinstance(e, TurnEnded)]
     assert ended.reason.code == "max_events_per_run"
     assert processor.status is RunStatus.failed
-    assert texts(processor) == ["abc"]  # what arrived before is kept
+    assert texts(processor) == ["ac"]  # what arrived before is kept
     assert processor.receive_many(events, position) == ((), 5)  # dropped silently
 
 
@@ -144,10 +151,12 @@ def test_the_text_limit_trips_inside_a_run_of_text_deltas() -> None:
 def test_the_argument_limits_trip_inside_a_run_of_argument_deltas() -> None:
     processor = running(max_events_per_run=4)
     processor.receive(ToolCallStartEvent(tool_call_id="a", tool_call_name="f"))
-    effects, position = processor.receive_many([args("a", "{")] * 6)
+    effects, position = processor.receive_many(
+        [args("a", "{"), args("a", "")] + [args("a", "{")] * 4
+    )
     assert position == 4
     assert [e.reason.code for e in effects if isinstance(e, TurnEnded)] == ["max_events_per_run"]
-    assert processor.abandoned[0].arguments == "{{{"
+    assert processor.abandoned[0].arguments == "{{"
 
     processor = running(max_argument_bytes=8)
     processor.receive(ToolCallStartEvent(tool_call_id="a", tool_call_name="f"))

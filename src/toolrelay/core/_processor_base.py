@@ -92,10 +92,11 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
 
         Exactly what calling :meth:`receive` on each event in turn does, stopping after
         the first one whose effects are not empty; made for a backend that hands over a
-        read's events at once. A run of text (or argument) deltas for one open message
-        (or call) is taken in one loop, with no method call per delta. Call it again
-        from the index it returns, after acting on the effects, until that index is
-        ``len(events)``::
+        read's events at once. The consecutive text (or argument) deltas for one open
+        message (or call) are taken together: no method call per delta, the bounds
+        checked once for all of them (delta by delta only when one is near), and their
+        text kept as one chunk. Call it again from the index it returns, after acting
+        on the effects, until that index is ``len(events)``::
 
             position = 0
             while position < len(events):
@@ -117,70 +118,98 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
             event = events[position]
             position += 1
             cls = type(event)
-            # receive's hot path, with a run of deltas for the same message (or call)
-            # taken in one loop whose counters stay local until the run of deltas ends.
+            # receive's hot path, for the whole run of deltas for one message (or call)
+            # that starts here: its bounds checked once, its deltas joined.
             if cls is TextMessageContentEvent:
                 content: TextMessageContentEvent = event  # type: ignore[assignment]
                 hot = content.message_id
                 if hot == self._hot_text_id or self._hot_text(hot):
+                    # The run's deltas, joined: one chunk per run and read, so that the
+                    # deltas themselves are freed with the read.
+                    first = position - 1
+                    parts = [content.delta]
+                    add = parts.append
+                    while position < end:
+                        following = events[position]
+                        if (
+                            type(following) is not TextMessageContentEvent
+                            or following.message_id != hot
+                        ):
+                            break
+                        add(following.delta)
+                        position += 1
+                    joined = "".join(parts)
                     left = self._left
-                    chars = self._text_hot_chars
+                    chars = self._text_hot_chars + len(joined)
                     budget = self._text_hot_budget
+                    if len(parts) <= left and chars <= budget:
+                        self._left = left - len(parts)
+                        self._text_hot_chars = chars
+                        if joined:
+                            self._hot_text_sink.append(joined)
+                        continue
+                    # A bound is near: delta by delta, as receive takes them, up to
+                    # the one that passes it, which the full path takes.
+                    chars = self._text_hot_chars
                     append = self._hot_text_sink.append
-                    taken = True
+                    position = first
                     while True:
+                        content = events[position]  # type: ignore[assignment]
+                        position += 1
                         delta = content.delta
                         more = chars + len(delta)
                         if left <= 0 or more > budget:
-                            taken = False  # the full path takes this delta
                             break
                         left -= 1
                         chars = more
                         if delta:
                             append(delta)
-                        if position == end:
-                            break
-                        content = events[position]  # type: ignore[assignment]
-                        if (
-                            type(content) is not TextMessageContentEvent
-                            or content.message_id != hot
-                        ):
-                            break
-                        position += 1
                     self._left = left
                     self._text_hot_chars = chars
-                    if taken:
-                        continue
                     event = content
             elif cls is ToolCallArgsEvent:
                 args: ToolCallArgsEvent = event  # type: ignore[assignment]
                 hot = args.tool_call_id
                 if hot == self._hot_call_id or self._hot_call(hot):
+                    first = position - 1
+                    parts = [args.delta]
+                    add = parts.append
+                    while position < end:
+                        following = events[position]
+                        if (
+                            type(following) is not ToolCallArgsEvent
+                            or following.tool_call_id != hot
+                        ):
+                            break
+                        add(following.delta)
+                        position += 1
+                    joined = "".join(parts)
                     left = self._left
-                    chars = self._arg_chars
+                    chars = self._arg_chars + len(joined)
                     budget = self._arg_char_safe
+                    if len(parts) <= left and chars <= budget:
+                        self._left = left - len(parts)
+                        self._arg_chars = chars
+                        if joined:
+                            self._hot_call_sink.append(joined)
+                        continue
+                    # A bound is near: delta by delta, as above.
+                    chars = self._arg_chars
                     append = self._hot_call_sink.append
-                    taken = True
+                    position = first
                     while True:
+                        args = events[position]  # type: ignore[assignment]
+                        position += 1
                         delta = args.delta
                         more = chars + len(delta)
                         if left <= 0 or more > budget:
-                            taken = False  # the full path takes this delta
                             break
                         left -= 1
                         chars = more
                         if delta:
                             append(delta)
-                        if position == end:
-                            break
-                        args = events[position]  # type: ignore[assignment]
-                        if type(args) is not ToolCallArgsEvent or args.tool_call_id != hot:
-                            break
-                        position += 1
                     self._left = left
                     self._arg_chars = chars
-                    if taken:
-                        continue
                     event = args
             self._hot_text_id = self._hot_call_id = None
             effects = self._receive(event)
