@@ -121,6 +121,7 @@ def drive(
     if key not in _READS:
         _READS[key] = [[reads(run.payloads, read_bytes) for run in turn.runs] for turn in turns]
     split = _READS[key]
+    fast = decode_known_event  # bound once, as the backend binds it
     processors: list[EventProcessor] = []
     for turn, turn_reads in zip(turns, split, strict=True):
         processor = EventProcessor(Conversation(turn.thread_id, (USER,)), tools=TOOLS)
@@ -132,7 +133,7 @@ def drive(
                 append = events.append
                 for payload in read:
                     try:
-                        append(decode_known_event(payload))
+                        append(fast(payload))
                     except msgspec.MsgspecError:
                         append(decode(payload))
                 position = 0
