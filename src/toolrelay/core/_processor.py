@@ -16,6 +16,11 @@ loop around it, shaped like an h11 connection::
                                                      # one commits the batch
     run_input = processor.start_run(next_run_id)     # executing_tools -> running, depth + 1
 
+A backend that hands over a socket read's events at once feeds them to
+:meth:`EventProcessor.receive_many`: what ``receive`` does event after event, up to
+each event with effects, with the consecutive deltas for one message or call taken
+together.
+
 Effects say everything the runtime acts on: ``ToolsReady`` (run the batch),
 ``TurnCompleted`` / ``TurnInterrupted`` / ``TurnEnded`` (the turn is over),
 ``ActivityChanged`` and ``ViolationRaised`` (for observers), and ``MessagesSettled``
