@@ -79,6 +79,8 @@ class ThreadTable:
         History the embedding code supplied for the thread is replaced by the store's
         when the store has the thread, and written to it when it does not.
         """
+        if log.loaded:
+            return
         store = self.store
         assert store is not None
         async with log.lock:
