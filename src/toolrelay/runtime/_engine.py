@@ -182,7 +182,7 @@ class Engine:
         self.store = store
         self._recover_on_enter = recover
         # What the engine holds of each thread (and, with a store, loads from it).
-        self._threads = ThreadTable(store)
+        self._threads: ThreadTable[Turn] = ThreadTable(store)
         self.backend = backend
         self.max_threads = max_threads
         self.tools = tools if tools is not None else ToolRegistry()
@@ -216,7 +216,7 @@ class Engine:
         self._group: TaskGroup | None = None
         self._closed = False
         # What every turn asks of the engine (the whole of it; see runtime/_host.py).
-        self._host = TurnHost(
+        self._host: TurnHost[Turn] = TurnHost(
             engine=self,
             notifications=self._notifications,
             tool_limiter=(

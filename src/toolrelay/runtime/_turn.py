@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
@@ -46,6 +45,7 @@ from toolrelay.protocol import Interrupt, ResumeEntry, RunAgentInput
 from toolrelay.runtime._approvals import ApprovalQueue, approval_interrupts, find_awaiting
 from toolrelay.runtime._durable import ThreadLog
 from toolrelay.runtime._executor import execute_batch, execute_batch_with_approvals
+from toolrelay.runtime._host import TurnHost
 from toolrelay.runtime._recovery import INTERRUPTED, restored_calls, split_for_rerun
 from toolrelay.runtime._registry import RunHandle
 from toolrelay.runtime._tracing import TurnTrace, start_turn
@@ -57,9 +57,6 @@ from toolrelay.runtime._views import (
     TurnStatistics,
 )
 from toolrelay.store import LiveTurn, ToolFinished
-
-if TYPE_CHECKING:
-    from toolrelay.runtime._host import TurnHost
 
 __all__ = ("Turn",)
 
@@ -113,7 +110,7 @@ class Turn:
 
     def __init__(
         self,
-        host: TurnHost,
+        host: TurnHost[Turn],
         key: ThreadKey,
         processor: EventProcessor,
         tools: ToolRegistry,
