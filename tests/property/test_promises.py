@@ -74,7 +74,7 @@ def _steal_focus(monkeypatch: pytest.MonkeyPatch) -> str:
 
     def stealing(self: Engine, key: object, *args: object, **kwargs: object) -> object:
         turn = start_turn(self, key, *args, **kwargs)  # type: ignore[arg-type]
-        self._focused = turn.key  # a background turn takes the focus
+        self._observers.focused = turn.key  # a background turn takes the focus
         return turn
 
     monkeypatch.setattr(Engine, "start_turn", stealing)
