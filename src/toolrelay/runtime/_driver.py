@@ -211,10 +211,8 @@ class TurnDriver:
         )
         scope = self._scope
         if turn_seconds is not None:
-            # The turn's deadline (Limits.turn_seconds) is its own scope's: one scope
-            # fewer per live turn. What cancels the scope otherwise (end, a store
-            # failure) ends the turn first, so a cancelled scope and a turn still on
-            # is the deadline.
+            # The deadline is the turn's own scope's (one scope fewer per live turn):
+            # what else cancels it ends the turn first, so a turn still on is late.
             scope.deadline = anyio.current_time() + turn_seconds
         try:
             with (

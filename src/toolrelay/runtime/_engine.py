@@ -1,11 +1,12 @@
 """The engine: turns on any number of threads, concurrently; its public face and its life.
 
-The engine is entered and closed; it holds its threads (:mod:`._threads`), has its
-turns made (:mod:`._factory`) and starts each one's task in its task group (the loop
-itself is :mod:`._driver`), counts them as they end, and lets observers subscribe
-(:mod:`._observers`). A turn that answers the agent's interrupts is a new turn on the
-thread, checked against the interrupts the engine knows are open (docs/concepts.md,
-"A turn, its runs, and the thread").
+The engine is entered and closed. It holds its threads
+(:mod:`toolrelay.runtime._threads`), has its turns made
+(:mod:`toolrelay.runtime._factory`), starts each one's task in its task group
+(:mod:`toolrelay.runtime._tasks`; the loop itself is :mod:`toolrelay.runtime._driver`)
+and lets observers subscribe (:mod:`toolrelay.runtime._observers`). A turn that answers
+the agent's interrupts is a new turn on the thread, checked against the interrupts the
+engine knows are open (docs/concepts.md, "A turn, its runs, and the thread").
 """
 
 from __future__ import annotations
@@ -261,9 +262,6 @@ class Engine:
             self.registry.close()
         self._observers.close()
 
-    def _check_open(self) -> TaskGroup:
-        return self._tasks.check_open()
-
     # -- turns -------------------------------------------------------------------------
 
     def start_turn(
@@ -309,7 +307,7 @@ class Engine:
                 unanswered). Checked only when the engine knows them (see
                 :meth:`open_interrupts`); duplicates are refused in any case.
         """
-        group = self._check_open()
+        group = self._tasks.check_open()
         key = key if isinstance(key, ThreadKey) else ThreadKey(key)
         entries = tuple(resume)
         if message is None and not entries:
@@ -360,7 +358,7 @@ class Engine:
             ClosedError: The engine is closed or not entered.
             StoreError: The store could not be read.
         """
-        group = self._check_open()
+        group = self._tasks.check_open()
         store = self.store
         if store is None:
             return ()
@@ -396,7 +394,7 @@ class Engine:
                 knows of no turn on it).
             StoreError: The store could not be read.
         """
-        group = self._check_open()
+        group = self._tasks.check_open()
         thread = key if isinstance(key, ThreadKey) else ThreadKey(key)
         failed_id = await self._threads.failed_turn(thread)
         turn = self._factory.new(thread, None, retry_of=failed_id)

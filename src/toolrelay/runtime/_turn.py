@@ -241,8 +241,7 @@ class Turn:
 
     # -- what the engine asks of a turn ----------------------------------------------
     # The engine's side of the contract in runtime/_host.py: public so that the engine
-    # reads no private member, but not user API (user code reads, cancels, approves and
-    # waits).
+    # reads no private member, not user API.
 
     def end(self, reason: TerminalReason) -> bool:
         """Engine-facing: end the turn from outside its task (cancel, supersede, the
