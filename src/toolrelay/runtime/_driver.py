@@ -1,12 +1,12 @@
 """The task that drives one turn: feed each run's events to the processor, act on its effects.
 
-A :class:`TurnDriver` is a :class:`~toolrelay.runtime.Turn`'s working half: it owns
-the turn's sans-IO :class:`~toolrelay.core.EventProcessor` as the task sees it, and is
-a thin loop that streams a run into the processor and dispatches on the effects it
-answers with, so the run's end is known in one place. It runs the tool batches, writes
-the turn's records (with a store) and tells observers. docs/concepts.md, "The core
-answers with effects", draws the loop and lists the safety checks (0 to 7) that the
-comments below refer to by number.
+A :class:`TurnDriver` is a :class:`~toolrelay.runtime.Turn`'s working half: a thin
+loop that streams each run into the turn's sans-IO
+:class:`~toolrelay.core.EventProcessor` (the one the turn reads) and dispatches on the
+effects it answers with, so the run's end is known in one place. It runs the tool
+batches, writes the turn's records (with a store) and tells observers.
+docs/concepts.md, "The core answers with effects", draws the loop and lists the safety
+checks (0 to 7) that the comments below refer to by number.
 """
 
 from __future__ import annotations
