@@ -11,7 +11,7 @@ Turns flush before each tool batch runs: the write-ahead of promise 10
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 import msgspec
@@ -39,10 +39,7 @@ from toolrelay.store import (
     message_to_record,
 )
 
-if TYPE_CHECKING:
-    from toolrelay.runtime._turn import Turn
-
-__all__ = ("ThreadLog",)
+__all__ = ("ThreadLog", "WaitingTurn")
 
 _encode = msgspec.json.Encoder().encode
 
@@ -70,6 +67,14 @@ class _Gate:
         free, self._free = self._free, None
         if free is not None:
             free.set()  # every waiter wakes; the first to run holds it, the rest wait again
+
+
+class WaitingTurn(Protocol):
+    """A turn started before its thread's store was read (a :class:`Turn
+    <toolrelay.runtime.Turn>`): its slice of the conversation moves when the stored
+    history is put in front."""
+
+    def shift_slice(self, by: int) -> None: ...
 
 
 class ThreadLog:
@@ -108,7 +113,7 @@ class ThreadLog:
         #: :class:`~toolrelay.errors.StaleClaimError`): the engine forgets the thread.
         self.stale = False
         self.supplied = 0
-        self.waiting: list[Turn] = []
+        self.waiting: list[WaitingTurn] = []
 
     @property
     def lock(self) -> _Gate:
