@@ -29,6 +29,7 @@ import httpx
 import msgspec
 from httpx_sse import EventSource
 
+from toolrelay.cli._exit import ExitCode
 from toolrelay.cli._replay import Finding, _Lines, replay_capture
 from toolrelay.core import Limits
 
@@ -156,8 +157,6 @@ def run(
     open_browser: Callable[[str], object] = webbrowser.open,
 ) -> int:
     """Run ``toolrelay inspect`` until Ctrl-C; returns an :class:`~toolrelay.cli.ExitCode`."""
-    from toolrelay.cli import ExitCode
-
     path: Path = args.file
     try:
         with path.open("rb") as capture:

@@ -45,6 +45,7 @@ import msgspec
 from httpx_sse import EventSource
 
 from toolrelay._reasons import TerminalReason
+from toolrelay.cli._exit import ExitCode
 from toolrelay.cli._terminal import SafeOut, reported_violations, summarise_counts
 from toolrelay.core import (
     Conversation,
@@ -360,8 +361,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """Run ``toolrelay replay``; returns an :class:`~toolrelay.cli.ExitCode`."""
-    from toolrelay.cli import ExitCode
-
     path: Path = args.file
     try:
         # Streamed: a large capture is never held whole.
