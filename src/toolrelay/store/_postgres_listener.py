@@ -91,19 +91,11 @@ class Listener:
         """
         with anyio.move_on_after(poll):
             while True:
-                connection = self._connection
-                if connection is None:
-                    await self._reconnect()
+                payloads = await self.receive()
+                if payloads is None:
                     return True
-                try:
-                    connection.pgconn.consume_input()
-                    while (note := connection.pgconn.notifies()) is not None:
-                        if _names(note.extra, thread_id, last):
-                            return False
-                except psycopg.Error:
-                    await self._reconnect()
-                    return True  # read: what was notified meanwhile is lost
-                await anyio.wait_readable(connection.fileno())
+                if any(_names(payload, thread_id, last) for payload in payloads):
+                    return False
         return False
 
     async def receive(self) -> list[bytes] | None:
