@@ -12,7 +12,7 @@ import httpx
 from httpx_sse import EventSource
 from hypothesis import given, settings, strategies as st
 
-from toolrelay.backends._wire import SseReader
+from toolrelay.backends._readers import SseReader
 
 # Field values: any text but line endings (and no BOM, which the body reader drops
 # before the SSE reader sees the bytes).
