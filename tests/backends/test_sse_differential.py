@@ -1,7 +1,9 @@
 """Our SSE reader against httpx-sse, the reference: for any body (data, event, id, retry
 and unknown fields, comments, multi-line data, CR, LF and CRLF endings) cut into any
 chunks, both yield the same events with data, in order, with the same names, data and
-last event ids."""
+last event ids; read through its iterator, and read as the AG-UI backend reads it (over
+a bounded body, each read awaited directly and handed to ``take``, whose fast path
+takes a read that is one whole event)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from httpx_sse import EventSource
 from hypothesis import given, settings, strategies as st
 
 from toolrelay.backends._readers import SseReader
+from toolrelay.backends._wire import bound_body
 
 # Field values: any text but line endings (and no BOM, which the body reader drops
 # before the SSE reader sees the bytes).
@@ -69,6 +72,36 @@ async def ours(chunks: list[bytes]) -> list[tuple[str, str, str]]:
     ]
 
 
+async def ours_direct(chunks: list[bytes]) -> tuple[list[tuple[str, str, str]], int]:
+    """The reader driven as ``RunStream.events`` drives it; also how many reads were
+    taken directly."""
+    response = httpx.Response(
+        200, headers={"Content-Type": "text/event-stream"}, stream=Chunks(chunks)
+    )
+    bound_body(response, record="sse", max_record_bytes=1 << 20)
+    assert isinstance(response.stream, httpx.AsyncByteStream)
+    reader = SseReader(response.stream)
+    events = []
+    direct_reads = 0
+    while True:
+        if reader.direct is not None:
+            try:
+                chunk = await reader.direct.__anext__()
+            except StopAsyncIteration:
+                reader.finished()
+                break
+            batch = reader.take(chunk)
+            direct_reads += 1
+        else:
+            batch = await reader.batch()
+            if not batch:
+                break
+        events += batch
+    return [(event.event, event.data.decode(), event.id) for event in events if event.data], (
+        direct_reads
+    )
+
+
 async def reference(chunks: list[bytes]) -> list[tuple[str, str, str]]:
     response = httpx.Response(
         200, headers={"Content-Type": "text/event-stream"}, stream=Chunks(chunks)
@@ -123,5 +156,51 @@ def test_the_generator_reaches_the_cases_that_matter() -> None:
         expected = [("message", "a\nb", "7"), ("message", "c", "7")]
         assert await reference(chunks) == expected
         assert await ours(chunks) == expected
+
+    anyio.run(compare)
+
+
+@st.composite
+def flushed_bodies(draw: st.DrawFn) -> tuple[bytes, list[int]]:
+    # As a server flushing event by event sends them: a cut after most blank lines,
+    # so that many reads are exactly one event, plus cuts anywhere.
+    body, cuts = draw(bodies())
+    ends = [i + 2 for i in range(len(body)) if body.startswith(b"\n\n", i)]
+    kept = draw(st.lists(st.sampled_from(ends), unique=True)) if ends else []
+    return body, sorted({*cuts, *kept})
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(bodies(), flushed_bodies()))
+def test_the_backends_direct_reads_yield_what_httpx_sse_yields(
+    case: tuple[bytes, list[int]],
+) -> None:
+    body, cuts = case
+    chunks = split(body, cuts)
+
+    async def compare() -> None:
+        events, _ = await ours_direct(chunks)
+        assert events == await reference(chunks)
+
+    anyio.run(compare)
+
+
+def test_reads_of_one_event_each_are_taken_directly() -> None:
+    # The fast path is really taken: after the first read (which looks for a BOM),
+    # every read of a stream flushed event by event is awaited directly; an event
+    # with a name, an id or two data lines still arrives whole.
+    blocks = [b"data: one\n\n", b"data:two\n\n", b"event: x\ndata: 3\n\n", b"id: 4\ndata: a\n\n"]
+    blocks += [b"data: b\ndata: c\n\n", b": ping\n\n", b"data: \xc3\xa9\n\n", b"data: \r\n\r\n"]
+
+    async def compare() -> None:
+        events, direct_reads = await ours_direct(blocks)
+        assert events == await reference(blocks)
+        assert events[:4] == [
+            ("message", "one", ""),
+            ("message", "two", ""),
+            ("x", "3", ""),
+            ("message", "a", "4"),
+        ]
+        assert direct_reads == len(blocks) - 1
 
     anyio.run(compare)

@@ -89,8 +89,23 @@ class RunStream:
         while True:
             try:
                 with map_transport_errors():
-                    # A read's events at once (one await per read, not per event).
-                    while batch := await self.sse_events.batch():
+                    reader = self.sse_events
+                    while True:
+                        # A read's events at once (one await per read, not per event),
+                        # and the read awaited here when the body passes it on as it
+                        # came: no coroutine of the reader's or the body's between.
+                        direct = reader.direct
+                        if direct is not None:
+                            try:
+                                chunk = await direct.__anext__()
+                            except StopAsyncIteration:
+                                reader.finished()
+                                break
+                            batch = reader.take(chunk)
+                        else:
+                            batch = await reader.batch()
+                            if not batch:
+                                break
                         for sse in batch:
                             data = sse.data
                             if not data:

@@ -10,10 +10,13 @@ that leaving one early leaves nothing suspended to be garbage collected.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Self
 
 import httpx
 import msgspec
+
+from toolrelay.backends._wire import BoundedBody
 
 __all__ = ("LineReader", "SseEvent", "SseReader")
 
@@ -46,6 +49,11 @@ class SseReader:
 
     def __init__(self, stream: httpx.AsyncByteStream) -> None:
         self._chunks = stream.__aiter__()
+        self._body = stream if isinstance(stream, BoundedBody) else None
+        #: The raw reads to await directly and hand to :meth:`take`, when the body
+        #: passes them on as they come (see :meth:`BoundedBody.direct_reads`); else
+        #: ``None``: read with :meth:`batch`.
+        self.direct: AsyncIterator[bytes] | None = None
         # The line being read, and the event's data: compact buffers, so that a block
         # of many tiny lines costs its bytes, not an object per line.
         self._partial = bytearray()
@@ -60,6 +68,7 @@ class SseReader:
         return self
 
     async def __anext__(self) -> SseEvent:
+        self.direct = None
         while self._next >= len(self._ready):
             self._ready.clear()
             self._next = 0
@@ -84,7 +93,40 @@ class SseReader:
         ready = self._ready if not self._next else self._ready[self._next :]
         self._ready = []
         self._next = 0
+        if self._body is not None:
+            self.direct = self._body.direct_reads()
         return ready
+
+    def take(self, chunk: bytes) -> list[SseEvent]:
+        """The events that ``chunk``, a read taken from :attr:`direct`, completes: the
+        body's checks, then the parse. A read that is one whole event of one ``data``
+        line (an event flushed on its own, in one read) becomes it at once."""
+        body = self._body
+        assert body is not None, "direct reads come from a BoundedBody"
+        chunk = body.check(chunk)
+        if (
+            chunk.endswith(b"\n\n")
+            and chunk.startswith(b"data:")
+            and chunk.find(b"\n") == len(chunk) - 2
+            and b"\r" not in chunk
+            and self._data is None
+            and not self._name
+            and not self._partial
+            and not self._skip_lf
+        ):
+            data = chunk[6:-2] if chunk[5] == 32 else chunk[5:-2]  # 32: one space dropped
+            return [SseEvent("message", data, self._id)]
+        self._feed(chunk)
+        ready, self._ready = self._ready, []
+        if body.direct_reads() is None:  # an error waits for the next read
+            self.direct = None
+        return ready
+
+    def finished(self) -> None:
+        """:attr:`direct` came to its end (the end of the body)."""
+        self.direct = None
+        if self._body is not None:
+            self._body.finished()
 
     def _feed(self, chunk: bytes) -> None:
         if self._skip_lf:

@@ -6,7 +6,7 @@ httpx decodes a compressed body chunk by chunk, and one chunk of a gzip bomb (64
 on the wire) can inflate to 64 MiB at once; it also replaces invalid UTF-8 silently
 and keeps a byte order mark. So the HTTP backends (AG-UI and the providers) take the
 decoding over: :func:`bound_body` replaces the response's byte stream with a
-:class:`_BoundedBody` and removes ``Content-Encoding``, so that httpx reads our
+:class:`BoundedBody` and removes ``Content-Encoding``, so that httpx reads our
 decoded bytes as they are::
 
     wire bytes -> inflate (gzip, deflate; at most 64 KiB out per step)
@@ -64,7 +64,7 @@ def _bounded_brotli() -> Any:
 
 _BROTLI: Final = _bounded_brotli()
 
-#: The ``Accept-Encoding`` HTTP backends send: what :class:`_BoundedBody` decodes
+#: The ``Accept-Encoding`` HTTP backends send: what :class:`BoundedBody` decodes
 #: (``br`` only with the ``brotli`` package installed).
 ACCEPT_ENCODING: Final = "gzip, deflate, br" if _BROTLI is not None else "gzip, deflate"
 #: The most decoded bytes one step of inflating produces.
@@ -189,7 +189,7 @@ def _through(inflaters: list[_Inflater], data: bytes, *, final: bool) -> Iterato
         yield from _through(rest, b"", final=True)
 
 
-class _BoundedBody(httpx.AsyncByteStream):
+class BoundedBody(httpx.AsyncByteStream):
     """A response body decoded by us, in bounded steps, with its records bounded.
 
     See the module docstring. An iterator class rather than an async generator, so
@@ -220,6 +220,8 @@ class _BoundedBody(httpx.AsyncByteStream):
         self._record = record
         self._max_record_bytes = max_record_bytes
         self._bound = (2 if record == "sse" else 1) * max_record_bytes + _BLOCK_SLACK_BYTES
+        # What ends a record: a blank line (SSE), a newline (NDJSON).
+        self._record_end = (b"\n\n" if record == "sse" else b"\n") if record else None
         self._since_boundary = 0
         self._tail = b""
         self._utf8 = codecs.getincrementaldecoder("utf-8")() if record else None
@@ -248,12 +250,12 @@ class _BoundedBody(httpx.AsyncByteStream):
                     self._done = True
                     raise
                 if chunk:
-                    return self._check(chunk)
+                    return self.check(chunk)
         while True:
             for piece in self._pending:
                 piece = self._strip_bom(piece)
                 if piece:
-                    return self._check(piece)
+                    return self.check(piece)
             if self._done:
                 # A body cut inside a character was cut inside an event too (an
                 # unfinished line), which the parser discards: not a UTF-8 error.
@@ -279,7 +281,23 @@ class _BoundedBody(httpx.AsyncByteStream):
         self._head = b""
         return head.removeprefix(_BOM)  # the SSE spec: one leading BOM is ignored
 
-    def _check(self, chunk: bytes) -> bytes:
+    def direct_reads(self) -> AsyncIterator[bytes] | None:
+        """The raw stream's reads, while this body would hand them on as they come (no
+        decoder, no BOM still to look for, no error waiting, not at the end), else
+        ``None``. A reader may then await them itself and pass each to :meth:`check`:
+        one coroutine fewer per read. It calls :meth:`finished` when they end."""
+        if self._identity and not self._done and self._error is None:
+            return self._chunks
+        return None
+
+    def finished(self) -> None:
+        """The reads taken through :meth:`direct_reads` came to their end."""
+        self._done = True
+
+    def check(self, chunk: bytes) -> bytes:
+        """A decoded read, checked: raises past the record bound, or at invalid UTF-8
+        (the valid part before it is returned first, the error raised by the next
+        read)."""
         # ASCII with no multi-byte sequence begun earlier is valid UTF-8 as it is.
         if self._utf8 is not None and (self._held or not chunk.isascii()):
             held = len(self._utf8.getstate()[0])  # bytes of a sequence begun earlier
@@ -295,7 +313,14 @@ class _BoundedBody(httpx.AsyncByteStream):
                 if not valid:
                     raise self._error from exc
                 chunk = chunk[:valid]
-        if self._record is None:
+        record_end = self._record_end
+        if record_end is None:
+            return chunk
+        if len(chunk) > 2 and chunk.endswith(record_end):
+            # A read that ends with a record (nearly every read of a stream flushed
+            # event by event): nothing is counted past it.
+            self._since_boundary = 0
+            self._tail = chunk[-3:]
             return chunk
         window = self._tail + chunk
         if self._record == "sse":
@@ -365,14 +390,14 @@ def bound_body(
             event stream is not UTF-8 (``invalid_utf8``).
     """
     stream = response.stream
-    if not isinstance(stream, httpx.AsyncByteStream) or isinstance(stream, _BoundedBody):
+    if not isinstance(stream, httpx.AsyncByteStream) or isinstance(stream, BoundedBody):
         return
     error: RemoteProtocolError | None = None
     try:
         inflaters = _inflaters(response)
     except RemoteProtocolError as exc:
         inflaters, error = [], exc
-    response.stream = _BoundedBody(stream, inflaters, error, record, max_record_bytes)
+    response.stream = BoundedBody(stream, inflaters, error, record, max_record_bytes)
     if "content-encoding" in response.headers:
         del response.headers["content-encoding"]
     if record is not None:
