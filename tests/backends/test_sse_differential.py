@@ -11,11 +11,13 @@ from collections.abc import AsyncIterator
 
 import anyio
 import httpx
+import pytest
 from httpx_sse import EventSource
 from hypothesis import given, settings, strategies as st
 
 from toolrelay.backends._readers import SseReader
 from toolrelay.backends._wire import bound_body
+from toolrelay.errors import MalformedEventError
 
 # Field values: any text but line endings (and no BOM, which the body reader drops
 # before the SSE reader sees the bytes).
@@ -204,3 +206,29 @@ def test_reads_of_one_event_each_are_taken_directly() -> None:
         assert direct_reads == len(blocks) - 1
 
     anyio.run(compare)
+
+
+def test_invalid_utf8_in_a_read_taken_directly_ends_the_stream_after_its_valid_part() -> None:
+    # The read's events before the bad byte are delivered (one whole event here, the
+    # fast path's shape once cut), then the next read raises the typed error.
+    chunks = [b"data: a\n\n", b"data: b\n\n", b"data: c\n\n\xff", b"data: d\n\n"]
+
+    async def read() -> None:
+        response = httpx.Response(
+            200, headers={"Content-Type": "text/event-stream"}, stream=Chunks(chunks)
+        )
+        bound_body(response, record="sse", max_record_bytes=1 << 20)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        reader = SseReader(response.stream)
+        seen = [event.data for event in await reader.batch()]
+        direct = reader.direct
+        assert direct is not None
+        seen += [event.data for event in reader.take(await direct.__anext__())]
+        seen += [event.data for event in reader.take(await direct.__anext__())]
+        assert seen == [b"a", b"b", b"c"]
+        assert reader.direct is None
+        with pytest.raises(MalformedEventError) as caught:
+            await reader.batch()
+        assert caught.value.code == "invalid_utf8"
+
+    anyio.run(read)

@@ -103,7 +103,11 @@ class SseReader:
         line (an event flushed on its own, in one read) becomes it at once."""
         body = self._body
         assert body is not None, "direct reads come from a BoundedBody"
-        chunk = body.check(chunk)
+        checked = body.check(chunk)
+        if checked is not chunk:
+            # Cut before invalid UTF-8: its error waits for the next read, the body's.
+            self.direct = None
+            chunk = checked
         if (
             chunk.endswith(b"\n\n")
             and chunk.startswith(b"data:")
@@ -118,8 +122,6 @@ class SseReader:
             return [SseEvent("message", data, self._id)]
         self._feed(chunk)
         ready, self._ready = self._ready, []
-        if body.direct_reads() is None:  # an error waits for the next read
-            self.direct = None
         return ready
 
     def finished(self) -> None:

@@ -295,9 +295,10 @@ class BoundedBody(httpx.AsyncByteStream):
         self._done = True
 
     def check(self, chunk: bytes) -> bytes:
-        """A decoded read, checked: raises past the record bound, or at invalid UTF-8
-        (the valid part before it is returned first, the error raised by the next
-        read)."""
+        """A decoded read, checked: ``chunk`` itself, or raises past the record bound.
+        At invalid UTF-8 the valid part before it is returned first (a shorter object:
+        its error is raised by the body's next read), or, when there is none, the error
+        is raised at once."""
         # ASCII with no multi-byte sequence begun earlier is valid UTF-8 as it is.
         if self._utf8 is not None and (self._held or not chunk.isascii()):
             held = len(self._utf8.getstate()[0])  # bytes of a sequence begun earlier
