@@ -6,8 +6,7 @@ level (``testing``, ``diagrams``, ``demo``) never import each other. Absolute an
 relative imports are both read, at any depth of a module (imports inside functions
 count: they run too). Some layers also must not touch certain libraries: the
 sans-IO core never an event loop, an HTTP client or the clock. Inside a layer, modules
-import one another one way: no circle, even through ``TYPE_CHECKING`` imports (the
-layers named in ``LAYERS_WITH_CIRCLES`` excepted, until theirs are broken).
+import one another one way: no circle, even through ``TYPE_CHECKING`` imports.
 """
 
 from __future__ import annotations
@@ -146,10 +145,6 @@ def test_the_contract_catches_upward_sibling_and_relative_imports() -> None:
 
 # -- import circles --------------------------------------------------------------------
 
-#: Layers whose modules still import one another in a circle (issue 17 asks to break
-#: them); every other layer's modules import one way only.
-LAYERS_WITH_CIRCLES = ("cli", "runtime", "testing")
-
 
 def _module_graph() -> dict[str, set[str]]:
     """Each module's name -> the toolrelay modules it imports (``from pkg import name``
@@ -217,7 +212,7 @@ def test_the_mapper_imports_the_conversation_and_not_the_other_way() -> None:
 
 @pytest.mark.parametrize(
     "layer",
-    sorted({_layer_of(path) for path in SRC.rglob("*.py")} - set(LAYERS_WITH_CIRCLES)),
+    sorted({_layer_of(path) for path in SRC.rglob("*.py")}),
     ids=str,
 )
 def test_modules_of_a_layer_import_one_another_one_way(layer: str) -> None:

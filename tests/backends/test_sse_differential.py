@@ -1,7 +1,9 @@
 """Our SSE reader against httpx-sse, the reference: for any body (data, event, id, retry
 and unknown fields, comments, multi-line data, CR, LF and CRLF endings) cut into any
 chunks, both yield the same events with data, in order, with the same names, data and
-last event ids."""
+last event ids; read through its iterator, and read as the AG-UI backend reads it (over
+a bounded body, each read awaited directly and handed to ``take``, whose fast path
+takes a read that is one whole event)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,13 @@ from collections.abc import AsyncIterator
 
 import anyio
 import httpx
+import pytest
 from httpx_sse import EventSource
 from hypothesis import given, settings, strategies as st
 
-from toolrelay.backends._wire import SseReader
+from toolrelay.backends._readers import SseReader
+from toolrelay.backends._wire import bound_body
+from toolrelay.errors import MalformedEventError
 
 # Field values: any text but line endings (and no BOM, which the body reader drops
 # before the SSE reader sees the bytes).
@@ -67,6 +72,36 @@ async def ours(chunks: list[bytes]) -> list[tuple[str, str, str]]:
         async for event in SseReader(Chunks(chunks))
         if event.data
     ]
+
+
+async def ours_direct(chunks: list[bytes]) -> tuple[list[tuple[str, str, str]], int]:
+    """The reader driven as ``RunStream.events`` drives it; also how many reads were
+    taken directly."""
+    response = httpx.Response(
+        200, headers={"Content-Type": "text/event-stream"}, stream=Chunks(chunks)
+    )
+    bound_body(response, record="sse", max_record_bytes=1 << 20)
+    assert isinstance(response.stream, httpx.AsyncByteStream)
+    reader = SseReader(response.stream)
+    events = []
+    direct_reads = 0
+    while True:
+        if reader.direct is not None:
+            try:
+                chunk = await reader.direct.__anext__()
+            except StopAsyncIteration:
+                reader.finished()
+                break
+            batch = reader.take(chunk)
+            direct_reads += 1
+        else:
+            batch = await reader.batch()
+            if not batch:
+                break
+        events += batch
+    return [(event.event, event.data.decode(), event.id) for event in events if event.data], (
+        direct_reads
+    )
 
 
 async def reference(chunks: list[bytes]) -> list[tuple[str, str, str]]:
@@ -125,3 +160,75 @@ def test_the_generator_reaches_the_cases_that_matter() -> None:
         assert await ours(chunks) == expected
 
     anyio.run(compare)
+
+
+@st.composite
+def flushed_bodies(draw: st.DrawFn) -> tuple[bytes, list[int]]:
+    # As a server flushing event by event sends them: a cut after most blank lines,
+    # so that many reads are exactly one event, plus cuts anywhere.
+    body, cuts = draw(bodies())
+    ends = [i + 2 for i in range(len(body)) if body.startswith(b"\n\n", i)]
+    kept = draw(st.lists(st.sampled_from(ends), unique=True)) if ends else []
+    return body, sorted({*cuts, *kept})
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(bodies(), flushed_bodies()))
+def test_the_backends_direct_reads_yield_what_httpx_sse_yields(
+    case: tuple[bytes, list[int]],
+) -> None:
+    body, cuts = case
+    chunks = split(body, cuts)
+
+    async def compare() -> None:
+        events, _ = await ours_direct(chunks)
+        assert events == await reference(chunks)
+
+    anyio.run(compare)
+
+
+def test_reads_of_one_event_each_are_taken_directly() -> None:
+    # The fast path is really taken: after the first read (which looks for a BOM),
+    # every read of a stream flushed event by event is awaited directly; an event
+    # with a name, an id or two data lines still arrives whole.
+    blocks = [b"data: one\n\n", b"data:two\n\n", b"event: x\ndata: 3\n\n", b"id: 4\ndata: a\n\n"]
+    blocks += [b"data: b\ndata: c\n\n", b": ping\n\n", b"data: \xc3\xa9\n\n", b"data: \r\n\r\n"]
+
+    async def compare() -> None:
+        events, direct_reads = await ours_direct(blocks)
+        assert events == await reference(blocks)
+        assert events[:4] == [
+            ("message", "one", ""),
+            ("message", "two", ""),
+            ("x", "3", ""),
+            ("message", "a", "4"),
+        ]
+        assert direct_reads == len(blocks) - 1
+
+    anyio.run(compare)
+
+
+def test_invalid_utf8_in_a_read_taken_directly_ends_the_stream_after_its_valid_part() -> None:
+    # The read's events before the bad byte are delivered (one whole event here, the
+    # fast path's shape once cut), then the next read raises the typed error.
+    chunks = [b"data: a\n\n", b"data: b\n\n", b"data: c\n\n\xff", b"data: d\n\n"]
+
+    async def read() -> None:
+        response = httpx.Response(
+            200, headers={"Content-Type": "text/event-stream"}, stream=Chunks(chunks)
+        )
+        bound_body(response, record="sse", max_record_bytes=1 << 20)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        reader = SseReader(response.stream)
+        seen = [event.data for event in await reader.batch()]
+        direct = reader.direct
+        assert direct is not None
+        seen += [event.data for event in reader.take(await direct.__anext__())]
+        seen += [event.data for event in reader.take(await direct.__anext__())]
+        assert seen == [b"a", b"b", b"c"]
+        assert reader.direct is None
+        with pytest.raises(MalformedEventError) as caught:
+            await reader.batch()
+        assert caught.value.code == "invalid_utf8"
+
+    anyio.run(read)

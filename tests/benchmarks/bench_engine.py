@@ -37,7 +37,7 @@ from toolrelay.backends import EventStream, ThreadKey
 from toolrelay.core import Effect, EventProcessor, ToolRegistry, ToolsReady
 from toolrelay.machines import RunStatus
 from toolrelay.protocol import Event, RunAgentInput, ToolMessage, UnknownEvent
-from toolrelay.runtime import Engine, Turn, _engine
+from toolrelay.runtime import Engine, Turn, _factory
 from toolrelay.testing import Hang, ScriptedAgent, text, tool_call
 from toolrelay.testing._scripted import Script
 
@@ -146,7 +146,7 @@ async def _turns(n: int, start: Callable[[Engine, int], Awaitable[Turn | None]])
     global _probe
     _probe = Probe()
     agent = ScriptedAgent(respond=_two_hops)
-    with mock.patch.object(_engine, "EventProcessor", _TimedProcessor):
+    with mock.patch.object(_factory, "EventProcessor", _TimedProcessor):
         async with Engine(_TimedBackend(agent), tools=TOOLS) as engine:
             began = time.perf_counter_ns()
             started = [await start(engine, i) for i in range(n)]

@@ -9,6 +9,10 @@ sides):
   one transaction), against a plain loop of raw ``sqlite3`` inserts of the same rows,
   one transaction per block (what a hand-written durable log does). The same for one
   writer alone is reported beside it: there every append pays a worker-thread hop.
+- **a turn's writes**: the appends two-round tool turns make (recorded from the engine
+  on the in-memory store: 10 records in 7 appends a turn), replayed on
+  ``SQLiteStore`` by 1,000 threads at once, each in its turn's order, against raw
+  ``sqlite3`` inserts of the same rows, one transaction per append.
 - **per turn**: concurrent two-round tool turns on the engine with a SQLite store,
   against the same turns with no store (in memory).
 - **memory per evicted thread**: threads run one turn each and are forgotten; the
@@ -25,7 +29,7 @@ import sqlite3
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -37,6 +41,7 @@ from toolrelay.core import TextMessage, ThreadKey, ToolRegistry
 from toolrelay.protocol import RunAgentInput, ToolMessage
 from toolrelay.runtime import Engine
 from toolrelay.store import (
+    MemoryStore,
     MessageSaved,
     Record,
     SQLiteStore,
@@ -188,6 +193,137 @@ def _turns(turns: int, store: Callable[[], Store | None]) -> float:
     return _cpu(lambda: anyio.run(main)) / turns
 
 
+class _Recording(MemoryStore):
+    """The in-memory store, keeping each append as the engine made it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.appends: list[tuple[ThreadKey, tuple[Record, ...]]] = []
+
+    async def append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> int:
+        self.appends.append((key, tuple(records)))
+        return await super().append(key, records, owner=owner)
+
+
+def _turn_appends(turns: int) -> dict[ThreadKey, list[tuple[Record, ...]]]:
+    """Each thread's appends, in order, as ``turns`` two-round turns make them."""
+    store = _Recording()
+
+    async def main() -> None:
+        agent = ScriptedAgent(respond=_respond)  # type: ignore[arg-type]
+        async with Engine(agent, tools=ToolRegistry.of(lookup), store=store) as engine:
+            started = [engine.start_turn(f"t{i}", "go") for i in range(turns)]
+            for turn in started:
+                await turn.wait_finished()
+
+    anyio.run(main)
+    threads: dict[ThreadKey, list[tuple[Record, ...]]] = {}
+    for key, records in store.appends:
+        threads.setdefault(key, []).append(records)
+    return threads
+
+
+def _raw_turn_writes(path: Path, threads: dict[ThreadKey, list[tuple[Record, ...]]]) -> None:
+    """The floor: each append's rows in a transaction of its own, plain sqlite3, the
+    threads taking turns as concurrent turns do."""
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=NORMAL")
+    connection.execute(
+        "CREATE TABLE threads (id INTEGER PRIMARY KEY, thread TEXT UNIQUE, last_seq INTEGER)"
+    )
+    connection.execute(
+        "CREATE TABLE records (thread INTEGER, seq INTEGER, body BLOB, "
+        "PRIMARY KEY (thread, seq)) WITHOUT ROWID"
+    )
+    ids = {key: number for number, key in enumerate(threads)}
+    for key, number in ids.items():
+        connection.execute("INSERT INTO threads VALUES (?, ?, 0)", (number, key.thread_id))
+    rounds = max(len(appends) for appends in threads.values())
+    for step in range(rounds):
+        for key, appends in threads.items():
+            if step >= len(appends):
+                continue
+            bodies = [encode_record(record) for record in appends[step]]
+            connection.execute("BEGIN IMMEDIATE")
+            (last,) = connection.execute(
+                "SELECT last_seq FROM threads WHERE thread = ?", (key.thread_id,)
+            ).fetchone()
+            connection.executemany(
+                "INSERT INTO records VALUES (?, ?, ?)",
+                [(ids[key], last + i, body) for i, body in enumerate(bodies, 1)],
+            )
+            connection.execute(
+                "UPDATE threads SET last_seq = ? WHERE id = ?", (last + len(bodies), ids[key])
+            )
+            connection.execute("COMMIT")
+    connection.close()
+
+
+def _store_turn_writes(path: Path, threads: dict[ThreadKey, list[tuple[Record, ...]]]) -> None:
+    async def main() -> None:
+        store = SQLiteStore(path)
+        await store.open()
+
+        async def write(key: ThreadKey, appends: list[tuple[Record, ...]]) -> None:
+            for records in appends:
+                await store.append(key, records)
+
+        async with anyio.create_task_group() as group:
+            for key, appends in threads.items():
+                group.start_soon(write, key, appends)
+        await store.aclose()
+
+    anyio.run(main)
+
+
+def _per_turn_writes(report: Report, folder: Path, quick: bool) -> None:
+    turns = 200 if quick else 1_000
+    rounds = 2 if quick else 4
+    threads = _turn_appends(turns)
+    raw: list[float] = []
+    ours: list[float] = []
+    for r in range(rounds):
+        raw.append(_cpu(partial(_raw_turn_writes, folder / f"rawturn{r}.db", threads)) / turns)
+        ours.append(_cpu(partial(_store_turn_writes, folder / f"turn{r}.db", threads)) / turns)
+    appends = sum(len(a) for a in threads.values()) / turns
+    records = sum(len(r) for a in threads.values() for r in a) / turns
+    floor = report.add(
+        Sample(
+            CASE,
+            f"raw sqlite3, a turn's rows, one transaction per append ({appends:.0f} a turn)",
+            "µs/turn",
+            tuple(v * 1e6 for v in raw),
+        )
+    )
+    store = report.add(
+        Sample(
+            CASE,
+            f"SQLiteStore, a turn's {records:.0f} records in {appends:.0f} appends, "
+            f"{turns} threads at once",
+            "µs/turn",
+            tuple(v * 1e6 for v in ours),
+        )
+    )
+    ratio = report.ratio(
+        "store per turn's writes / raw sqlite3",
+        store,
+        floor,
+        "CPU for a turn's writes as the engine makes them, against the floor",
+    )
+    report.targets.append(
+        Target(
+            "store_turn_writes_vs_sqlite",
+            "store write cost per turn at most 2x raw sqlite3 inserts of the same rows",
+            ratio,
+            2.0,
+            "x",
+        )
+    )
+
+
 def _per_turn(report: Report, folder: Path, quick: bool) -> None:
     turns = 200 if quick else 1_000
     rounds = 2 if quick else 4
@@ -305,6 +441,7 @@ def run_store(report: Report, *, quick: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="toolrelay-bench-") as folder:
         path = Path(folder)
         _per_block(report, path, quick)
+        _per_turn_writes(report, path, quick)
         _per_turn(report, path, quick)
         _evicted_memory(report, path, quick)
         _flat_load(report, path, quick)

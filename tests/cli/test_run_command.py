@@ -19,7 +19,8 @@ import anyio
 import pytest
 
 from toolrelay.cli import ExitCode, main
-from toolrelay.cli._run import exit_code, run_turn, state_json, write_summary
+from toolrelay.cli._summary import exit_code, state_json, write_summary
+from toolrelay.cli._turn import run_turn
 from toolrelay.core import ToolRegistry
 from toolrelay.demo import DemoServer
 from toolrelay.protocol import Interrupt

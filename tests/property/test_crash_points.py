@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from toolrelay.core import ToolCallInfo
-from toolrelay.runtime import _turn
+from toolrelay.runtime import _driver
 from toolrelay.testing.stateful_durable import CrashMachine
 
 _SETTINGS = settings(
@@ -45,14 +45,14 @@ def test_the_machine_finds_a_recovery_that_runs_a_call_twice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Break promise 10 on purpose: a recovered turn runs every interrupted call again.
-    original = _turn.Turn._execute
+    original = _driver.TurnDriver._execute
 
     async def run_everything_again(
-        self: _turn.Turn, calls: tuple[ToolCallInfo, ...], **options: Any
+        self: _driver.TurnDriver, calls: tuple[ToolCallInfo, ...], **options: Any
     ) -> None:
         await original(self, calls, **{**options, "recovering": False})
 
-    monkeypatch.setattr(_turn.Turn, "_execute", run_everything_again)
+    monkeypatch.setattr(_driver.TurnDriver, "_execute", run_everything_again)
     # Where a crash lands is timing, so Hypothesis may fail to replay the example it
     # found and wrap the failure in a FlakyFailure group: the finding still counts.
     with pytest.raises(Exception) as raised:  # not pytest's own outcomes (a timeout)

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, settings
 
 from toolrelay.core import ToolRegistry
 from toolrelay.machines import RunStatus
-from toolrelay.runtime import Engine, StateChanged, Turn, TurnSnapshot
+from toolrelay.runtime import Engine, StateChanged, TurnSnapshot
+from toolrelay.runtime._driver import TurnDriver
 from toolrelay.testing import Hang, ScriptedAgent, text
 from toolrelay.testing.stateful import PromisesMachine, run_promises
 
@@ -73,7 +74,7 @@ def _steal_focus(monkeypatch: pytest.MonkeyPatch) -> str:
 
     def stealing(self: Engine, key: object, *args: object, **kwargs: object) -> object:
         turn = start_turn(self, key, *args, **kwargs)  # type: ignore[arg-type]
-        self._focused = turn.key  # a background turn takes the focus
+        self._observers.focused = turn.key  # a background turn takes the focus
         return turn
 
     monkeypatch.setattr(Engine, "start_turn", stealing)
@@ -81,10 +82,10 @@ def _steal_focus(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def _leave_turns_running(monkeypatch: pytest.MonkeyPatch) -> str:
-    async def never_ends(self: Turn) -> None:
+    async def never_ends(self: TurnDriver) -> None:
         await anyio.sleep_forever()  # the turn is left running, nothing ever happens
 
-    monkeypatch.setattr(Turn, "_run_all", never_ends)
+    monkeypatch.setattr(TurnDriver, "_run_all", never_ends)
     return "promises 1/4"
 
 

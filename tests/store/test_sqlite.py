@@ -227,3 +227,54 @@ async def test_a_cancelled_leader_hands_the_queue_on(tmp_path: Path) -> None:
     assert followed == [1]
     assert [e.record for e in await store.read(ThreadKey("x"))] == [TurnStarted(turn_id="x")]
     await store.aclose()
+
+
+async def test_waiters_woken_by_a_leader_cancelled_before_its_hop_are_written(
+    tmp_path: Path,
+) -> None:
+    # The leader waits for a worker thread (none is free) and is cancelled there: its
+    # hop never began, so its batch goes back to the queue's head and its waiters wake
+    # before their work ran. An append that arrives before they run leads the next
+    # hop, which takes their work too: each of them must wait for that hop's end and
+    # not for an event nobody will set (the deadlock of an earlier version).
+    store = SQLiteStore(tmp_path / "toolrelay.db")
+    await store.open()
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    tokens = limiter.total_tokens
+    limiter.total_tokens = 1
+    holder = object()
+    await limiter.acquire_on_behalf_of(holder)  # no worker thread is free
+    written: dict[str, int] = {}
+    leader = anyio.CancelScope()
+
+    async def append(name: str) -> None:
+        written[name] = await store.append(ThreadKey(name), [TurnStarted(turn_id=name)])
+
+    async def lead() -> None:
+        with leader:
+            await append("leader")
+
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                group.start_soon(lead)
+                await anyio.wait_all_tasks_blocked()  # the leader waits for a thread
+                group.start_soon(append, "b")
+                group.start_soon(append, "c")
+                await anyio.wait_all_tasks_blocked()  # b and c wait in the queue
+                leader.cancel()  # before its hop began: b and c wake, unwritten
+                group.start_soon(append, "d")  # arrives before they run, and leads
+                await anyio.wait_all_tasks_blocked()
+                assert written == {}
+                limiter.release_on_behalf_of(holder)  # now the hop can run
+                holder = None
+    finally:
+        if holder is not None:
+            limiter.release_on_behalf_of(holder)
+        limiter.total_tokens = tokens
+    assert leader.cancelled_caught
+    assert written == {"b": 1, "c": 1, "d": 1}
+    assert await store.read(ThreadKey("leader")) == []  # cancelled before: not written
+    for name in "bcd":
+        assert [e.record for e in await store.read(ThreadKey(name))] == [TurnStarted(turn_id=name)]
+    await store.aclose()

@@ -7,7 +7,6 @@ from toolrelay.backends._agui_http import (
     AguiHttpBackend as AguiHttpBackend,
     AuthHook as AuthHook,
     RunAllocator as RunAllocator,
-    map_transport_errors as map_transport_errors,
 )
 from toolrelay.backends._base import (
     AgentBackend as AgentBackend,
@@ -24,6 +23,7 @@ from toolrelay.backends._retry import (
     RetryPolicy as RetryPolicy,
 )
 from toolrelay.backends._routing import RoutingBackend as RoutingBackend
+from toolrelay.backends._transport import map_transport_errors as map_transport_errors
 
 __all__ = (
     "AgentBackend",

@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 One run is one HTTP request. :meth:`AguiHttpBackend.run` POSTs the ``RunAgentInput``
 (camelCase JSON, ``Accept: text/event-stream``) and reads the response with our own
-SSE reader over a body we decode ourselves (:mod:`toolrelay.backends._wire`)::
+SSE reader (:mod:`toolrelay.backends._readers`) over a body we decode ourselves
+(:mod:`toolrelay.backends._wire`)::
 
     POST url  --RunAgentInput-->  (429/503, reset before the answer: retry, RetryPolicy)
        status 2xx?  Content-Type text/event-stream?
@@ -65,20 +66,9 @@ together) is refused before it is complete, whatever the compression ratio. Even
 run and argument bytes are bounded by the processor; time by ``Limits.run_seconds``
 (here) and ``turn_seconds`` (the engine). docs/limits.md lists them all.
 
-Reconnecting: a stream that breaks mid-run (``StreamDroppedError``) after the server
-sent event ids (``id:``), from a server that said it resumes (the response header
-``Toolrelay-Resume: last-event-id``, or ``resume="ids"``), is resumed, not restarted:
-the same POST goes again with ``Last-Event-ID`` set to the last id received, within
-the ``reconnect`` policy's attempts and seconds, each attempt reported like a retry
-(:class:`~toolrelay.runtime.RunRetrying` with ``resume_from``). A server that resumes
-sends, under that same id, what it had sent after it, so the part of a message or call
-cut in the middle may come again whole; :class:`_Replay` drops what was already
-delivered (equal events, a repeated ``RUN_STARTED``, the text and argument characters
-already yielded) until the ids move on. A stream with no ids, a run that ended, or a
-server that answers the reconnection with anything but an event stream (toolrelay's
-own server answers 204 when the position has no open run, 416 when it does not know
-it) fails the run with the original drop, as without reconnecting. A stream that had
-not started (no response yet) is the retry policy's, never resumed.
+Reconnecting: a stream that breaks mid-run after the server sent event ids, from a
+server that said it resumes, is resumed with ``Last-Event-ID`` rather than restarted
+(:mod:`toolrelay.backends._agui_run` says how, and what a resumed stream may repeat).
 
 Cancellation: leaving :meth:`AguiHttpBackend.run`'s context (the engine does, on
 RUN_FINISHED, on cancel and on error) closes the response at once, and with it the
@@ -89,58 +79,23 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any, Final, Literal, Self, TypeAlias
+from typing import Final, Literal, Self, TypeAlias
 
 import anyio
 import httpx
-import msgspec
-from httpx_sse import SSEError
 
-from toolrelay.backends._base import (
-    EventStream,
-    RetryNotice,
-    ThreadKey,
-    current_run_settings,
-    effective_limits,
-)
+from toolrelay.backends._agui_run import RunEvents, RunStream
+from toolrelay.backends._base import EventStream, ThreadKey, effective_limits
 from toolrelay.backends._propagation import inject_trace_context
+from toolrelay.backends._readers import SseReader
 from toolrelay.backends._retry import NO_RETRY, RetryPolicy, parse_retry_after, start_with_retries
-from toolrelay.backends._wire import (
-    ACCEPT_ENCODING,
-    SseEvent,
-    SseReader,
-    body_excerpt,
-    bound_body,
-    run_deadline,
-)
+from toolrelay.backends._transport import map_transport_errors
+from toolrelay.backends._wire import ACCEPT_ENCODING, body_excerpt, bound_body, run_deadline
 from toolrelay.core import Limits
-from toolrelay.errors import (
-    ConnectError,
-    ContentTypeError,
-    DeadlineError,
-    HTTPStatusError,
-    LimitExceededError,
-    MalformedEventError,
-    ReadTimeoutError,
-    RemoteProtocolError,
-    StreamDroppedError,
-    TransportError,
-)
-from toolrelay.protocol import (
-    Event,
-    RunAgentInput,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    TextMessageContentEvent,
-    ToolCallArgsEvent,
-    UnknownEvent,
-    decode_event,
-    encode,
-)
-from toolrelay.protocol._codec import decode_known_event
+from toolrelay.errors import ContentTypeError, DeadlineError, HTTPStatusError, RemoteProtocolError
+from toolrelay.protocol import RunAgentInput, encode
 
 __all__ = (
     "DEFAULT_TIMEOUT",
@@ -149,8 +104,6 @@ __all__ = (
     "RunAllocator",
     "map_transport_errors",
 )
-
-_RUN_ENDS: Final = frozenset((RunFinishedEvent, RunErrorEvent))
 
 #: Seconds to connect, and seconds without a byte before a stream counts as stalled.
 DEFAULT_TIMEOUT: Final = httpx.Timeout(60.0, connect=10.0)
@@ -167,61 +120,8 @@ _DRAIN_SECONDS = 0.25  # to read the rest of a finished run's body
 #: The response header by which a server says it resumes a POST sent again with
 #: ``Last-Event-ID`` (see "Reconnecting" above).
 RESUME_HEADER: Final = "toolrelay-resume"
-_MAX_EVENT_ID = 256  # the longest SSE id sent back as Last-Event-ID
-_MAX_REPLAY = 4096  # events (other than deltas) kept to reconcile a resumed stream
 
 logger = logging.getLogger("toolrelay.backends")
-
-
-@contextlib.contextmanager
-def map_transport_errors() -> Iterator[None]:
-    """Translate httpx and httpx-sse exceptions into toolrelay's typed errors.
-
-    The one boundary where third-party transport exceptions are caught; each is
-    re-raised as a :class:`~toolrelay.errors.TransportError` subclass (or, for a broken
-    SSE framing, :class:`~toolrelay.errors.MalformedEventError`) chained to the original.
-    Anything else passes through untouched, cancellation included.
-
-    Raises:
-        ConnectError: The server could not be reached (refused, DNS, connect timeout,
-            no pooled connection in time, an unsupported URL scheme).
-        ReadTimeoutError: No byte arrived within the read timeout.
-        StreamDroppedError: The connection broke while the response was streaming.
-        MalformedEventError: httpx-sse rejected the stream, or its bytes could not be
-            decoded.
-        TransportError: Any other transport failure (a write error, a proxy error...).
-    """
-    try:
-        yield
-    except SSEError as exc:  # before httpx.TransportError, which it subclasses
-        raise MalformedEventError(f"malformed SSE stream: {exc}", code="malformed_sse") from exc
-    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-        raise ConnectError(
-            f"cannot connect to the agent server: {_describe(exc)}", code="connect_error"
-        ) from exc
-    except httpx.UnsupportedProtocol as exc:
-        raise ConnectError(f"cannot connect: {_describe(exc)}", code="connect_error") from exc
-    except httpx.ReadTimeout as exc:
-        raise ReadTimeoutError(
-            "no data from the agent server within the read timeout", code="read_timeout"
-        ) from exc
-    except (httpx.ReadError, httpx.RemoteProtocolError, httpx.CloseError) as exc:
-        raise StreamDroppedError(
-            f"the connection to the agent server broke: {_describe(exc)}", code="stream_dropped"
-        ) from exc
-    except httpx.DecodingError as exc:
-        raise MalformedEventError(
-            f"the response body cannot be decoded: {_describe(exc)}", code="malformed_sse"
-        ) from exc
-    except httpx.HTTPError as exc:
-        raise TransportError(
-            f"transport failure: {_describe(exc)}", code="transport_error"
-        ) from exc
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class AguiHttpBackend:
@@ -419,13 +319,13 @@ class AguiHttpBackend:
                 resumable = self.resume == "ids" or (
                     response.headers.get(RESUME_HEADER, "").strip().lower() == "last-event-id"
                 )
-                run = _RunStream(
+                run = RunStream(
                     SseReader(response.stream),
                     limits.max_event_bytes,
                     self.reconnect if resumable else NO_RETRY,
                     reopen,
                 )
-                events = _Events(run)
+                events = RunEvents(run)
                 try:
                     yield events
                     if run.ended:
@@ -435,268 +335,6 @@ class AguiHttpBackend:
             if timer.cancelled_caught:
                 assert limits.run_seconds is not None
                 raise DeadlineError(limits.run_seconds)
-
-
-class _Events:
-    """A run's decoded events, one by one (``async for``) or, for the engine, a read's
-    events at once (:meth:`batches`); one way per stream."""
-
-    __slots__ = ("_iterator", "_run", "_way")
-
-    def __init__(self, run: _RunStream) -> None:
-        self._run = run
-        self._iterator: AsyncGenerator[Any, None] | None = None
-        self._way: Callable[[], AsyncGenerator[Any, None]] | None = None
-
-    def __aiter__(self) -> AsyncGenerator[Event | UnknownEvent, None]:
-        return self._start(self._run.events)
-
-    async def __anext__(self) -> Event | UnknownEvent:
-        event: Event | UnknownEvent = await self._start(self._run.events).__anext__()
-        return event
-
-    def batches(self) -> AsyncGenerator[list[Event | UnknownEvent], None]:
-        """Each read's decoded events in one list, as they come."""
-        return self._start(self._run.batches)
-
-    def _start(self, iterate: Callable[[], AsyncGenerator[Any, None]]) -> AsyncGenerator[Any, None]:
-        if self._iterator is None:
-            self._iterator = iterate()
-            self._way = iterate
-        elif self._way != iterate:
-            raise RuntimeError("a run's events are read one way: one by one or by reads")
-        return self._iterator
-
-    async def aclose(self) -> None:
-        if self._iterator is not None:
-            await self._iterator.aclose()
-
-
-class _RunStream:
-    """Decodes one run's SSE events, remembers whether the run said it ended, and
-    resumes the stream after a drop (see the module docstring, "Reconnecting")."""
-
-    def __init__(
-        self,
-        sse_events: SseReader,
-        max_event_bytes: int,
-        policy: RetryPolicy,
-        reopen: Callable[[str], Awaitable[SseReader]],
-    ) -> None:
-        self.sse_events = sse_events
-        self._max_event_bytes = max_event_bytes
-        self._policy = policy
-        self._reopen = reopen
-        #: RUN_FINISHED or RUN_ERROR was yielded.
-        self.ended = False
-        self._run_id: str | None = None
-        # What was yielded under the last id: a resumed stream sends it again.
-        self._last_id = ""
-        self._since = _Delivered()
-        self._replay: _Replay | None = None  # after a reconnect, until the replay is past
-        self._attempt = 0  # reconnections since the last new id
-        self._waited = 0.0
-
-    async def events(self) -> AsyncGenerator[Event | UnknownEvent, None]:
-        async with contextlib.aclosing(self.batches()) as batches:
-            async for events in batches:
-                for event in events:
-                    yield event
-
-    async def batches(self) -> AsyncGenerator[list[Event | UnknownEvent], None]:
-        """Each read's decoded events in one list (never an empty one), as they come."""
-        while True:
-            try:
-                with map_transport_errors():
-                    # A read's events at once (one await per read, not per event).
-                    while batch := await self.sse_events.batch():
-                        events: list[Event | UnknownEvent] = []
-                        try:
-                            self._decode(batch, events)
-                        except Exception:
-                            # What the read held before the bad event comes first, as
-                            # it would have event after event.
-                            if events:
-                                yield events
-                            raise
-                        if events:
-                            yield events
-                return
-            except StreamDroppedError as dropped:
-                if self.ended or not _resumable(self._last_id) or self._since.overflowed:
-                    raise
-                self.sse_events = await self._resume(dropped)
-                self._replay = _Replay(self._last_id, self._since, self._run_id)
-
-    def _decode(self, batch: list[SseEvent], events: list[Event | UnknownEvent]) -> None:
-        """Append the decoded events of one read's SSE events to ``events``."""
-        # Once per event, so written out: decode_event's fast path is called inline.
-        max_bytes = self._max_event_bytes
-        decode, run_ends = decode_known_event, _RUN_ENDS
-        append = events.append
-        for sse in batch:
-            data = sse.data
-            if not data:
-                continue  # an event with no data: a named ping, an id, a retry
-            if len(data) > max_bytes:
-                raise LimitExceededError(
-                    "max_event_bytes",
-                    max_bytes,
-                    f"an SSE event of {len(data)} bytes",
-                )
-            try:
-                event: Event | UnknownEvent = decode(data)
-            except (msgspec.MsgspecError, ValueError, RecursionError):
-                # Unknown type, snake_case, a lone surrogate, or the typed
-                # error (deep nesting and bad UTF-8 included).
-                event = decode_event(data)
-            if self._replay is not None:
-                kept = self._replay.admit(sse.id, event)
-                if kept is None:
-                    continue
-                event = kept
-                if not self._replay.active:
-                    self._replay = None
-            event_type = type(event)
-            if event_type in run_ends:
-                self.ended = True
-            elif event_type is RunStartedEvent:
-                self._run_id = event.run_id  # type: ignore[union-attr]
-            if sse.id != self._last_id:
-                self._last_id = sse.id
-                self._since.clear()
-                if self._attempt:  # progress: the next drop starts afresh
-                    self._attempt = 0
-                    self._waited = 0.0
-            elif sse.id:
-                self._since.add(event)
-            append(event)
-
-    async def _resume(self, dropped: StreamDroppedError) -> SseReader:
-        """The stream reopened after the last id, within the policy; raises ``dropped``
-        when it cannot be."""
-        error: RemoteProtocolError = dropped
-        while True:
-            self._attempt += 1
-            delay = self._policy.delay(error, self._attempt, self._waited)
-            if delay is None:
-                raise dropped from (None if error is dropped else error)
-            self._announce(error, delay)
-            await anyio.sleep(delay)
-            self._waited += delay
-            try:
-                return await self._reopen(self._last_id)
-            except RemoteProtocolError as refused:
-                if not self._policy.retries(refused):
-                    # The server cannot resume (no such position, 404, not a stream):
-                    # the run fails as it would have without reconnecting.
-                    logger.info("reconnect refused: %s", refused.message)
-                    raise dropped from refused
-                error = refused
-
-    def _announce(self, error: RemoteProtocolError, delay: float) -> None:
-        logger.info(
-            "stream dropped (%s); reconnect %d after id %r in %.2f s",
-            error.message,
-            self._attempt,
-            self._last_id,
-            delay,
-        )
-        settings = current_run_settings()
-        if settings is not None and settings.on_retry is not None:
-            settings.on_retry(
-                RetryNotice(
-                    attempt=self._attempt,
-                    delay=delay,
-                    reason=error.message,
-                    code=error.code,
-                    resume_from=self._last_id,
-                )
-            )
-
-
-def _resumable(last_id: str) -> bool:
-    """Whether ``last_id`` can be sent back as ``Last-Event-ID``: one was received, and
-    it is short printable ASCII (a header value httpx sends as it is)."""
-    return 0 < len(last_id) <= _MAX_EVENT_ID and last_id.isascii() and last_id.isprintable()
-
-
-class _Delivered:
-    """What a stream yielded under one event id: the characters of each message's text
-    and each call's arguments, and the other events (at most :data:`_MAX_REPLAY`; past
-    that the position is not resumable)."""
-
-    __slots__ = ("chars", "events", "overflowed")
-
-    def __init__(self) -> None:
-        self.chars: dict[tuple[type, str], int] = {}
-        self.events: list[Event | UnknownEvent] = []
-        self.overflowed = False
-
-    def clear(self) -> None:
-        if self.chars:
-            self.chars.clear()
-        if self.events:
-            self.events.clear()
-        self.overflowed = False
-
-    def add(self, event: Event | UnknownEvent) -> None:
-        if isinstance(event, TextMessageContentEvent):
-            key: tuple[type, str] = (TextMessageContentEvent, event.message_id)
-            self.chars[key] = self.chars.get(key, 0) + len(event.delta)
-        elif isinstance(event, ToolCallArgsEvent):
-            key = (ToolCallArgsEvent, event.tool_call_id)
-            self.chars[key] = self.chars.get(key, 0) + len(event.delta)
-        elif len(self.events) < _MAX_REPLAY:
-            self.events.append(event)
-        else:
-            self.overflowed = True
-
-
-class _Replay:
-    """Reconciles a resumed stream with what the broken one already delivered.
-
-    A server resuming after id ``X`` sends again what it had sent after ``X`` under
-    the same id: the rest of a unit (message, call) cut in the middle is resent whole,
-    and text that went out live before its record may come back as the record's one
-    ``TEXT_MESSAGE_CONTENT``. So, while the resumed stream's ids are still ``X``: an
-    event equal to one delivered is dropped, text and arguments already delivered are
-    cut from their deltas, and a repeated ``RUN_STARTED`` of the run is dropped. The
-    first event with another id ends the replay: from there on, everything is new.
-    """
-
-    def __init__(self, last_id: str, delivered: _Delivered, run_id: str | None) -> None:
-        self._last_id = last_id
-        self._events = list(delivered.events)
-        self._sent = dict(delivered.chars)
-        self._run_id = run_id
-        self.active = True
-
-    def admit(self, event_id: str, event: Event | UnknownEvent) -> Event | UnknownEvent | None:
-        """``event`` as the engine gets it (``None``: already delivered)."""
-        if event_id != self._last_id:
-            self.active = False
-            return event
-        if isinstance(event, RunStartedEvent) and event.run_id == self._run_id:
-            return None
-        if isinstance(event, TextMessageContentEvent | ToolCallArgsEvent):
-            unit = (
-                event.message_id
-                if isinstance(event, TextMessageContentEvent)
-                else event.tool_call_id
-            )
-            key = (type(event), unit)
-            sent = self._sent.get(key, 0)
-            if sent <= 0:
-                return event
-            self._sent[key] = sent - len(event.delta)
-            if len(event.delta) <= sent:
-                return None
-            return msgspec.structs.replace(event, delta=event.delta[sent:])
-        if event in self._events:
-            self._events.remove(event)
-            return None
-        return event
 
 
 async def _drain(sse_events: SseReader) -> None:

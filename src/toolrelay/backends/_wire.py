@@ -6,14 +6,14 @@ httpx decodes a compressed body chunk by chunk, and one chunk of a gzip bomb (64
 on the wire) can inflate to 64 MiB at once; it also replaces invalid UTF-8 silently
 and keeps a byte order mark. So the HTTP backends (AG-UI and the providers) take the
 decoding over: :func:`bound_body` replaces the response's byte stream with a
-:class:`_BoundedBody` and removes ``Content-Encoding``, so that httpx reads our
+:class:`BoundedBody` and removes ``Content-Encoding``, so that httpx reads our
 decoded bytes as they are::
 
     wire bytes -> inflate (gzip, deflate; at most 64 KiB out per step)
                -> strip a leading BOM, check UTF-8 (event streams)
                -> count the bytes since the last record boundary (a blank line for
                   SSE, a newline for NDJSON): past the bound, LimitExceededError
-               -> httpx (identity) -> httpx-sse or aiter_lines
+               -> the readers of :mod:`toolrelay.backends._readers` (SSE, NDJSON)
 
 Every bound is counted on *decoded* bytes, and memory stays near the bound whatever
 the compression ratio. Brotli is decoded too when the ``brotli`` package (1.2 or
@@ -37,16 +37,12 @@ from typing import Any, Final, Protocol, Self
 
 import anyio
 import httpx
-import msgspec
 
 from toolrelay.errors import LimitExceededError, MalformedEventError, RemoteProtocolError
 
 __all__ = (
     "ACCEPT_ENCODING",
     "DECODE_STEP_BYTES",
-    "LineReader",
-    "SseEvent",
-    "SseReader",
     "body_excerpt",
     "bound_body",
     "run_deadline",
@@ -68,7 +64,7 @@ def _bounded_brotli() -> Any:
 
 _BROTLI: Final = _bounded_brotli()
 
-#: The ``Accept-Encoding`` HTTP backends send: what :class:`_BoundedBody` decodes
+#: The ``Accept-Encoding`` HTTP backends send: what :class:`BoundedBody` decodes
 #: (``br`` only with the ``brotli`` package installed).
 ACCEPT_ENCODING: Final = "gzip, deflate, br" if _BROTLI is not None else "gzip, deflate"
 #: The most decoded bytes one step of inflating produces.
@@ -193,7 +189,7 @@ def _through(inflaters: list[_Inflater], data: bytes, *, final: bool) -> Iterato
         yield from _through(rest, b"", final=True)
 
 
-class _BoundedBody(httpx.AsyncByteStream):
+class BoundedBody(httpx.AsyncByteStream):
     """A response body decoded by us, in bounded steps, with its records bounded.
 
     See the module docstring. An iterator class rather than an async generator, so
@@ -224,6 +220,8 @@ class _BoundedBody(httpx.AsyncByteStream):
         self._record = record
         self._max_record_bytes = max_record_bytes
         self._bound = (2 if record == "sse" else 1) * max_record_bytes + _BLOCK_SLACK_BYTES
+        # What ends a record: a blank line (SSE), a newline (NDJSON).
+        self._record_end = (b"\n\n" if record == "sse" else b"\n") if record else None
         self._since_boundary = 0
         self._tail = b""
         self._utf8 = codecs.getincrementaldecoder("utf-8")() if record else None
@@ -252,12 +250,12 @@ class _BoundedBody(httpx.AsyncByteStream):
                     self._done = True
                     raise
                 if chunk:
-                    return self._check(chunk)
+                    return self.check(chunk)
         while True:
             for piece in self._pending:
                 piece = self._strip_bom(piece)
                 if piece:
-                    return self._check(piece)
+                    return self.check(piece)
             if self._done:
                 # A body cut inside a character was cut inside an event too (an
                 # unfinished line), which the parser discards: not a UTF-8 error.
@@ -283,7 +281,24 @@ class _BoundedBody(httpx.AsyncByteStream):
         self._head = b""
         return head.removeprefix(_BOM)  # the SSE spec: one leading BOM is ignored
 
-    def _check(self, chunk: bytes) -> bytes:
+    def direct_reads(self) -> AsyncIterator[bytes] | None:
+        """The raw stream's reads, while this body would hand them on as they come (no
+        decoder, no BOM still to look for, no error waiting, not at the end), else
+        ``None``. A reader may then await them itself and pass each to :meth:`check`:
+        one coroutine fewer per read. It calls :meth:`finished` when they end."""
+        if self._identity and not self._done and self._error is None:
+            return self._chunks
+        return None
+
+    def finished(self) -> None:
+        """The reads taken through :meth:`direct_reads` came to their end."""
+        self._done = True
+
+    def check(self, chunk: bytes) -> bytes:
+        """A decoded read, checked: ``chunk`` itself, or raises past the record bound.
+        At invalid UTF-8 the valid part before it is returned first (a shorter object:
+        its error is raised by the body's next read), or, when there is none, the error
+        is raised at once."""
         # ASCII with no multi-byte sequence begun earlier is valid UTF-8 as it is.
         if self._utf8 is not None and (self._held or not chunk.isascii()):
             held = len(self._utf8.getstate()[0])  # bytes of a sequence begun earlier
@@ -299,7 +314,14 @@ class _BoundedBody(httpx.AsyncByteStream):
                 if not valid:
                     raise self._error from exc
                 chunk = chunk[:valid]
-        if self._record is None:
+        record_end = self._record_end
+        if record_end is None:
+            return chunk
+        if len(chunk) > 2 and chunk.endswith(record_end):
+            # A read that ends with a record (nearly every read of a stream flushed
+            # event by event): nothing is counted past it.
+            self._since_boundary = 0
+            self._tail = chunk[-3:]
             return chunk
         window = self._tail + chunk
         if self._record == "sse":
@@ -369,14 +391,14 @@ def bound_body(
             event stream is not UTF-8 (``invalid_utf8``).
     """
     stream = response.stream
-    if not isinstance(stream, httpx.AsyncByteStream) or isinstance(stream, _BoundedBody):
+    if not isinstance(stream, httpx.AsyncByteStream) or isinstance(stream, BoundedBody):
         return
     error: RemoteProtocolError | None = None
     try:
         inflaters = _inflaters(response)
     except RemoteProtocolError as exc:
         inflaters, error = [], exc
-    response.stream = _BoundedBody(stream, inflaters, error, record, max_record_bytes)
+    response.stream = BoundedBody(stream, inflaters, error, record, max_record_bytes)
     if "content-encoding" in response.headers:
         del response.headers["content-encoding"]
     if record is not None:
@@ -418,201 +440,6 @@ async def body_excerpt(
     if len(text) > _EXCERPT_CHARS:
         text = text[:_EXCERPT_CHARS] + "..."
     return bytes(kept), text or note
-
-
-class SseEvent(msgspec.Struct, gc=False):
-    """One Server-Sent Event: its ``event`` name (``"message"`` when unnamed), its
-    ``data`` lines joined with newlines, as UTF-8 bytes, and the stream's last event
-    id when it was dispatched (``""`` when the stream has sent none).
-
-    A msgspec Struct: built in C, one per event, and never tracked by the cycle
-    collector (it holds only strings and bytes)."""
-
-    event: str
-    data: bytes
-    id: str = ""
-
-
-class SseReader:
-    """The events of an SSE body (the WHATWG "event stream interpretation"), read from
-    a byte stream that :func:`bound_body` already bounds and checks.
-
-    Lines end with CR, LF or CRLF (a CR at the end of one read and an LF at the start
-    of the next are one line ending); comments, ``retry`` fields and
-    unknown fields are skipped; one space after the colon is dropped; an event with
-    no data line is not dispatched; an event cut off by the end of the body is
-    discarded, as the specification says. The last ``id`` field (one without a NUL)
-    is the stream's last event id, which each dispatched event carries. An iterator
-    class, not an async generator: leaving it early leaves nothing suspended.
-    """
-
-    def __init__(self, stream: httpx.AsyncByteStream) -> None:
-        self._chunks = stream.__aiter__()
-        # The line being read, and the event's data: compact buffers, so that a block
-        # of many tiny lines costs its bytes, not an object per line.
-        self._partial = bytearray()
-        self._skip_lf = False
-        self._data: bytes | bytearray | None = None
-        self._name = b""
-        self._id = ""  # the last event id buffer
-        self._ready: list[SseEvent] = []
-        self._next = 0
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SseEvent:
-        while self._next >= len(self._ready):
-            self._ready.clear()
-            self._next = 0
-            chunk = await self._chunks.__anext__()  # StopAsyncIteration ends us too
-            self._feed(chunk)
-        event = self._ready[self._next]
-        self._next += 1
-        return event
-
-    async def batch(self) -> list[SseEvent]:
-        """The events not yet taken, or else those of the next reads that complete any;
-        empty at the end of the body. Taking a read's events at once spares a call per
-        event; it mixes with ``async for`` (each takes what the other did not)."""
-        while self._next >= len(self._ready):
-            self._ready = []
-            self._next = 0
-            try:
-                chunk = await self._chunks.__anext__()
-            except StopAsyncIteration:
-                return []
-            self._feed(chunk)
-        ready = self._ready if not self._next else self._ready[self._next :]
-        self._ready = []
-        self._next = 0
-        return ready
-
-    def _feed(self, chunk: bytes) -> None:
-        if self._skip_lf:
-            self._skip_lf = False
-            if chunk.startswith(b"\n"):
-                chunk = chunk[1:]
-        if b"\n" not in chunk and b"\r" not in chunk:
-            self._partial += chunk
-            return
-        if self._partial:
-            self._partial += chunk
-            chunk = bytes(self._partial)
-            self._partial = bytearray()
-        if b"\r" not in chunk:
-            self._feed_lf(chunk)
-            return
-        lines = chunk.splitlines(keepends=True)  # bytes: at CR, LF and CRLF only
-        if not lines[-1].endswith((b"\n", b"\r")):
-            self._partial += lines.pop()
-        elif lines[-1].endswith(b"\r"):
-            self._skip_lf = True  # its LF may come with the next read
-        for line in lines:
-            self._line(line.rstrip(b"\r\n"))
-
-    def _feed_lf(self, chunk: bytes) -> None:
-        """:meth:`_feed` for a chunk that starts a line and has LF endings only: whole
-        event blocks are cut at each blank line, and a block of one ``data`` line (what
-        nearly every event is) becomes an event without being read line by line."""
-        *blocks, rest = chunk.split(b"\n\n")
-        if blocks:
-            append = self._ready.append
-            line = self._line
-            last_id = self._id
-            # The first block may continue an event begun in an earlier read.
-            clean = self._data is None and not self._name
-            for block in blocks:
-                if clean and block.startswith(b"data: ") and b"\n" not in block:
-                    append(SseEvent("message", block[6:], last_id))
-                elif clean and block.startswith(b"data:") and b"\n" not in block:
-                    append(SseEvent("message", block[5:], last_id))
-                else:
-                    for piece in block.split(b"\n"):
-                        line(piece)
-                    line(b"")  # the blank line that ended the block
-                    clean = True
-                    last_id = self._id
-        if rest:
-            *lines, partial = rest.split(b"\n")
-            for piece in lines:
-                self._line(piece)
-            self._partial += partial
-
-    def _line(self, line: bytes) -> None:
-        if not line:
-            data = self._data
-            if data is not None:
-                name = self._name.decode(errors="replace") if self._name else "message"
-                self._ready.append(
-                    SseEvent(name, data if type(data) is bytes else bytes(data), self._id)
-                )
-                self._data = None
-            self._name = b""
-            return
-        if line.startswith(b":"):
-            return  # a comment (keep-alive)
-        field, colon, value = line.partition(b":")
-        if colon and value.startswith(b" "):
-            value = value[1:]
-        if field == b"data":
-            data = self._data
-            if data is None:
-                self._data = value  # one line: kept as it is
-            else:
-                if type(data) is bytes:
-                    data = self._data = bytearray(data)
-                data += b"\n"
-                data += value
-        elif field == b"event":
-            self._name = value
-        elif field == b"id" and b"\0" not in value:
-            self._id = value.decode(errors="replace")
-        # retry and unknown fields: ignored
-
-
-class LineReader:
-    """The non-blank lines of an NDJSON body (LF or CRLF endings), as bytes, read from
-    a byte stream that :func:`bound_body` already bounds and checks. An iterator
-    class, like :class:`SseReader`."""
-
-    def __init__(self, stream: httpx.AsyncByteStream) -> None:
-        self._chunks = stream.__aiter__()
-        self._partial = bytearray()
-        self._ready: list[bytes] = []
-        self._next = 0
-        self._done = False
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> bytes:
-        while self._next >= len(self._ready):
-            self._ready.clear()
-            self._next = 0
-            if self._done:
-                raise StopAsyncIteration
-            try:
-                chunk = await self._chunks.__anext__()
-            except StopAsyncIteration:
-                self._done = True  # a last line without a newline still counts
-                chunk = b"\n"
-            self._feed(chunk)
-        line = self._ready[self._next]
-        self._next += 1
-        return line
-
-    def _feed(self, chunk: bytes) -> None:
-        if b"\n" not in chunk:
-            self._partial += chunk
-            return
-        if self._partial:
-            self._partial += chunk
-            chunk = bytes(self._partial)
-            self._partial = bytearray()
-        *lines, rest = chunk.split(b"\n")
-        self._partial += rest
-        self._ready.extend(line for line in lines if line.strip())
 
 
 def run_deadline(seconds: float | None) -> float:

@@ -5,12 +5,15 @@ tests drive it in-process, as Automat's ``tool(_argv=..., _print=...)`` does.
 
 Exit codes (:class:`ExitCode`): 0 the turn completed (or the command succeeded); the
 others say what went wrong, so scripts can tell them apart.
+
+Each subcommand is a module with ``register`` and ``run``; this package builds the
+command line from them, one way: they import nothing from it (the exit codes live in
+``_exit``).
 """
 
 from __future__ import annotations
 
 import argparse
-import enum
 import logging
 import os
 import sys
@@ -19,38 +22,10 @@ from typing import TextIO
 
 from toolrelay._version import __version__
 from toolrelay.cli import _demo, _diagrams, _inspect, _replay, _run, _serve, _verify
+from toolrelay.cli._exit import ExitCode as ExitCode
 from toolrelay.cli._terminal import neutralise
 
 __all__ = ("ExitCode", "main")
-
-
-class ExitCode(enum.IntEnum):
-    """What the ``toolrelay`` command's exit status means."""
-
-    #: The turn completed / the command succeeded.
-    OK = 0
-    #: The turn failed (agent error, protocol error, depth bound, tool trouble).
-    FAILED = 1
-    #: Wrong usage: a bad flag, a missing file, a tool module that does not import.
-    USAGE = 2
-    #: The turn was superseded, or the agent reported its run cancelled (AG-UI
-    #: ``cancelled`` outcome).
-    CANCELLED = 3
-    #: The agent's server could not be reached.
-    UNREACHABLE = 4
-    #: A check failed (``diagrams --check`` drift, ``verify`` found a counterexample,
-    #: ``replay`` found protocol violations).
-    CHECK_FAILED = 5
-    #: The turn ended ``interrupted``: the agent waits for answers (AG-UI ``interrupt``
-    #: outcome; what it asks is printed). Not a failure, and not an answer either.
-    INTERRUPTED = 6
-    #: Ctrl-C (SIGINT), 128 + 2 as shells report it: a turn is cancelled and its
-    #: summary printed first.
-    CTRL_C = 130
-    #: The reader of the output went away (``toolrelay demo | head``): the command stops
-    #: quietly, 128 + 13 (SIGPIPE) as shells report it.
-    BROKEN_PIPE = 141
-
 
 _COMMANDS = (_demo, _run, _replay, _inspect, _diagrams, _verify, _serve)
 

@@ -29,8 +29,10 @@ import anyio
 
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AguiHttpBackend
-from toolrelay.cli._run import TurnOutcome, exit_code, run_turn, state_json, write_summary
+from toolrelay.cli._exit import ExitCode
+from toolrelay.cli._summary import exit_code, state_json, write_summary
 from toolrelay.cli._terminal import reported_violations
+from toolrelay.cli._turn import TurnOutcome, run_turn
 from toolrelay.demo import DEMO_TOOLS, SCENARIOS, DemoAgent, serve_demo
 from toolrelay.diagrams import trace_diagram_for_turn
 from toolrelay.machines import RunStatus
@@ -151,8 +153,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """Run ``toolrelay demo``; returns an :class:`~toolrelay.cli.ExitCode`."""
-    from toolrelay.cli import ExitCode
-
     scenario: str = args.scenario
     message = _MESSAGES.get(scenario, scenario)
     live = None if args.json else stdout

@@ -17,6 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
+from toolrelay.cli._exit import ExitCode
 from toolrelay.diagrams import DiagramError, Format, TextFormat, check, write_all
 
 __all__ = ("register", "run")
@@ -58,8 +59,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """Run ``toolrelay diagrams``; returns an :class:`~toolrelay.cli.ExitCode`."""
-    from toolrelay.cli import ExitCode
-
     out: Path = args.out
     chosen: Format | None = args.format
     if args.check:

@@ -29,7 +29,8 @@ import httpx
 import msgspec
 from httpx_sse import EventSource
 
-from toolrelay.cli._replay import Finding, _Lines, replay_capture
+from toolrelay.cli._exit import ExitCode
+from toolrelay.cli._replay import Finding, capture_lines, replay_capture
 from toolrelay.core import Limits
 
 __all__ = ("MAX_EVENTS", "capture_document", "make_server", "register", "run")
@@ -40,7 +41,7 @@ MAX_EVENTS = 20_000
 
 def _events(data: bytes, limits: Limits) -> tuple[list[dict[str, Any]], bool]:
     """The capture's SSE events with data, numbered as ``replay`` numbers them."""
-    lines = _Lines(data, 2 * limits.max_event_bytes + 64 * 1024, lambda finding: None)
+    lines = capture_lines(data, limits, lambda finding: None)
     response = httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=lines)
     out: list[dict[str, Any]] = []
     index = 0
@@ -156,8 +157,6 @@ def run(
     open_browser: Callable[[str], object] = webbrowser.open,
 ) -> int:
     """Run ``toolrelay inspect`` until Ctrl-C; returns an :class:`~toolrelay.cli.ExitCode`."""
-    from toolrelay.cli import ExitCode
-
     path: Path = args.file
     try:
         with path.open("rb") as capture:

@@ -45,6 +45,7 @@ import msgspec
 from httpx_sse import EventSource
 
 from toolrelay._reasons import TerminalReason
+from toolrelay.cli._exit import ExitCode
 from toolrelay.cli._terminal import SafeOut, reported_violations, summarise_counts
 from toolrelay.core import (
     Conversation,
@@ -67,7 +68,15 @@ from toolrelay.errors import InvalidEventError, LimitExceededError, MalformedEve
 from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import Event, RunStartedEvent, UnknownEvent, decode_event, encode
 
-__all__ = ("Finding", "ReplayReport", "register", "replay_capture", "run")
+__all__ = (
+    "CaptureLines",
+    "Finding",
+    "ReplayReport",
+    "capture_lines",
+    "register",
+    "replay_capture",
+    "run",
+)
 
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _READ_BYTES = 64 * 1024
@@ -142,7 +151,7 @@ class ReplayReport:
         )
 
 
-class _Lines(httpx.SyncByteStream):
+class CaptureLines(httpx.SyncByteStream):
     """The capture one line per chunk, with line endings made ``\\n`` (SSE reads CR,
     LF and CRLF alike), so that the line an SSE event starts on is known when
     httpx-sse yields it: the parser pulls the next chunk only after that.
@@ -233,6 +242,13 @@ class _Lines(httpx.SyncByteStream):
                 self.block_has_data = False
 
 
+def capture_lines(
+    source: bytes | BinaryIO, limits: Limits, report: Callable[[Finding], None]
+) -> CaptureLines:
+    """``source``'s lines, each cut at the longest line an event within ``limits`` needs."""
+    return CaptureLines(source, 2 * limits.max_event_bytes + _LINE_SLACK, report)
+
+
 def replay_capture(data: bytes | BinaryIO, *, limits: Limits | None = None) -> ReplayReport:
     """Feed a recorded SSE body through the parser, the decoder and a processor.
 
@@ -260,7 +276,7 @@ def replay_capture(data: bytes | BinaryIO, *, limits: Limits | None = None) -> R
         else:
             omitted[finding.code] += 1
 
-    lines = _Lines(data, 2 * limits.max_event_bytes + _LINE_SLACK, report)
+    lines = capture_lines(data, limits, report)
     response = httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=lines)
     sse_count = 0
     events = 0
@@ -360,8 +376,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """Run ``toolrelay replay``; returns an :class:`~toolrelay.cli.ExitCode`."""
-    from toolrelay.cli import ExitCode
-
     path: Path = args.file
     try:
         # Streamed: a large capture is never held whole.

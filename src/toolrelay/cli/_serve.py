@@ -35,7 +35,8 @@ from typing import Any, TextIO
 
 from toolrelay.backends import AgentBackend, AguiHttpBackend, EventStream, ThreadKey
 from toolrelay.backends.providers import PROVIDERS, provider_backend
-from toolrelay.cli._run import ToolsUsageError, load_tools
+from toolrelay.cli._exit import ExitCode
+from toolrelay.cli._tools import ToolsUsageError, load_tools
 from toolrelay.core import ToolRegistry
 from toolrelay.demo import DEMO_TOOLS, plan_reply
 from toolrelay.errors import StreamDroppedError
@@ -205,7 +206,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """Run ``toolrelay serve`` until Ctrl-C; returns an exit code."""
-    from toolrelay.cli import ExitCode
     from toolrelay.server import AguiServer, max_tool_rounds_from_env
 
     try:
@@ -353,8 +353,6 @@ def _worker_argv(args: argparse.Namespace, fd: int) -> list[str]:
 def _supervise(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """``--workers N``: bind the port, run N workers on it, start again one that dies,
     and on SIGINT/SIGTERM pass SIGTERM to each and wait for them to drain."""
-    from toolrelay.cli import ExitCode
-
     try:
         listener = socket.create_server(
             (args.host, args.port),

@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
+from toolrelay.cli._exit import ExitCode
+
 __all__ = ("register", "run")
 
 
@@ -66,7 +68,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """Run ``toolrelay verify``; returns an :class:`~toolrelay.cli.ExitCode`."""
-    from toolrelay.cli import ExitCode
     from toolrelay.cli._terminal import Palette
     from toolrelay.verify import CheckResult, format_result, format_summary, verify
 

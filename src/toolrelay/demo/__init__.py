@@ -13,9 +13,9 @@ tests and to record SSE captures. Serving needs uvicorn (the ``demo`` extra).
 
 from __future__ import annotations
 
-from toolrelay.demo._agent import (
+from toolrelay.demo._agent import DemoAgent as DemoAgent
+from toolrelay.demo._scenarios import (
     SCENARIOS as SCENARIOS,
-    DemoAgent as DemoAgent,
     choose_scenario as choose_scenario,
     plan_reply as plan_reply,
 )

@@ -25,31 +25,16 @@ from ._codec import (
     encode as encode,
     encode_event as encode_event,
 )
-from ._events import (
+from ._event_base import (
     EVENT_TYPES as EVENT_TYPES,
     LEGACY_EVENT_TYPES as LEGACY_EVENT_TYPES,
-    ActivityDeltaEvent as ActivityDeltaEvent,
-    ActivitySnapshotEvent as ActivitySnapshotEvent,
-    AddOperation as AddOperation,
     AguiEvent as AguiEvent,
-    CopyOperation as CopyOperation,
-    CustomEvent as CustomEvent,
-    Event as Event,
     EventType as EventType,
+    UnknownEvent as UnknownEvent,
+)
+from ._events import Event as Event
+from ._lifecycle_events import (
     Interrupt as Interrupt,
-    JsonPatchOperation as JsonPatchOperation,
-    MessagesSnapshotEvent as MessagesSnapshotEvent,
-    MoveOperation as MoveOperation,
-    RawEvent as RawEvent,
-    ReasoningEncryptedValueEvent as ReasoningEncryptedValueEvent,
-    ReasoningEndEvent as ReasoningEndEvent,
-    ReasoningMessageChunkEvent as ReasoningMessageChunkEvent,
-    ReasoningMessageContentEvent as ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent as ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent as ReasoningMessageStartEvent,
-    ReasoningStartEvent as ReasoningStartEvent,
-    RemoveOperation as RemoveOperation,
-    ReplaceOperation as ReplaceOperation,
     RunErrorEvent as RunErrorEvent,
     RunFinishedCancelledOutcome as RunFinishedCancelledOutcome,
     RunFinishedEvent as RunFinishedEvent,
@@ -57,8 +42,6 @@ from ._events import (
     RunFinishedOutcome as RunFinishedOutcome,
     RunFinishedSuccessOutcome as RunFinishedSuccessOutcome,
     RunStartedEvent as RunStartedEvent,
-    StateDeltaEvent as StateDeltaEvent,
-    StateSnapshotEvent as StateSnapshotEvent,
     StepFinishedEvent as StepFinishedEvent,
     StepStartedEvent as StepStartedEvent,
     SubagentErrorEvent as SubagentErrorEvent,
@@ -67,23 +50,7 @@ from ._events import (
     SubagentFinishedSuccessOutcome as SubagentFinishedSuccessOutcome,
     SubagentFinishedSuspendedOutcome as SubagentFinishedSuspendedOutcome,
     SubagentStartedEvent as SubagentStartedEvent,
-    TestOperation as TestOperation,
-    TextMessageChunkEvent as TextMessageChunkEvent,
-    TextMessageContentEvent as TextMessageContentEvent,
-    TextMessageEndEvent as TextMessageEndEvent,
-    TextMessageStartEvent as TextMessageStartEvent,
-    ThinkingEndEvent as ThinkingEndEvent,
-    ThinkingStartEvent as ThinkingStartEvent,
-    ThinkingTextMessageContentEvent as ThinkingTextMessageContentEvent,
-    ThinkingTextMessageEndEvent as ThinkingTextMessageEndEvent,
-    ThinkingTextMessageStartEvent as ThinkingTextMessageStartEvent,
     TokenUsage as TokenUsage,
-    ToolCallArgsEvent as ToolCallArgsEvent,
-    ToolCallChunkEvent as ToolCallChunkEvent,
-    ToolCallEndEvent as ToolCallEndEvent,
-    ToolCallResultEvent as ToolCallResultEvent,
-    ToolCallStartEvent as ToolCallStartEvent,
-    UnknownEvent as UnknownEvent,
 )
 from ._messages import (
     ActivityMessage as ActivityMessage,
@@ -107,11 +74,56 @@ from ._messages import (
     UserMessage as UserMessage,
     VideoPart as VideoPart,
 )
+from ._reasoning_events import (
+    ReasoningEncryptedValueEvent as ReasoningEncryptedValueEvent,
+    ReasoningEndEvent as ReasoningEndEvent,
+    ReasoningMessageChunkEvent as ReasoningMessageChunkEvent,
+    ReasoningMessageContentEvent as ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent as ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent as ReasoningMessageStartEvent,
+    ReasoningStartEvent as ReasoningStartEvent,
+    ThinkingEndEvent as ThinkingEndEvent,
+    ThinkingStartEvent as ThinkingStartEvent,
+    ThinkingTextMessageContentEvent as ThinkingTextMessageContentEvent,
+    ThinkingTextMessageEndEvent as ThinkingTextMessageEndEvent,
+    ThinkingTextMessageStartEvent as ThinkingTextMessageStartEvent,
+)
 from ._run_input import (
     Context as Context,
     ResumeEntry as ResumeEntry,
     RunAgentInput as RunAgentInput,
     Tool as Tool,
+)
+from ._special_events import (
+    CustomEvent as CustomEvent,
+    RawEvent as RawEvent,
+)
+from ._state_events import (
+    ActivityDeltaEvent as ActivityDeltaEvent,
+    ActivitySnapshotEvent as ActivitySnapshotEvent,
+    AddOperation as AddOperation,
+    CopyOperation as CopyOperation,
+    JsonPatchOperation as JsonPatchOperation,
+    MessagesSnapshotEvent as MessagesSnapshotEvent,
+    MoveOperation as MoveOperation,
+    RemoveOperation as RemoveOperation,
+    ReplaceOperation as ReplaceOperation,
+    StateDeltaEvent as StateDeltaEvent,
+    StateSnapshotEvent as StateSnapshotEvent,
+    TestOperation as TestOperation,
+)
+from ._text_events import (
+    TextMessageChunkEvent as TextMessageChunkEvent,
+    TextMessageContentEvent as TextMessageContentEvent,
+    TextMessageEndEvent as TextMessageEndEvent,
+    TextMessageStartEvent as TextMessageStartEvent,
+)
+from ._tool_call_events import (
+    ToolCallArgsEvent as ToolCallArgsEvent,
+    ToolCallChunkEvent as ToolCallChunkEvent,
+    ToolCallEndEvent as ToolCallEndEvent,
+    ToolCallResultEvent as ToolCallResultEvent,
+    ToolCallStartEvent as ToolCallStartEvent,
 )
 
 __all__ = (

@@ -38,7 +38,8 @@ import msgspec
 
 from toolrelay.errors import InvalidEventError, MalformedEventError
 
-from ._events import EVENT_TYPES, Event, UnknownEvent
+from ._event_base import EVENT_TYPES, UnknownEvent
+from ._events import Event
 from ._messages import Message
 from ._run_input import RunAgentInput
 

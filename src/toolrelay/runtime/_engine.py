@@ -1,22 +1,12 @@
-"""The engine: turns on any number of threads, concurrently, and who is told what.
+"""The engine: turns on any number of threads, concurrently; its public face and its life.
 
-The engine holds the threads (what it keeps of each, and what the store fills in, is
-:mod:`toolrelay.runtime._threads`), starts each turn's task in its task group (the
-loop itself is :mod:`toolrelay.runtime._turn`), supersedes a thread's
-running turn when a new one starts, and tells subscribers (one
-:class:`~toolrelay.runtime._fanout.Fanout` of notifications: state, events, tool
-results; focus decides who hears a background thread, promise 6).
-
-Interrupts (AG-UI 1.0): a run that ends with the ``interrupt`` outcome ends its turn
-``interrupted`` (:attr:`Turn.interrupts` says what the agent asks). Nothing waits
-inside the engine: the answer is a new turn on the thread,
-``start_turn(key, resume=[ResumeEntry(...)])``, whose first run carries the entries
-(its continuations do not repeat them). The engine remembers, per thread, which
-interrupts are open (:meth:`Engine.open_interrupts`): those of the last turn that
-ended ``interrupted``, until a later turn ends ``completed`` or ``interrupted``; a
-turn that fails, is cancelled or superseded leaves them open, so the answer can be
-sent again. ``start_turn`` checks resume entries against them
-(:func:`~toolrelay.core.check_resume`) before it changes anything.
+The engine is entered and closed. It holds its threads
+(:mod:`toolrelay.runtime._threads`), has its turns made
+(:mod:`toolrelay.runtime._factory`), starts each one's task in its task group
+(:mod:`toolrelay.runtime._tasks`; the loop itself is :mod:`toolrelay.runtime._driver`)
+and lets observers subscribe (:mod:`toolrelay.runtime._observers`). A turn that answers
+the agent's interrupts is a new turn on the thread, checked against the interrupts the
+engine knows are open (docs/concepts.md, "A turn, its runs, and the thread").
 """
 
 from __future__ import annotations
@@ -36,30 +26,25 @@ from toolrelay.backends._base import AgentBackend
 from toolrelay.core import (
     ChatMessage,
     Conversation,
-    EventProcessor,
     Limits,
     ThreadKey,
     ToolRegistry,
     check_resume,
 )
 from toolrelay.errors import ClosedError
-from toolrelay.machines import RunStatus
 from toolrelay.protocol import Context, Interrupt, ResumeEntry, UserMessage
 from toolrelay.runtime._durable import ThreadLog
 from toolrelay.runtime._executor import ToolOptions, ToolThreads
-from toolrelay.runtime._fanout import Fanout
+from toolrelay.runtime._factory import TurnFactory
 from toolrelay.runtime._host import TurnHost
+from toolrelay.runtime._observers import Observers
 from toolrelay.runtime._recovery import recover_turns
 from toolrelay.runtime._registry import RunHandle, RunRegistry
+from toolrelay.runtime._tasks import TurnTasks
 from toolrelay.runtime._threads import ThreadTable
 from toolrelay.runtime._turn import Turn
-from toolrelay.runtime._views import (
-    EngineStatistics,
-    EventReceived,
-    Notification,
-    TurnSnapshot,
-)
-from toolrelay.store import LiveTurn, MessageSaved, Store, TurnStarted, message_to_record
+from toolrelay.runtime._views import EngineStatistics, Notification, TurnSnapshot
+from toolrelay.store import LiveTurn, Store
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -69,16 +54,6 @@ __all__ = ("Engine",)
 
 def _new_id() -> str:
     return uuid.uuid4().hex
-
-
-def _only(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
-    """The one exception a group (of groups) holds, or ``None`` when it holds several."""
-    while len(group.exceptions) == 1:
-        inner = group.exceptions[0]
-        if not isinstance(inner, BaseExceptionGroup):
-            return inner
-        group = inner
-    return None
 
 
 class Engine:
@@ -182,7 +157,7 @@ class Engine:
         self.store = store
         self._recover_on_enter = recover
         # What the engine holds of each thread (and, with a store, loads from it).
-        self._threads = ThreadTable(store)
+        self._threads: ThreadTable[Turn] = ThreadTable(store)
         self.backend = backend
         self.max_threads = max_threads
         self.tools = tools if tools is not None else ToolRegistry()
@@ -193,32 +168,19 @@ class Engine:
             limits = own if isinstance(own, Limits) else Limits()
         self.limits: Limits = limits
         self.registry = registry if registry is not None else RunRegistry()
-        self._context = tuple(context)
         tool_options = tool_options if tool_options is not None else ToolOptions()
         self._tool_threads = ToolThreads(tool_options.max_threads)
-        self._tool_context = tool_context
-        self._forwarded_props = forwarded_props
-        self._id_factory = id_factory
         # As given (include_reasoning_given): the backend is told (RunSettings) whether
         # the choice was left to it.
         include_reasoning_given = include_reasoning
         if include_reasoning is None:
             include_reasoning = getattr(backend, "takes_reasoning", False) is True
-        self._include_reasoning = include_reasoning
-        self._live: set[Turn] = set()
-        # Turns whose task is done, by final state: counted once as each one leaves
-        # ``_live`` (O(1) per turn; no list of past turns is kept).
-        self._finished: dict[RunStatus, int] = dict.fromkeys(RunStatus, 0)
-        # Subscribers that asked for every event are marked: a turn checks the count
-        # per event before it builds an EventReceived.
-        self._notifications: Fanout[Notification] = Fanout()
-        self._focused: ThreadKey | None = None
-        self._group: TaskGroup | None = None
-        self._closed = False
+        self._tasks = TurnTasks()
+        self._observers = Observers()
         # What every turn asks of the engine (the whole of it; see runtime/_host.py).
-        self._host = TurnHost(
+        self._host: TurnHost[Turn] = TurnHost(
             engine=self,
-            notifications=self._notifications,
+            notifications=self._observers.notifications,
             tool_limiter=(
                 anyio.CapacityLimiter(max_concurrent_tools) if max_concurrent_tools else None
             ),
@@ -230,17 +192,25 @@ class Engine:
             load=self._threads.load,
             finished=self._turn_finished,
         )
+        self._factory = TurnFactory(
+            self,
+            self._threads,
+            self._host,
+            context=tuple(context),
+            forwarded_props=forwarded_props,
+            id_factory=id_factory,
+            include_reasoning=include_reasoning,
+            tool_context=tool_context,
+        )
 
     # -- lifecycle -------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
-        if self._closed:
+        if self._tasks.closed:
             raise ClosedError("the engine is closed")
         if self.store is not None:
             await self.store.open()
-        group = anyio.create_task_group()
-        await group.__aenter__()
-        self._group = group
+        await self._tasks.open()
         if self.store is not None and self._recover_on_enter:
             try:
                 await self.recover()
@@ -256,18 +226,8 @@ class Engine:
         tb: TracebackType | None,
     ) -> bool | None:
         self._close_now()
-        group, self._group = self._group, None
         try:
-            if group is not None:
-                return await group.__aexit__(exc_type, exc, tb)
-            return None
-        except BaseExceptionGroup as group_error:
-            # The task group wraps the caller's own exception; the engine's tasks never
-            # raise (each turn catches its own), so it is the caller's error alone:
-            # raise it as itself, as httpx.AsyncClient does.
-            if exc is not None and _only(group_error) is exc:
-                raise exc from None
-            raise
+            return await self._tasks.close(exc_type, exc, tb)
         finally:
             self._close_streams()
             await self._close_store()
@@ -281,8 +241,7 @@ class Engine:
         not a crash, so :meth:`recover` does not resume it.
         """
         self._close_now()
-        for turn in list(self._live):
-            await turn.wait_finished()
+        await self._tasks.wait_all()
         self._close_streams()
         await self._close_store()
 
@@ -293,27 +252,15 @@ class Engine:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._tasks.closed
 
     def _close_now(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        reason = TerminalReason(kind=ReasonKind.CLOSED, message="the engine was closed")
-        for turn in list(self._live):
-            turn.end(reason)
+        self._tasks.end_all(TerminalReason(kind=ReasonKind.CLOSED, message="the engine was closed"))
 
     def _close_streams(self) -> None:
         if not self.registry.closed:
             self.registry.close()
-        self._notifications.close()
-
-    def _check_open(self) -> TaskGroup:
-        if self._closed or self._group is None:
-            raise ClosedError(
-                "the engine is closed" if self._closed else "use the engine with 'async with'"
-            )
-        return self._group
+        self._observers.close()
 
     # -- turns -------------------------------------------------------------------------
 
@@ -360,15 +307,14 @@ class Engine:
                 unanswered). Checked only when the engine knows them (see
                 :meth:`open_interrupts`); duplicates are refused in any case.
         """
-        group = self._check_open()
+        group = self._tasks.check_open()
         key = key if isinstance(key, ThreadKey) else ThreadKey(key)
         entries = tuple(resume)
         if message is None and not entries:
             raise ValueError("a turn needs a message, resume entries, or both")
         if entries:
             check_resume(self._threads.open_interrupts(key), entries)
-        return self._start(
-            group,
+        turn = self._factory.new(
             key,
             message,
             resume=entries,
@@ -377,84 +323,14 @@ class Engine:
             owner=owner,
             tool_context=tool_context,
         )
-
-    def _start(
-        self,
-        group: TaskGroup,
-        key: ThreadKey,
-        message: str | UserMessage | None,
-        *,
-        resume: tuple[ResumeEntry, ...] = (),
-        history: Sequence[ChatMessage] | None = None,
-        tools: ToolRegistry | None = None,
-        owner: str | None = None,
-        retry_of: str | None = None,
-        tool_context: Any = None,
-    ) -> Turn:
-        """Start a turn whose arguments were checked (see :meth:`start_turn`)."""
-        threads = self._threads
-        previous = threads.turns.get(key)
-        open_interrupts = threads.open_interrupts(key)
-        if open_interrupts is not None:
-            threads.interrupts[key] = open_interrupts
-        if previous is not None:
-            previous.end(
-                TerminalReason(
-                    kind=ReasonKind.SUPERSEDED, message="a newer turn on the thread took over"
-                ),
-            )
-        conversation, log = threads.use(key, history, owner)
-        start = len(conversation.messages)
-        if previous is not None:
-            previous.close_slice(start)
-        if isinstance(message, str):
-            message = UserMessage(id=self._id_factory(), content=message)
-        if message is not None:
-            conversation.append(message)
-        turn_id = self._id_factory()
-        if log is not None:
-            log.add(TurnStarted(turn_id=turn_id, resume=resume, retry_of=retry_of))
-            if message is not None:
-                log.add(MessageSaved(turn_id=turn_id, message=message_to_record(message)))
-        registry = (tools if tools is not None else self.tools).freeze()
-        turn = Turn(
-            self._host,
-            key,
-            self._processor(conversation, registry, resume),
-            registry,
-            start,
-            turn_id=turn_id,
-            log=log,
-            tool_context=self._tool_context if tool_context is None else tool_context,
-        )
-        if log is not None and not log.loaded:
-            log.waiting.append(turn)
         return self._launch(group, turn, f"toolrelay turn {key}")
 
     def _launch(self, group: TaskGroup, turn: Turn, name: str) -> Turn:
         """``turn`` becomes its thread's latest, is live, told, and its task starts."""
         self._threads.turns[turn.key] = turn
-        self._live.add(turn)
         turn.publish_state()
-        group.start_soon(turn.drive, name=name)
+        self._tasks.start(group, turn, name)
         return turn
-
-    def _processor(
-        self, conversation: Conversation, registry: ToolRegistry, resume: Sequence[ResumeEntry]
-    ) -> EventProcessor:
-        return EventProcessor(
-            conversation,
-            tools=registry.definitions(),
-            max_depth=self.max_depth,
-            max_repeats=self.max_repeated_calls,
-            approval_tools=registry.needing_approval,
-            limits=self.limits,
-            context=self._context,
-            forwarded_props=self._forwarded_props,
-            id_factory=self._id_factory,
-            include_reasoning=self._include_reasoning,
-            resume=resume,
-        )
 
     # -- the store ---------------------------------------------------------------------
 
@@ -482,7 +358,7 @@ class Engine:
             ClosedError: The engine is closed or not entered.
             StoreError: The store could not be read.
         """
-        group = self._check_open()
+        group = self._tasks.check_open()
         store = self.store
         if store is None:
             return ()
@@ -495,18 +371,7 @@ class Engine:
         def resume(
             key: ThreadKey, conversation: Conversation, log: ThreadLog, live: LiveTurn
         ) -> Turn:
-            registry = self.tools.freeze()
-            turn = Turn(
-                self._host,
-                key,
-                self._processor(conversation, registry, live.resume if live.tools is None else ()),
-                registry,
-                live.first_message,
-                turn_id=live.turn_id,
-                log=log,
-                recovered=live,
-                tool_context=self._tool_context,
-            )
+            turn = self._factory.resumed(key, conversation, log, live)
             return self._launch(group, turn, f"toolrelay recovered turn {key}")
 
         return await recover_turns(store, self._threads, wanted, resume)
@@ -529,10 +394,11 @@ class Engine:
                 knows of no turn on it).
             StoreError: The store could not be read.
         """
-        group = self._check_open()
+        group = self._tasks.check_open()
         thread = key if isinstance(key, ThreadKey) else ThreadKey(key)
         failed_id = await self._threads.failed_turn(thread)
-        return self._start(group, thread, None, retry_of=failed_id)
+        turn = self._factory.new(thread, None, retry_of=failed_id)
+        return self._launch(group, turn, f"toolrelay turn {thread}")
 
     async def run_turn(
         self,
@@ -622,7 +488,7 @@ class Engine:
     @property
     def focused(self) -> ThreadKey | None:
         """The thread the UI shows (set only by :meth:`focus`; promise 6)."""
-        return self._focused
+        return self._observers.focused
 
     def focus(self, key: ThreadKey | str | None) -> TurnSnapshot | None:
         """Show a thread: focused subscribers get its current state at once.
@@ -630,10 +496,11 @@ class Engine:
         Returns:
             The thread's current snapshot (``None`` if it has no turn yet).
         """
-        self._focused = key if key is None or isinstance(key, ThreadKey) else ThreadKey(key)
-        if self._focused is None:
+        focused = key if key is None or isinstance(key, ThreadKey) else ThreadKey(key)
+        self._observers.focused = focused
+        if focused is None:
             return None
-        turn = self._threads.turns.get(self._focused)
+        turn = self._threads.turns.get(focused)
         if turn is None:
             return None
         turn.publish_state(force=True)
@@ -658,18 +525,15 @@ class Engine:
                 to it are dropped (its latest state stays readable with :meth:`state`).
         """
         thread = key if key is None or isinstance(key, ThreadKey) else ThreadKey(key)
-        return self._notifications.subscribe(
-            self._wants(focused_only, thread, events), max_buffer=max_buffer, marked=events
+        return self._observers.subscribe(
+            focused_only=focused_only, key=thread, events=events, max_buffer=max_buffer
         )
 
     def statistics(self) -> EngineStatistics:
         """Counts over the engine's lifetime (see :class:`EngineStatistics`); costs
         O(live turns), not O(turns ever started)."""
-        counts = dict(self._finished)
-        for turn in self._live:
-            counts[turn.status] += 1
         return EngineStatistics(
-            turns=counts,
+            turns=self._tasks.counts(),
             registered_runs=len(self.registry),
             threads=len(self._threads.conversations),
             stuck_tool_threads=self._tool_threads.stuck,
@@ -677,24 +541,11 @@ class Engine:
 
     # -- what turns ask of the engine -----------------------------------------------------
 
-    def _wants(
-        self, focused_only: bool, key: ThreadKey | None, events: bool
-    ) -> Callable[[Notification], bool]:
-        def wants(notification: Notification) -> bool:
-            if not events and isinstance(notification, EventReceived):
-                return False
-            if key is not None and notification.key != key:
-                return False
-            return not focused_only or notification.key == self._focused
-
-        return wants
-
     def _turn_finished(self, turn: Turn, handle: RunHandle | None) -> None:
         """``turn``'s task is ending: its run leaves the registry, it is counted."""
         if handle is not None and not self.registry.closed:
             self.registry.complete_run(handle, turn.status.value)
-        self._live.discard(turn)
-        self._finished[turn.status] += 1
+        self._tasks.ended(turn)
         self._threads.drop_if_stale(turn)
         if self._threads.turns.get(turn.key) is turn:
             # A superseded turn published its end when it was superseded; published
@@ -702,4 +553,4 @@ class Engine:
             turn.publish_state()
         # The least recently used idle threads past max_threads are forgotten; the
         # thread a person looks at stays.
-        self._threads.evict(self.max_threads, keep=self._focused)
+        self._threads.evict(self.max_threads, keep=self._observers.focused)

@@ -5,10 +5,11 @@ engine never reads a turn's: each side asks the other through a small named
 interface that is not user API.
 
 - **What a turn asks of its engine** is a :class:`TurnHost`: the engine builds one
-  and hands it to every turn. It carries what the engine's turns share (where
-  notifications go, how tools run, where spans go) and the two things only the
-  engine can do for a turn (load its thread from the store; count it and release its
-  run when its task ends).
+  and hands it to every turn. It carries what the engine's turns share (the engine's
+  settings as :class:`EngineSettings`, where notifications go, how tools run, where
+  spans go) and the two things only the engine can do for a turn (load its thread
+  from the store; count it and release its run when its task ends). This module
+  imports neither the engine nor the turn: both import it.
 - **What the engine asks of a turn** is the turn's engine-facing section
   (:meth:`Turn.drive`, :meth:`Turn.end`, :meth:`Turn.publish_state`,
   :meth:`Turn.close_slice`, :meth:`Turn.shift_slice`). Those methods are public so
@@ -20,26 +21,40 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import anyio
 
 from toolrelay._reasons import ReasonKind, TerminalReason
-from toolrelay.backends._base import RetryNotice, RunSettings
-from toolrelay.core import ThreadKey
+from toolrelay.backends._base import AgentBackend, RetryNotice, RunSettings
+from toolrelay.core import Limits, ThreadKey
+from toolrelay.runtime._durable import ThreadLog
 from toolrelay.runtime._executor import ToolOptions, ToolThreads
 from toolrelay.runtime._fanout import Fanout
+from toolrelay.runtime._registry import RunHandle, RunRegistry
 from toolrelay.runtime._views import Notification, RunRetrying
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-    from toolrelay.runtime._durable import ThreadLog
-    from toolrelay.runtime._engine import Engine
-    from toolrelay.runtime._registry import RunHandle
-    from toolrelay.runtime._turn import Turn
+__all__ = ("EngineSettings", "TurnHost")
 
-__all__ = ("TurnHost",)
+#: The turns a host serves.
+TurnT = TypeVar("TurnT")
+
+
+class EngineSettings(Protocol):
+    """The public settings of an :class:`Engine <toolrelay.runtime.Engine>` that its
+    turns read, each where it is used (so a change reaches the next use)."""
+
+    @property
+    def backend(self) -> AgentBackend: ...
+    @property
+    def registry(self) -> RunRegistry: ...
+    @property
+    def limits(self) -> Limits: ...
+    @property
+    def tool_timeout(self) -> float | None: ...
 
 
 class _RetryReporter:
@@ -67,12 +82,12 @@ class _RetryReporter:
 
 
 @dataclass(frozen=True, eq=False, slots=True)
-class TurnHost:
+class TurnHost(Generic[TurnT]):
     """What every turn of one engine shares, and how a turn reaches back to its engine.
 
     Attributes:
-        engine: The engine, for its public settings (``backend``, ``registry``,
-            ``limits``, ``tool_timeout``), read where they are used.
+        engine: The engine's public settings (``backend``, ``registry``, ``limits``,
+            ``tool_timeout``), read where they are used.
         notifications: Where observers are told (state, events, tool results).
         tool_limiter: Bound on tools running at once across all turns (``None``: none).
         tool_threads: The worker threads of blocking tools.
@@ -87,7 +102,7 @@ class TurnHost:
             run leaves the registry and the turn is counted.
     """
 
-    engine: Engine
+    engine: EngineSettings
     notifications: Fanout[Notification]
     tool_limiter: anyio.CapacityLimiter | None
     tool_threads: ToolThreads
@@ -96,7 +111,7 @@ class TurnHost:
     include_reasoning: bool | None
     new_run_id: Callable[[], str]
     load: Callable[[ThreadKey, ThreadLog], Awaitable[None]]
-    finished: Callable[[Turn, RunHandle | None], None]
+    finished: Callable[[TurnT, RunHandle | None], None]
 
     def run_settings(self, key: ThreadKey) -> RunSettings:
         """What the backend is told for the runs of a turn on ``key`` (the engine's

@@ -13,16 +13,12 @@ again (:func:`split_for_rerun`); the model is told the others were interrupted
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from toolrelay.core import Conversation, ThreadKey, ToolCallInfo, ToolRegistry, ToolResult
 from toolrelay.machines import ToolCallEvent, ToolCallStatus
 from toolrelay.runtime._durable import ThreadLog
-from toolrelay.runtime._threads import ThreadTable
+from toolrelay.runtime._threads import ThreadTable, TurnT
 from toolrelay.store import LiveTurn, Store, call_from_record, replay
-
-if TYPE_CHECKING:
-    from toolrelay.runtime._turn import Turn
 
 __all__ = ("INTERRUPTED", "recover_turns", "restored_calls", "split_for_rerun")
 
@@ -73,10 +69,10 @@ def split_for_rerun(
 
 async def recover_turns(
     store: Store,
-    threads: ThreadTable,
+    threads: ThreadTable[TurnT],
     wanted: set[ThreadKey] | None,
-    resume: Callable[[ThreadKey, Conversation, ThreadLog, LiveTurn], Turn],
-) -> tuple[Turn, ...]:
+    resume: Callable[[ThreadKey, Conversation, ThreadLog, LiveTurn], TurnT],
+) -> tuple[TurnT, ...]:
     """Resume the turns ``store`` shows live, on the ``wanted`` threads (``None``:
     all) whose turn is not live here: each thread is held as stored, then ``resume``
     starts its turn.
@@ -84,7 +80,7 @@ async def recover_turns(
     Raises:
         StoreError: The store could not be read.
     """
-    resumed: list[Turn] = []
+    resumed: list[TurnT] = []
     for info in await store.threads(live=True):
         key = info.key
         if wanted is not None and key not in wanted:

@@ -11,7 +11,7 @@ left its turn live, by :meth:`ThreadTable.restore` before the turn is resumed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
 from toolrelay.core import ChatMessage, Conversation, ThreadKey
 from toolrelay.machines import RunStatus
@@ -19,13 +19,30 @@ from toolrelay.protocol import Interrupt
 from toolrelay.runtime._durable import ThreadLog
 from toolrelay.store import MessageSaved, Store, ThreadHistory, message_to_record, replay
 
-if TYPE_CHECKING:
-    from toolrelay.runtime._turn import Turn
-
-__all__ = ("ThreadTable",)
+__all__ = ("HeldTurn", "ThreadTable", "TurnT")
 
 
-class ThreadTable:
+class HeldTurn(Protocol):
+    """What the table reads of a thread's latest turn (a :class:`Turn
+    <toolrelay.runtime.Turn>`; the table holds turns, it does not drive them)."""
+
+    @property
+    def key(self) -> ThreadKey: ...
+    @property
+    def turn_id(self) -> str: ...
+    @property
+    def status(self) -> RunStatus: ...
+    @property
+    def interrupts(self) -> tuple[Interrupt, ...]: ...
+    @property
+    def finished(self) -> bool: ...
+
+
+#: The turns a table holds.
+TurnT = TypeVar("TurnT", bound=HeldTurn)
+
+
+class ThreadTable(Generic[TurnT]):
     """The engine's memory of its threads (see the module docstring).
 
     Attributes:
@@ -41,7 +58,7 @@ class ThreadTable:
     def __init__(self, store: Store | None) -> None:
         self.store = store
         self.conversations: dict[ThreadKey, Conversation] = {}
-        self.turns: dict[ThreadKey, Turn] = {}
+        self.turns: dict[ThreadKey, TurnT] = {}
         self.interrupts: dict[ThreadKey, tuple[Interrupt, ...]] = {}
         self.logs: dict[ThreadKey, ThreadLog] = {}
 
@@ -79,38 +96,44 @@ class ThreadTable:
         History the embedding code supplied for the thread is replaced by the store's
         when the store has the thread, and written to it when it does not.
         """
+        if not log.loaded:  # a held thread's next turn passes without the lock
+            async with log.lock:
+                await self._fill(key, log)
+
+    async def _fill(self, key: ThreadKey, log: ThreadLog) -> None:
+        """:meth:`load`'s work, with the log's lock held: another turn may have done it
+        while this one waited."""
         store = self.store
         assert store is not None
-        async with log.lock:
-            if log.loaded:
-                return
-            history = replay(await store.read(key))
-            conversation = self.conversations.get(key)
-            if conversation is None:  # forgotten meanwhile: nothing to fill
-                log.loaded = True
-                return
-            supplied = log.supplied
-            if history.last_seq:
-                conversation.replace_head(supplied, history.messages)
-                if history.state is not None:
-                    conversation.state = history.state
-                ended = history.last_ended
-                if ended is not None and key not in self.interrupts:
-                    if ended.status == RunStatus.interrupted.value:
-                        self.interrupts[key] = ended.interrupts
-                    elif ended.status == RunStatus.completed.value:
-                        self.interrupts[key] = ()
-                shift = len(history.messages) - supplied
-                for turn in log.waiting:
-                    turn.shift_slice(shift)
-            else:
-                log.prepend(
-                    MessageSaved(turn_id="", message=message_to_record(m))
-                    for m in conversation.messages[:supplied]
-                )
-            log.saved_state(conversation)
-            log.waiting.clear()
+        if log.loaded:
+            return
+        history = replay(await store.read(key))
+        conversation = self.conversations.get(key)
+        if conversation is None:  # forgotten meanwhile: nothing to fill
             log.loaded = True
+            return
+        supplied = log.supplied
+        if history.last_seq:
+            conversation.replace_head(supplied, history.messages)
+            if history.state is not None:
+                conversation.state = history.state
+            ended = history.last_ended
+            if ended is not None and key not in self.interrupts:
+                if ended.status == RunStatus.interrupted.value:
+                    self.interrupts[key] = ended.interrupts
+                elif ended.status == RunStatus.completed.value:
+                    self.interrupts[key] = ()
+            shift = len(history.messages) - supplied
+            for turn in log.waiting:
+                turn.shift_slice(shift)
+        else:
+            log.prepend(
+                MessageSaved(turn_id="", message=message_to_record(m))
+                for m in conversation.messages[:supplied]
+            )
+        log.saved_state(conversation)
+        log.waiting.clear()
+        log.loaded = True
 
     def restore(
         self, store: Store, key: ThreadKey, history: ThreadHistory, owner: str | None
@@ -178,7 +201,7 @@ class ThreadTable:
             if thread != keep:
                 self.forget(thread)
 
-    def drop_if_stale(self, turn: Turn) -> None:
+    def drop_if_stale(self, turn: TurnT) -> None:
         """``turn`` ended: if another worker took its thread over meanwhile, what the
         engine holds of the thread is stale, and its next turn here reads it afresh."""
         log = self.logs.get(turn.key)

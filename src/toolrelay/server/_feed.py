@@ -112,6 +112,11 @@ class _Batch:
     open_client: set[str]
     handed_over: bool = False
 
+    def copy(self) -> _Batch:
+        return _Batch(
+            dict(self.calls), set(self.open_server), set(self.open_client), self.handed_over
+        )
+
 
 @dataclass(slots=True)
 class _TurnView:
@@ -123,6 +128,18 @@ class _TurnView:
     shown: set[str] = field(default_factory=set)  # message ids shown
     handed: set[str] = field(default_factory=set)  # calls handed over to the client
     batch: _Batch | None = None
+
+    def copy(self) -> _TurnView:
+        return _TurnView(
+            self.turn_id,
+            runs=self.runs,
+            rounds=self.rounds,
+            announced=set(self.announced),
+            resulted=set(self.resulted),
+            shown=set(self.shown),
+            handed=set(self.handed),
+            batch=None if self.batch is None else self.batch.copy(),
+        )
 
 
 class LogFeed:
@@ -136,13 +153,21 @@ class LogFeed:
 
     __slots__ = ("_is_client_tool", "_run_id", "_turn", "position", "thread_id")
 
-    def __init__(self, thread_id: str, is_client_tool: Callable[[str, str], bool]) -> None:
+    def __init__(
+        self,
+        thread_id: str,
+        is_client_tool: Callable[[str, str], bool],
+        *,
+        _standing: tuple[int, str | None, _TurnView | None] = (0, None, None),
+    ) -> None:
+        # ``_standing`` (position, open run, turn) is for :meth:`copy` alone.
+        position, run_id, turn = _standing
         self.thread_id = thread_id
         self._is_client_tool = is_client_tool
-        self._turn: _TurnView | None = None
-        self._run_id: str | None = None  # the open AG-UI run, if any
+        self._turn = turn
+        self._run_id = run_id  # the open AG-UI run, if any
         #: The sequence number of the last record folded.
-        self.position = 0
+        self.position = position
 
     @property
     def run_open(self) -> bool:
@@ -161,30 +186,10 @@ class LogFeed:
 
     def copy(self) -> LogFeed:
         """An independent feed standing where this one stands (O(the current turn))."""
-        twin = LogFeed(self.thread_id, self._is_client_tool)
-        twin.position = self.position
-        twin._run_id = self._run_id
-        turn = self._turn
-        if turn is not None:
-            batch = turn.batch
-            twin._turn = _TurnView(
-                turn.turn_id,
-                runs=turn.runs,
-                rounds=turn.rounds,
-                announced=set(turn.announced),
-                resulted=set(turn.resulted),
-                shown=set(turn.shown),
-                handed=set(turn.handed),
-                batch=None
-                if batch is None
-                else _Batch(
-                    dict(batch.calls),
-                    set(batch.open_server),
-                    set(batch.open_client),
-                    batch.handed_over,
-                ),
-            )
-        return twin
+        turn = None if self._turn is None else self._turn.copy()
+        return LogFeed(
+            self.thread_id, self._is_client_tool, _standing=(self.position, self._run_id, turn)
+        )
 
     def pending_client_calls(self) -> list[str]:
         """The client's calls the thread waits for: those of a batch handed over to the

@@ -3,38 +3,27 @@
 Theory of operation
 -------------------
 Connections are synchronous psycopg connections driven from anyio worker threads,
-so the store serves asyncio and trio alike. A small pool keeps idle connections; a
-capacity limiter (``pool_size``) bounds how many threads use one at a time, so the
-pool never holds more than ``pool_size`` connections and no thread ever waits for
-one inside the pool. Before an idle connection is used again it is polled: a server
-that restarted (``pg_ctl restart``) or closed it left it readable, and it is
-dropped instead of failing the next operation. A read that meets a broken
-connection anyway is tried once more on a fresh one; a write is not (whether it
-committed is unknown), it raises :class:`~toolrelay.errors.StoreUnavailableError`.
-
-Every table lives in one schema (``toolrelay`` by default). ``schema_version`` holds
-one row per applied migration. ``open`` reads it; when a migration is due it takes
-an advisory lock (one per schema), reads it again and migrates in one transaction,
-so workers that start together migrate once. A newer version is refused
-(:class:`~toolrelay.errors.StoreVersionError`), tables of ours in a schema with no
-version are another application's (:class:`~toolrelay.errors.StoreCorruptError`).
+so the store serves asyncio and trio alike; a capacity limiter (``pool_size``) bounds
+how many threads use one at a time, so the pool (``_postgres_pool``) never holds more
+than ``pool_size`` connections and no thread ever waits for one inside it. A read that
+meets a broken connection is tried once more on a fresh one; a write is not (whether
+it committed is unknown), it raises :class:`~toolrelay.errors.StoreUnavailableError`.
+``open`` creates and migrates the schema (``_postgres_schema``).
 
 An append without a claim is one statement (one round trip): it creates or moves
 the thread's row forward (``INSERT ... ON CONFLICT DO UPDATE``, which locks it, so
 concurrent appends to a thread queue on that row), inserts the records, and sends
 ``pg_notify`` with the thread's row id and last sequence number (delivered at commit
-only). With a claim, one transaction locks the thread's row, checks the claim, then
-runs the same statement. Claiming locks the thread's row first too: one lock order
-everywhere, so claims and writes never deadlock and a taker waits for a write in
-flight (rule 5). Times come from the database's clock and fencing tokens from one
-sequence. The reasons are in docs/concepts.md, "Claims and fencing".
+only). With a claim, one transaction locks the thread's row, checks the claim
+(``_postgres_claims``), then runs the same statement. Tails and the commit feed wait
+on those notifications (``_postgres_listener``).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
-import select
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -43,84 +32,47 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 import psycopg
-import psycopg.errors
 from psycopg import conninfo
 
 from toolrelay.core import ThreadKey
-from toolrelay.errors import (
-    StaleClaimError,
-    StoreCorruptError,
-    StoreError,
-    StoreUnavailableError,
-    StoreVersionError,
-)
+from toolrelay.errors import StoreCorruptError, StoreUnavailableError
 from toolrelay.store._claims import Claim
 from toolrelay.store._contract import Entry, ThreadInfo, live_turn_after
+from toolrelay.store._postgres_claims import (
+    check_fence,
+    check_lease,
+    release_claim,
+    renew_claim,
+    take_claim,
+    take_next_claims,
+)
+from toolrelay.store._postgres_listener import Listener
+from toolrelay.store._postgres_pool import Pool, store_error
+from toolrelay.store._postgres_schema import (
+    KEY,
+    NOW,
+    POSTGRES_SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION,
+    THREAD_COLUMNS,
+    key_parameters,
+    migrate,
+)
 from toolrelay.store._records import Record, TurnEnded, TurnStarted, decode_record, encode_record
 
 __all__ = ("POSTGRES_SCHEMA_VERSION", "PostgresStore")
 
 T = TypeVar("T")
 
-#: The schema version this toolrelay writes on PostgreSQL.
-POSTGRES_SCHEMA_VERSION = 1
-
-_NOW = "extract(epoch FROM clock_timestamp())::float8"
-
-#: Schema changes, by the version they lead to (run in the migrating transaction,
-#: with ``search_path`` on the store's schema).
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (
-        """CREATE TABLE threads (
-            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            server text NOT NULL,
-            room text NOT NULL,
-            thread text NOT NULL,
-            owner text,
-            last_seq bigint NOT NULL,
-            live_turn text,
-            created_at float8 NOT NULL,
-            updated_at float8 NOT NULL,
-            UNIQUE (server, room, thread)
-        )""",
-        """CREATE TABLE records (
-            thread bigint NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
-            seq bigint NOT NULL,
-            body bytea NOT NULL,
-            PRIMARY KEY (thread, seq)
-        )""",
-        "CREATE INDEX threads_live ON threads (updated_at) WHERE live_turn IS NOT NULL",
-        "CREATE INDEX threads_owner ON threads (owner)",
-        """CREATE TABLE claims (
-            server text NOT NULL,
-            room text NOT NULL,
-            thread text NOT NULL,
-            worker text NOT NULL,
-            token bigint NOT NULL,
-            expires_at float8 NOT NULL,
-            PRIMARY KEY (server, room, thread)
-        )""",
-        "CREATE SEQUENCE claim_tokens",
-    ),
-}
-
-_OUR_TABLES = ("threads", "records", "claims")
-
-_THREAD_COLUMNS = "server, room, thread, owner, last_seq, live_turn, created_at, updated_at"
-
-_KEY = "server = %(server)s AND room = %(room)s AND thread = %(thread)s"
-
 _APPEND = f"""
 WITH th AS (
-    INSERT INTO threads AS t ({_THREAD_COLUMNS})
-    VALUES (%(server)s, %(room)s, %(thread)s, %(owner)s, %(n)s, %(fresh_live)s, {_NOW}, {_NOW})
+    INSERT INTO threads AS t ({THREAD_COLUMNS})
+    VALUES (%(server)s, %(room)s, %(thread)s, %(owner)s, %(n)s, %(fresh_live)s, {NOW}, {NOW})
     ON CONFLICT (server, room, thread) DO UPDATE SET
         last_seq = t.last_seq + %(n)s,
         live_turn = CASE
             WHEN %(decided)s THEN %(fresh_live)s
             WHEN t.live_turn = ANY(%(ended)s::text[]) THEN NULL
             ELSE t.live_turn END,
-        updated_at = {_NOW}
+        updated_at = {NOW}
     RETURNING t.id, t.last_seq
 ), written AS (
     INSERT INTO records (thread, seq, body)
@@ -130,114 +82,7 @@ WITH th AS (
 SELECT th.last_seq, pg_notify(%(channel)s, th.id || ' ' || th.last_seq) FROM th
 """
 
-_CLAIM_SET = f"""
-ON CONFLICT (server, room, thread) DO UPDATE SET
-    worker = excluded.worker, token = excluded.token, expires_at = excluded.expires_at
-WHERE c.expires_at <= {_NOW}
-RETURNING c.server, c.room, c.thread, c.token, c.expires_at
-"""
-
-_CLAIM = f"""
-INSERT INTO claims AS c (server, room, thread, worker, token, expires_at)
-VALUES (%(server)s, %(room)s, %(thread)s, %(worker)s, nextval('claim_tokens'),
-        {_NOW} + %(lease)s)
-{_CLAIM_SET}
-"""
-
-_CLAIM_NEXT = f"""
-WITH candidates AS (
-    SELECT t.server, t.room, t.thread FROM threads t
-    WHERE t.live_turn IS NOT NULL AND NOT EXISTS (
-        SELECT FROM claims c
-        WHERE c.server = t.server AND c.room = t.room AND c.thread = t.thread
-        AND c.expires_at > {_NOW})
-    ORDER BY t.updated_at
-    LIMIT %(limit)s
-    FOR UPDATE OF t SKIP LOCKED
-)
-INSERT INTO claims AS c (server, room, thread, worker, token, expires_at)
-SELECT server, room, thread, %(worker)s, nextval('claim_tokens'), {_NOW} + %(lease)s
-FROM candidates
-{_CLAIM_SET}
-"""
-
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,39}")
-
-
-def _error(exc: psycopg.Error, doing: str) -> StoreError:
-    """The typed error for a driver's exception (the store's one boundary)."""
-    text = str(exc).strip() or type(exc).__name__
-    if isinstance(exc, psycopg.errors.DataCorrupted | psycopg.errors.IndexCorrupted):
-        return StoreCorruptError(f"{doing}: the database is damaged ({text})")
-    if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn):
-        return StoreCorruptError(f"{doing}: the store's schema is damaged ({text})")
-    return StoreUnavailableError(f"{doing}: {text}")
-
-
-def _key(key: ThreadKey) -> dict[str, Any]:
-    return {"server": key.server, "room": key.room_id, "thread": key.thread_id}
-
-
-def _check_lease(lease: float) -> float:
-    if not 0 < lease < 1e9:
-        raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
-    return float(lease)
-
-
-def _dead(connection: psycopg.Connection[Any]) -> bool:
-    """Whether an idle connection is unusable: closed, broken, or readable (an idle
-    connection has nothing to read unless the server ended it)."""
-    if connection.closed or connection.broken:
-        return True
-    try:
-        fd = connection.fileno()
-        if hasattr(select, "poll"):  # any descriptor number, unlike select()
-            poller = select.poll()
-            poller.register(fd, select.POLLIN)
-            return bool(poller.poll(0))
-        readable, _, _ = select.select([fd], [], [], 0)
-    except (OSError, ValueError, psycopg.Error):
-        return True
-    return bool(readable)
-
-
-class _Pool:
-    """Idle connections, handed to one thread at a time (the limiter bounds threads)."""
-
-    def __init__(self, connect: Callable[[], psycopg.Connection[Any]]) -> None:
-        self._connect = connect
-        self._idle: list[psycopg.Connection[Any]] = []
-        self._lock = threading.Lock()
-        self.closed = False
-
-    def take(self) -> psycopg.Connection[Any]:
-        while True:
-            with self._lock:
-                if self.closed:
-                    raise StoreUnavailableError("the store is closed")
-                connection = self._idle.pop() if self._idle else None
-            if connection is None:
-                return self._connect()
-            if not _dead(connection):
-                return connection
-            connection.close()
-
-    def give(self, connection: psycopg.Connection[Any]) -> None:
-        if not connection.closed and not connection.broken:
-            status = connection.info.transaction_status
-            if status == psycopg.pq.TransactionStatus.IDLE:
-                with self._lock:
-                    if not self.closed:
-                        self._idle.append(connection)
-                        return
-        connection.close()
-
-    def close(self) -> None:
-        with self._lock:
-            self.closed = True
-            idle, self._idle = self._idle, []
-        for connection in idle:
-            connection.close()
 
 
 class PostgresStore:
@@ -291,7 +136,7 @@ class PostgresStore:
             "big",
             signed=True,
         )
-        self._pool: _Pool | None = None
+        self._pool: Pool | None = None
         self._limiter = anyio.CapacityLimiter(pool_size)
         self._opening = threading.Lock()
 
@@ -309,7 +154,7 @@ class PostgresStore:
                 application_name="toolrelay",
             )
         except psycopg.Error as exc:
-            raise _error(exc, f"cannot connect to {self._label}") from exc
+            raise store_error(exc, f"cannot connect to {self._label}") from exc
         try:
             timeout_ms = max(1, round(self.idle_in_transaction_timeout * 1000))
             connection.execute(
@@ -318,7 +163,7 @@ class PostgresStore:
             )
         except psycopg.Error as exc:
             connection.close()
-            raise _error(exc, f"cannot prepare a connection to {self._label}") from exc
+            raise store_error(exc, f"cannot prepare a connection to {self._label}") from exc
         return connection
 
     async def _run(
@@ -352,29 +197,18 @@ class PostgresStore:
                         result = work(connection)
                 except psycopg.Error as exc:
                     broken = connection.broken or connection.closed
-                    self._finish(pool, connection)
+                    pool.give_after_failure(connection)
                     if broken and tries_left:
                         continue
-                    raise _error(exc, doing) from exc
+                    raise store_error(exc, doing) from exc
                 except BaseException:
-                    self._finish(pool, connection)
+                    pool.give_after_failure(connection)
                     raise
                 pool.give(connection)
                 return result
             raise AssertionError("unreachable")  # pragma: no cover
 
         return await anyio.to_thread.run_sync(attempt, limiter=self._limiter)
-
-    @staticmethod
-    def _finish(pool: _Pool, connection: psycopg.Connection[Any]) -> None:
-        """Return a connection after a failure: rolled back, or closed if that fails."""
-        if not connection.broken and not connection.closed:
-            try:
-                if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                    connection.execute("ROLLBACK")
-            except psycopg.Error:
-                connection.close()
-        pool.give(connection)
 
     # -- opening -----------------------------------------------------------------------
 
@@ -396,73 +230,12 @@ class PostgresStore:
                 return
             connection = self._connect()
             try:
-                self._prepare(connection)
+                migrate(connection, schema=self.schema, lock_id=self._lock_id, label=self._label)
             except psycopg.Error as exc:
-                raise _error(exc, f"cannot open the store on {self._label}") from exc
+                raise store_error(exc, f"cannot open the store on {self._label}") from exc
             finally:
                 connection.close()
-            self._pool = _Pool(self._connect)
-
-    def _version(self, connection: psycopg.Connection[Any]) -> int | None:
-        row = connection.execute(
-            "SELECT to_regclass(%s) IS NOT NULL", (f"{self.schema}.schema_version",)
-        ).fetchone()
-        if not row or not row[0]:
-            return None
-        found = connection.execute("SELECT max(version) FROM schema_version").fetchone()
-        return int(found[0]) if found and found[0] is not None else 0
-
-    def _prepare(self, connection: psycopg.Connection[Any]) -> None:
-        version = self._version(connection)
-        if version == POSTGRES_SCHEMA_VERSION:
-            return
-        self._check_version(version)
-        # One migrator per schema at a time; the others wait, then find it done. The
-        # lock is the session's, taken before the transaction: a transaction that
-        # began before the wait would still see the catalog as it was then.
-        connection.execute("SELECT pg_advisory_lock(%s)", (self._lock_id,))
-        try:
-            with connection.transaction():
-                version = self._version(connection)
-                self._check_version(version)
-                if version is None:
-                    for table in _OUR_TABLES:
-                        row = connection.execute(
-                            "SELECT to_regclass(%s) IS NOT NULL", (f"{self.schema}.{table}",)
-                        ).fetchone()
-                        if row and row[0]:
-                            raise StoreCorruptError(
-                                f"{self._label}: schema {self.schema!r} has a {table!r} table "
-                                "but no toolrelay schema version: not a toolrelay store"
-                            )
-                    exists = connection.execute(
-                        "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
-                    ).fetchone()
-                    if not exists:
-                        connection.execute(f"CREATE SCHEMA {self.schema}")
-                    connection.execute(
-                        """CREATE TABLE schema_version (
-                            version integer PRIMARY KEY,
-                            applied_at timestamptz NOT NULL DEFAULT now()
-                        )"""
-                    )
-                    version = 0
-                for target in range(version + 1, POSTGRES_SCHEMA_VERSION + 1):
-                    for statement in _MIGRATIONS[target]:
-                        connection.execute(statement)
-                    connection.execute(
-                        "INSERT INTO schema_version (version) VALUES (%s)", (target,)
-                    )
-        finally:
-            if not connection.broken:
-                connection.execute("SELECT pg_advisory_unlock(%s)", (self._lock_id,))
-
-    def _check_version(self, version: int | None) -> None:
-        if version is not None and version > POSTGRES_SCHEMA_VERSION:
-            raise StoreVersionError(
-                f"{self._label}: schema {self.schema!r} has version {version}, newer than "
-                f"this toolrelay's {POSTGRES_SCHEMA_VERSION}: upgrade toolrelay to open it"
-            )
+            self._pool = Pool(self._connect)
 
     async def aclose(self) -> None:
         """Close the pool's connections; idempotent (the store can be opened again)."""
@@ -479,7 +252,7 @@ class PostgresStore:
         decided = any(isinstance(record, TurnStarted) for record in records)
         ended = [record.turn_id for record in records if isinstance(record, TurnEnded)]
         return {
-            **_key(key),
+            **key_parameters(key),
             "owner": owner,
             "n": len(bodies),
             "bodies": bodies,
@@ -513,19 +286,7 @@ class PostgresStore:
             raise ValueError(f"the claim is for {claim.key}, not {key}")
 
         def write_claimed(connection: psycopg.Connection[Any]) -> int:
-            connection.execute(f"SELECT 1 FROM threads WHERE {_KEY} FOR UPDATE", parameters)
-            # FOR SHARE: a taker's claim waits for this write, then reads it (rule 5),
-            # also for a thread this write creates (no thread row to lock yet).
-            valid = connection.execute(
-                f"SELECT 1 FROM claims WHERE {_KEY} AND token = %(token)s "
-                f"AND expires_at > {_NOW} FOR SHARE",
-                {**parameters, "token": claim.token},
-            ).fetchone()
-            if valid is None:
-                raise StaleClaimError(
-                    f"{key}: claim {claim.token} of {claim.worker!r} expired or was taken "
-                    "over; nothing was written"
-                )
+            check_fence(connection, key, claim)
             row = connection.execute(_APPEND, parameters).fetchone()
             assert row is not None
             return int(row[0])
@@ -540,7 +301,7 @@ class PostgresStore:
                 "SELECT r.seq, r.body FROM records r JOIN threads t ON r.thread = t.id "
                 "WHERE t.server = %(server)s AND t.room = %(room)s AND t.thread = %(thread)s "
                 "AND r.seq > %(after)s ORDER BY r.seq LIMIT %(limit)s",
-                {**_key(key), "after": after, "limit": limit},
+                {**key_parameters(key), "after": after, "limit": limit},
             ).fetchall()
 
         rows = await self._run(read, f"cannot read {self._label}", retry=True)
@@ -554,7 +315,7 @@ class PostgresStore:
     async def thread(self, key: ThreadKey) -> ThreadInfo | None:
         def read(connection: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
             return connection.execute(
-                f"SELECT {_THREAD_COLUMNS} FROM threads WHERE {_KEY}", _key(key)
+                f"SELECT {THREAD_COLUMNS} FROM threads WHERE {KEY}", key_parameters(key)
             ).fetchall()
 
         rows = await self._run(read, f"cannot read {self._label}", retry=True)
@@ -572,7 +333,7 @@ class PostgresStore:
 
         def read(connection: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
             return connection.execute(
-                f"SELECT {_THREAD_COLUMNS} FROM threads{clause} ORDER BY id",
+                f"SELECT {THREAD_COLUMNS} FROM threads{clause} ORDER BY id",
                 {"owner": owner},
             ).fetchall()
 
@@ -580,7 +341,7 @@ class PostgresStore:
 
     async def delete_thread(self, key: ThreadKey) -> bool:
         def delete(connection: psycopg.Connection[Any]) -> bool:
-            cursor = connection.execute(f"DELETE FROM threads WHERE {_KEY}", _key(key))
+            cursor = connection.execute(f"DELETE FROM threads WHERE {KEY}", key_parameters(key))
             return cursor.rowcount > 0
 
         return await self._run(delete, f"cannot delete from {self._label}")
@@ -588,60 +349,34 @@ class PostgresStore:
     # -- claims (toolrelay.store.ClaimingStore) ------------------------------------------
 
     async def claim(self, key: ThreadKey, *, worker: str, lease: float) -> Claim | None:
-        parameters = {**_key(key), "worker": worker, "lease": _check_lease(lease)}
-
-        def take(connection: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
-            # The thread row first (when it exists): a write in flight finishes first.
-            connection.execute(f"SELECT 1 FROM threads WHERE {_KEY} FOR UPDATE", parameters)
-            return connection.execute(_CLAIM, parameters).fetchall()
-
-        rows = await self._run(take, f"cannot claim on {self._label}", transaction=True)
-        return _claim(rows[0], worker) if rows else None
+        parameters = {**key_parameters(key), "worker": worker, "lease": check_lease(lease)}
+        take = functools.partial(take_claim, parameters=parameters)
+        return await self._run(take, f"cannot claim on {self._label}", transaction=True)
 
     async def claim_next(self, *, worker: str, lease: float, limit: int = 1) -> list[Claim]:
         if limit < 1:
             raise ValueError("limit must be at least 1")
-        parameters = {"worker": worker, "lease": _check_lease(lease), "limit": limit}
-
-        def take(connection: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
-            return connection.execute(_CLAIM_NEXT, parameters).fetchall()
-
-        rows = await self._run(take, f"cannot claim on {self._label}")
-        return [_claim(row, worker) for row in rows]
+        parameters = {"worker": worker, "lease": check_lease(lease), "limit": limit}
+        take = functools.partial(take_next_claims, parameters=parameters)
+        return await self._run(take, f"cannot claim on {self._label}")
 
     async def renew(self, claim: Claim, *, lease: float) -> Claim:
-        parameters = {**_key(claim.key), "token": claim.token, "lease": _check_lease(lease)}
-
-        def extend(connection: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
-            return connection.execute(
-                f"UPDATE claims SET expires_at = {_NOW} + %(lease)s "
-                f"WHERE {_KEY} AND token = %(token)s AND expires_at > {_NOW} "
-                "RETURNING expires_at",
-                parameters,
-            ).fetchall()
-
-        rows = await self._run(extend, f"cannot renew a claim on {self._label}")
-        if not rows:
-            raise StaleClaimError(
-                f"{claim.key}: claim {claim.token} of {claim.worker!r} expired or was taken "
-                "over; it cannot be renewed"
-            )
-        return Claim(
-            key=claim.key, worker=claim.worker, token=claim.token, expires_at=float(rows[0][0])
-        )
+        extend = functools.partial(renew_claim, claim=claim, lease=check_lease(lease))
+        return await self._run(extend, f"cannot renew a claim on {self._label}")
 
     async def release(self, claim: Claim) -> bool:
-        parameters = {**_key(claim.key), "token": claim.token}
-
-        def drop(connection: psycopg.Connection[Any]) -> bool:
-            cursor = connection.execute(
-                f"DELETE FROM claims WHERE {_KEY} AND token = %(token)s", parameters
-            )
-            return cursor.rowcount > 0
-
+        drop = functools.partial(release_claim, claim=claim)
         return await self._run(drop, f"cannot release a claim on {self._label}")
 
     # -- the live tail (toolrelay.store.TailingStore) ------------------------------------
+
+    def _listener(self) -> Listener:
+        return Listener(
+            self._connect,
+            channel=self.channel,
+            connect_timeout=self.connect_timeout,
+            label=repr(self),
+        )
 
     def tail(
         self, key: ThreadKey, *, after: int = 0, poll: float = 5.0, batch: int = 500
@@ -680,7 +415,7 @@ class PostgresStore:
     async def _tail(
         self, key: ThreadKey, after: int, poll: float, batch: int
     ) -> AsyncIterator[AsyncIterator[Entry]]:
-        listener = _Listener(self)
+        listener = self._listener()
         await listener.connect()
         entries = self._follow(key, after, poll, batch, listener)
         try:
@@ -691,7 +426,7 @@ class PostgresStore:
                 await listener.close()
 
     async def _follow(
-        self, key: ThreadKey, after: int, poll: float, batch: int, listener: _Listener
+        self, key: ThreadKey, after: int, poll: float, batch: int, listener: Listener
     ) -> AsyncGenerator[Entry, None]:
         last = after
         thread_id: int | None = None
@@ -706,10 +441,9 @@ class PostgresStore:
                 thread_id = await self._thread_id(key)
             # Wake on a notification naming this thread past ``last`` (or any, while
             # the thread does not exist yet), or after ``poll`` seconds.
-            await listener.wait(thread_id, last, poll)
-            if thread_id is None or listener.reconnected:
+            reconnected = await listener.wait(thread_id, last, poll)
+            if reconnected:
                 thread_id = None
-                listener.reconnected = False
 
     def commits(self) -> AbstractAsyncContextManager[AsyncIterator[tuple[ThreadKey, int] | None]]:
         """Every commit any process makes from now on, as ``(thread, last sequence
@@ -731,7 +465,7 @@ class PostgresStore:
 
     @asynccontextmanager
     async def _commits(self) -> AsyncIterator[AsyncIterator[tuple[ThreadKey, int] | None]]:
-        listener = _Listener(self)
+        listener = self._listener()
         await listener.connect()
         commits = self._notified(listener)
         try:
@@ -742,26 +476,13 @@ class PostgresStore:
                 await listener.close()
 
     async def _notified(
-        self, listener: _Listener
+        self, listener: Listener
     ) -> AsyncGenerator[tuple[ThreadKey, int] | None, None]:
         keys: dict[int, ThreadKey] = {}
         while True:
-            connection = listener.connection
-            if connection is None:
-                await listener._reconnect()
-                yield None
-                continue
-            payloads: list[bytes] = []
-            try:
-                connection.pgconn.consume_input()
-                while (note := connection.pgconn.notifies()) is not None:
-                    payloads.append(note.extra)
-            except psycopg.Error:
-                await listener._reconnect()
-                yield None
-                continue
-            if not payloads:
-                await anyio.wait_readable(connection.fileno())
+            payloads = await listener.receive()
+            if payloads is None:
+                yield None  # the connection was made again: commits may have been missed
                 continue
             commits: list[tuple[int, int]] = []
             for payload in payloads:
@@ -794,90 +515,12 @@ class PostgresStore:
 
     async def _thread_id(self, key: ThreadKey) -> int | None:
         def find(connection: psycopg.Connection[Any]) -> int | None:
-            row = connection.execute(f"SELECT id FROM threads WHERE {_KEY}", _key(key)).fetchone()
+            row = connection.execute(
+                f"SELECT id FROM threads WHERE {KEY}", key_parameters(key)
+            ).fetchone()
             return None if row is None else int(row[0])
 
         return await self._run(find, f"cannot read {self._label}", retry=True)
-
-
-class _Listener:
-    """One tail's ``LISTEN`` connection: waited on with anyio, reconnected when lost."""
-
-    def __init__(self, store: PostgresStore) -> None:
-        self.store = store
-        self.connection: psycopg.Connection[Any] | None = None
-        #: Set when the connection was made again (notifications may have been lost).
-        self.reconnected = False
-
-    def _listen(self) -> psycopg.Connection[Any]:
-        connection = self.store._connect()
-        try:
-            connection.execute(f'LISTEN "{self.store.channel}"')
-        except psycopg.Error as exc:
-            connection.close()
-            raise _error(exc, "cannot listen for new records") from exc
-        return connection
-
-    async def connect(self) -> None:
-        self.connection = await anyio.to_thread.run_sync(self._listen)
-
-    async def _reconnect(self) -> None:
-        if self.connection is not None:
-            self.connection.close()
-            self.connection = None
-        with anyio.move_on_after(self.store.connect_timeout) as scope:
-            while True:
-                try:
-                    await self.connect()
-                    self.reconnected = True
-                    return
-                except StoreUnavailableError:
-                    await anyio.sleep(0.1)
-        if scope.cancelled_caught:
-            raise StoreUnavailableError(
-                f"{self.store!r}: the tail lost its connection and cannot make it again"
-            )
-
-    async def wait(self, thread_id: int | None, last: int, poll: float) -> None:
-        with anyio.move_on_after(poll):
-            while True:
-                connection = self.connection
-                if connection is None:
-                    await self._reconnect()
-                    return
-                try:
-                    connection.pgconn.consume_input()
-                    while (note := connection.pgconn.notifies()) is not None:
-                        if _names(note.extra, thread_id, last):
-                            return
-                except psycopg.Error:
-                    await self._reconnect()
-                    return  # read: what was notified meanwhile is lost
-                await anyio.wait_readable(connection.fileno())
-
-    async def close(self) -> None:
-        connection, self.connection = self.connection, None
-        if connection is not None:
-            await anyio.to_thread.run_sync(connection.close)
-
-
-def _names(payload: bytes, thread_id: int | None, last: int) -> bool:
-    """Whether a notification (``"<thread row id> <seq>"``) is news for a tail."""
-    try:
-        thread, seq = (int(part) for part in payload.split(b" "))
-    except ValueError:
-        return True
-    return thread_id is None or (thread == thread_id and seq > last)
-
-
-def _claim(row: tuple[Any, ...], worker: str) -> Claim:
-    server, room, thread, token, expires_at = row
-    return Claim(
-        key=ThreadKey(str(thread), str(room), str(server)),
-        worker=worker,
-        token=int(token),
-        expires_at=float(expires_at),
-    )
 
 
 def _info(row: tuple[Any, ...]) -> ThreadInfo:

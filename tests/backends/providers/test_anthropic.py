@@ -562,7 +562,7 @@ BROKEN_CONVERSATIONS: dict[str, tuple[list[Message], str]] = {
     ),
     "audio": (
         [UserMessage(id="u1", content=[AudioPart(source=UrlSource(value="https://x/a.wav"))])],
-        "cannot take a audio part",
+        "cannot take an audio part",
     ),
 }
 

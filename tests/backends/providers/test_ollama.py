@@ -340,6 +340,24 @@ def test_the_conversation_becomes_ollama_messages() -> None:
             ],
             "text and inline",
         ),
+        (
+            [
+                UserMessage(id="u1", content="Go"),
+                AssistantMessage(
+                    id="a1",
+                    tool_calls=[ToolCall(id="c1", function=FunctionCall(name="f", arguments="{}"))],
+                ),
+                ToolMessage(
+                    id="t1",
+                    tool_call_id="c1",
+                    content=[
+                        TextPart(text="the chart:"),
+                        ImagePart(source=DataSource(value="aGk=", mime_type="image/png")),
+                    ],
+                ),
+            ],
+            "ollama cannot take an image part from a data source in a tool message",
+        ),
     ],
 )
 def test_conversations_ollama_cannot_take_are_refused_before_sending(

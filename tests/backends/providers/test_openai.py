@@ -894,7 +894,7 @@ BROKEN_CONVERSATIONS: dict[str, tuple[list[Message], str]] = {
     ),
     "audio-from-a-url": (
         [UserMessage(id="u1", content=[AudioPart(source=UrlSource(value="https://x/a.wav"))])],
-        "cannot take a audio part from a url source",
+        "cannot take an audio part from a url source",
     ),
 }
 

@@ -65,6 +65,7 @@ from toolrelay.backends.providers._messages import (
     check_tool_results,
     sendable_messages,
     text_of,
+    unsupported_part,
 )
 from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
@@ -438,8 +439,7 @@ class AnthropicBackend(ProviderBackend):
                 case DocumentPart(source=UrlSource(value=url)):
                     blocks.append({"type": "document", "source": {"type": "url", "url": url}})
                 case _:
-                    kind = type(part).__struct_config__.tag
-                    raise ConversationError(f"{self.name} cannot take a {kind} part here")
+                    raise unsupported_part(self.name, part, "a user message")
         return blocks
 
 

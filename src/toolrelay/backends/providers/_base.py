@@ -47,17 +47,11 @@ import anyio
 import httpx
 import msgspec
 
-from toolrelay.backends._agui_http import map_transport_errors
 from toolrelay.backends._base import EventStream, ThreadKey, effective_limits
+from toolrelay.backends._readers import LineReader, SseReader
 from toolrelay.backends._retry import RetryPolicy, parse_retry_after, start_with_retries
-from toolrelay.backends._wire import (
-    ACCEPT_ENCODING,
-    LineReader,
-    SseReader,
-    body_excerpt,
-    bound_body,
-    run_deadline,
-)
+from toolrelay.backends._transport import map_transport_errors
+from toolrelay.backends._wire import ACCEPT_ENCODING, body_excerpt, bound_body, run_deadline
 from toolrelay.core import Limits
 from toolrelay.errors import (
     AgentRunError,

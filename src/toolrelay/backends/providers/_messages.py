@@ -107,10 +107,11 @@ def data_url(source: DataSource) -> str:
 
 def unsupported_part(provider: str, part: ContentPart, where: str) -> ConversationError:
     """The error for a content ``part`` that ``provider`` cannot take in ``where``."""
-    kind = type(part).__struct_config__.tag
+    kind = str(type(part).__struct_config__.tag)
     source = getattr(part, "source", None)
     detail = f" from a {type(source).__struct_config__.tag} source" if source is not None else ""
-    return ConversationError(f"{provider} cannot take a {kind} part{detail} in {where}")
+    article = "an" if kind[:1] in ("a", "e", "i", "o", "u") else "a"
+    return ConversationError(f"{provider} cannot take {article} {kind} part{detail} in {where}")
 
 
 def text_of(content: str | list[ContentPart], provider: str, where: str) -> str:

@@ -50,6 +50,7 @@ from toolrelay.backends.providers._base import (
     counter,
     uuid_id,
 )
+from toolrelay.backends.providers._messages import text_of
 from toolrelay.errors import ConversationError, InvalidEventError, MalformedEventError
 from toolrelay.protocol import (
     AssistantMessage,
@@ -318,9 +319,8 @@ class OllamaBackend(ProviderBackend):
                             f"{message.tool_call_id!r}, which no assistant message asked for; "
                             "Ollama needs the function's name"
                         )
-                    messages.append(
-                        {"role": "tool", "tool_name": name, "content": _text_of(message.content)}
-                    )
+                    content = text_of(message.content, self.name, "a tool message")
+                    messages.append({"role": "tool", "tool_name": name, "content": content})
                 case _:
                     continue  # reasoning and activity records stay local
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
@@ -338,12 +338,6 @@ class OllamaBackend(ProviderBackend):
             ]
         body.update(self.options)
         return body
-
-
-def _text_of(content: str | list[ContentPart]) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(part.text for part in content if isinstance(part, TextPart))
 
 
 def _user_content(content: str | list[ContentPart]) -> dict[str, Any]:

@@ -1,10 +1,11 @@
 """The machine's stand-ins: gates it holds streams and tools on, the agent that plays
-the drawn plans, a run registry that can fail on purpose, and the stall clock."""
+the drawn plans, and a run registry that can fail on purpose."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import anyio
 from anyio.abc import ObjectReceiveStream
@@ -13,20 +14,13 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends._base import ThreadKey
 from toolrelay.errors import RunAllocationError
-from toolrelay.protocol import (
-    Interrupt,
-    ResumeEntry,
-)
+from toolrelay.protocol import Interrupt, ResumeEntry, RunAgentInput
 from toolrelay.runtime import (
     RunHandle,
     RunRegistry,
     Turn,
 )
-from toolrelay.testing._scripted import Gate, ScriptedAgent
-
-if TYPE_CHECKING:
-    from toolrelay.testing.stateful._host import MachineBase
-
+from toolrelay.testing._scripted import Gate, ScriptedAgent, Step
 from toolrelay.testing.stateful._plans import CallPlan, RunPlan, T, TurnPlan
 
 __all__ = (
@@ -36,7 +30,6 @@ __all__ = (
     "Mark",
     "FlakyRegistry",
     "RunRecord",
-    "Stall",
     "TurnModel",
     "drain",
     "gate_of",
@@ -153,14 +146,19 @@ class RunRecord:
 
 
 class PlanAgent(ScriptedAgent):
-    """The ScriptedAgent whose allocations fail when the turn's plan says so."""
+    """The ScriptedAgent whose allocations fail when ``allocation_fails`` (asked once per
+    allocation, as the turn's plan says) is true."""
 
-    def __init__(self, machine: MachineBase) -> None:
-        super().__init__(respond=machine._respond)
-        self._machine = machine
+    def __init__(
+        self,
+        respond: Callable[[ThreadKey, RunAgentInput], list[Step]],
+        allocation_fails: Callable[[ThreadKey], bool],
+    ) -> None:
+        super().__init__(respond=respond)
+        self._allocation_fails = allocation_fails
 
     async def allocate_run(self, key: ThreadKey) -> str | None:
-        fails = self._machine._allocation_fails(key)
+        fails = self._allocation_fails(key)
         run_id = await super().allocate_run(key)
         if fails:
             raise RunAllocationError("scripted allocation failure")
@@ -169,18 +167,22 @@ class PlanAgent(ScriptedAgent):
 
 class FlakyRegistry(RunRegistry):
     """A run registry that checks every handle is disposed only once unregistered, and
-    whose handles raise on dispose when the turn's plan says so (promise 5)."""
+    whose handles raise on dispose when ``dispose_raises`` says so (promise 5); what
+    goes wrong is given to ``report``."""
 
-    def __init__(self, machine: MachineBase) -> None:
+    def __init__(
+        self, dispose_raises: Callable[[ThreadKey], bool], report: Callable[[str], None]
+    ) -> None:
         super().__init__()
-        self._machine = machine
+        self._dispose_raises = dispose_raises
+        self._report = report
 
     def _watch(self, handle: RunHandle) -> None:
-        raises = self._machine._dispose_raises(handle.key)
+        raises = self._dispose_raises(handle.key)
 
         def on_dispose() -> None:
             if self.is_registered(handle):
-                self._machine._problems.append(
+                self._report(
                     f"promise 5: run {handle.run_id} on {handle.key} was disposed "
                     "while still registered"
                 )
@@ -212,40 +214,3 @@ def drain(stream: ObjectReceiveStream[T] | None) -> list[T]:
 
 class Abort(Exception):
     """Leaves the engine's ``async with`` by an error, so that its tasks are cancelled."""
-
-
-class Stall:
-    """Tells a stuck engine from a busy one, without trusting the clock where it can.
-
-    Every ready task runs once per event-loop iteration. Without clock- or thread-bound
-    work (a tool waiting for its timeout, the user's tools), ``stall_iterations``
-    iterations in which nothing observable moves mean nothing ever will. With such
-    work it polls more slowly (leaving the CPU to worker threads) and judges by the
-    clock (``stall_timeout``), except while the user's tools run, which only
-    ``quiet_timeout`` bounds.
-    """
-
-    __slots__ = ("_idle", "_machine", "_moved", "_progress")
-
-    def __init__(self, machine: MachineBase) -> None:
-        self._machine = machine
-        self._progress = machine._progress()
-        self._moved = anyio.current_time()
-        self._idle = 0
-
-    def pause(self) -> float:
-        return 0.001 if self._idle > 200 and self._machine._timed_work() else 0
-
-    def check(self) -> bool:
-        """Whether the engine stalled (call once per iteration)."""
-        machine = self._machine
-        progress = machine._progress()
-        if progress != self._progress:
-            self._progress, self._moved, self._idle = progress, anyio.current_time(), 0
-            return False
-        self._idle += 1
-        if not machine._timed_work():
-            return self._idle > machine.stall_iterations
-        if machine._user_tools_running():
-            return False
-        return anyio.current_time() - self._moved > machine.stall_timeout

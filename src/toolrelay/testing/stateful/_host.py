@@ -1,5 +1,6 @@
-"""The machine's ground: the engine on its own loop in a thread, the agent's scripted
-answers, and when the engine counts as quiet (see the package docstring)."""
+"""The machine's ground: its settings, the engine on its own loop in a thread, the
+machine's own tools, and running steps there. The agent's answers are
+:mod:`._script`'s, knowing when the engine is quiet :mod:`._quiet`'s."""
 
 from __future__ import annotations
 
@@ -14,68 +15,42 @@ from typing import Any, ClassVar, cast
 import anyio
 from anyio.abc import ObjectReceiveStream, TaskGroup, TaskStatus
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from anyio.streams.memory import MemoryObjectReceiveStream
 from hypothesis.stateful import (
     RuleBasedStateMachine,
 )
 
 from toolrelay.backends._base import ThreadKey
 from toolrelay.core import ToolRegistry, ToolSpec, tool
-from toolrelay.errors import StreamDroppedError
-from toolrelay.machines import RunStatus, ToolCallStatus
-from toolrelay.protocol import (
-    Event,
-    Interrupt,
-    RunAgentInput,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-    UnknownEvent,
-    UserMessage,
-)
+from toolrelay.machines import RunStatus
 from toolrelay.runtime import (
     Engine,
     Notification,
     RegistryChange,
 )
-from toolrelay.testing._builders import run_cancelled, run_interrupted, text, tool_call
-from toolrelay.testing._scripted import Hang, Raise, Step
 from toolrelay.testing.stateful._doubles import (
     Abort,
     FlakyRegistry,
     Hold,
-    Mark,
     PlanAgent,
     RunRecord,
-    Stall,
     TurnModel,
     drain,
-    gate_of,
 )
 from toolrelay.testing.stateful._plans import (
     PROBE_PREFIX,
     PROBE_TIMEOUT,
-    VIOLATING,
-    CallOutcome,
-    CallPlan,
-    Malformation,
-    RunKind,
     T,
     base_exception_of,
     call_plans,
     turn_plans,
 )
+from toolrelay.testing.stateful._quiet import Quiet
+from toolrelay.testing.stateful._script import AgentScripts
 
 __all__ = ("MachineBase",)
 
 
-class MachineBase(RuleBasedStateMachine):
+class MachineBase(AgentScripts, Quiet, RuleBasedStateMachine):
     """What the rules and the invariants stand on: the settings users override, the
     engine's host loop, the scripted agent's answers, and knowing when the engine is
     quiet. :class:`~toolrelay.testing.stateful.PromisesMachine` adds the rules and the
@@ -146,7 +121,7 @@ class MachineBase(RuleBasedStateMachine):
         self._inputs_checked = 0
         self._lifecycle_seen: dict[str, str] = {}
         self._views: dict[str, list[tuple[int | None, RunStatus]]] = {}
-        self.agent = PlanAgent(self)
+        self.agent = PlanAgent(self._respond, self._allocation_fails)
         self.engine: Engine | None = None
         self._group: TaskGroup | None = None
         self._stop: anyio.Event | None = None
@@ -171,7 +146,7 @@ class MachineBase(RuleBasedStateMachine):
             max_depth=self.max_depth,
             max_repeated_calls=self.max_repeated_calls,
             tool_timeout=self.tool_timeout,
-            registry=FlakyRegistry(self),
+            registry=FlakyRegistry(self._dispose_raises, self._problems.append),
             run_id_factory=lambda: f"run-{next(self._ids)}",
             id_factory=lambda: f"id-{next(self._ids)}",
         )
@@ -297,233 +272,6 @@ class MachineBase(RuleBasedStateMachine):
             tool(probe_guarded, needs_approval=True),
         ]
 
-    # -- the agent's side ---------------------------------------------------------------
-
-    def _allocation_fails(self, key: ThreadKey) -> bool:
-        model = self._latest.get(key.thread_id)
-        if model is None:
-            return False
-        index = model.allocations
-        model.allocations += 1
-        return model.plan.run_at(index).kind is RunKind.alloc_fails
-
-    def _dispose_raises(self, key: ThreadKey) -> bool:
-        model = self._latest.get(key.thread_id)
-        return model is not None and model.plan.dispose_raises
-
-    def _respond(self, key: ThreadKey, run_input: RunAgentInput) -> list[Step]:
-        try:
-            return self._script(key, run_input)
-        except Exception as exc:  # a bug of the machine itself: make it loud
-            self._problems.append(f"the machine's responder failed: {exc!r}")
-            raise
-
-    def _model_of(self, run_input: RunAgentInput) -> TurnModel:
-        """The turn a run belongs to: a continuation's by its parent run; a first run's
-        by its resume entries (their payload names the turn) or its last user message."""
-        parent = run_input.parent_run_id
-        if isinstance(parent, str):
-            return self._records[parent].model
-        resume = run_input.resume
-        if isinstance(resume, list) and resume:
-            return self._models[int(resume[0].payload["turn"]) - 1]
-        users = [m for m in run_input.messages if isinstance(m, UserMessage)]
-        return next(m for m in self._models if users and f"user-{m.ordinal}" == users[-1].id)
-
-    def _script(self, key: ThreadKey, run_input: RunAgentInput) -> list[Step]:
-        model = self._model_of(run_input)
-        index = model.runs_started
-        model.runs_started += 1
-        plan = model.plan.run_at(index)
-        parent = run_input.parent_run_id
-        record = RunRecord(
-            model,
-            index,
-            run_input.run_id,
-            parent if isinstance(parent, str) else None,
-            plan,
-        )
-        model.runs.append(record)
-        self._records[run_input.run_id] = record
-        prefix = f"T{model.ordinal}R{index}"
-        thread_id, run_id = run_input.thread_id, run_input.run_id
-        # Our own RUN_STARTED, so that the envelope never adds one (a duplicate below
-        # is then always a second one).
-        steps: list[Step] = [RunStartedEvent(thread_id=thread_id, run_id=run_id)]
-
-        text_id: str | None = None
-        if plan.text is not None:
-            text_id = f"{prefix}M"
-            mark = Mark()
-            text_events = text(plan.text, id=text_id, chunk=plan.text_chunk)
-            if plan.cut and not plan.calls:
-                text_events.pop()  # the stream breaks mid-message: no TEXT_MESSAGE_END
-            steps.extend(text_events)
-            steps.append(gate_of(mark))
-            record.texts.append((text_id, plan.text, mark))
-        if plan.gated:
-            hold = record.stream_hold = Hold(f"{prefix}G")
-            self._stream_holds[hold.name] = hold
-            steps.append(gate_of(hold))
-
-        executes = (
-            plan.kind is RunKind.tools
-            and index < self.max_depth
-            and index != model.plan.no_progress_at(self.max_depth, self.max_repeated_calls)
-        )
-        call_ids: list[str] = []
-        per_call: list[list[Event]] = []
-        for number, call in enumerate(plan.calls):
-            call_id = f"{prefix}C{number}"
-            call_ids.append(call_id)
-            name, arguments = self._call_target(call, call_id)
-            per_call.append(
-                tool_call(name, arguments, id=call_id, parent_message_id=text_id, chunk=call.chunk)
-            )
-            if executes:
-                record.calls[call_id] = call
-                if call.outcome is CallOutcome.slow:
-                    self._tool_holds[call_id] = Hold(call_id)
-            else:
-                record.never_run.add(call_id)
-        if plan.interleaved:
-            starts = [events[0] for events in per_call]
-            ends = [events[-1] for events in per_call]
-            middles = [events[1:-1] for events in per_call]
-            interleaved = [e for group in itertools.zip_longest(*middles) for e in group if e]
-            call_events: list[Event] = [*starts, *interleaved, *ends]
-        else:
-            call_events = [e for events in per_call for e in events]
-        cut_call: str | None = None
-        last = call_events[-1] if call_events else None
-        if plan.cut and isinstance(last, ToolCallEndEvent):
-            call_events.pop()
-            cut_call = last.tool_call_id
-        steps.extend(call_events)
-
-        if plan.malformed:
-            steps.extend(self._malformed(record, prefix, call_ids, thread_id, run_id))
-            record.malformed_mark = Mark()
-            steps.append(gate_of(record.malformed_mark))
-            violating = VIOLATING.intersection(plan.malformed)
-            if cut_call is not None and cut_call == call_ids[0]:
-                # The cut took the first call's END away, so the "duplicate" END sent
-                # for it is its only one: nothing wrong with it.
-                violating -= {Malformation.duplicate_end}
-            record.expects_violation = bool(violating)
-
-        late: list[Step] = []
-        if Malformation.events_after_finish in plan.malformed:
-            record.late_text_id = f"{prefix}L"
-            late_call = f"{prefix}LC"
-            record.never_run.add(late_call)
-            late = [
-                *text("too late", id=record.late_text_id),
-                *tool_call("probe_ok", {"ticket": late_call}, id=late_call),
-            ]
-        match plan.kind:
-            case RunKind.answer | RunKind.tools:
-                steps.append(RunFinishedEvent(thread_id=thread_id, run_id=run_id))
-                steps.extend(late)
-            case RunKind.interrupts:
-                record.interrupts = tuple(
-                    Interrupt(
-                        id=f"{prefix}I{number}",
-                        reason="probe_approval",
-                        message=f"May I? ({prefix}, {number})",
-                        tool_call_id=call_ids[0] if call_ids and number == 0 else None,
-                    )
-                    for number in range(plan.asks)
-                )
-                steps.append(run_interrupted(thread_id, run_id, *record.interrupts))
-                steps.extend(late)
-            case RunKind.agent_cancels:
-                steps.append(run_cancelled(thread_id, run_id))
-                steps.extend(late)
-            case RunKind.run_error:
-                steps.append(RunErrorEvent(message="scripted run error", code="scripted"))
-                steps.extend(late)
-            case RunKind.breaks:
-                steps.append(Raise(RuntimeError("the scripted stream broke")))
-            case RunKind.drops:
-                steps.append(Raise(StreamDroppedError("the scripted connection dropped")))
-            case RunKind.hangs:
-                record.hang_mark = Mark()
-                steps.extend([gate_of(record.hang_mark), Hang()])
-            case RunKind.alloc_fails:  # pragma: no cover - allocation failed before
-                self._problems.append(f"{model.label}: a run whose allocation fails streamed")
-        return steps
-
-    def _call_target(self, call: CallPlan, call_id: str) -> tuple[str, dict[str, Any]]:
-        match call.outcome:
-            case CallOutcome.ok:
-                return "probe_ok", {"ticket": call_id}
-            case CallOutcome.raises:
-                return "probe_raise", {"ticket": call_id}
-            case CallOutcome.slow:
-                return "probe_slow", {"ticket": call_id}
-            case CallOutcome.timeout:
-                return "probe_timeout", {"ticket": call_id}
-            case CallOutcome.unknown:
-                return "probe_missing", {"ticket": call_id}
-            case CallOutcome.invalid:
-                return "probe_typed", {"ticket": call_id, "n": "not a number"}
-            case CallOutcome.raises_base:
-                return "probe_exit", {"ticket": call_id}
-            case CallOutcome.stuck:
-                return "probe_stuck", {"ticket": call_id}
-            case CallOutcome.unsendable:
-                return "probe_unsendable", {"ticket": call_id}
-            case CallOutcome.approval:
-                return "probe_guarded", {"ticket": call_id}
-            case CallOutcome.user:
-                assert call.tool is not None
-                return call.tool, dict(call.arguments or {})
-        raise AssertionError(call.outcome)  # pragma: no cover
-
-    def _malformed(
-        self,
-        record: RunRecord,
-        prefix: str,
-        call_ids: list[str],
-        thread_id: str,
-        run_id: str,
-    ) -> list[Step]:
-        steps: list[Step] = []
-        for number, malformation in enumerate(record.plan.malformed):
-            fresh = f"{prefix}X{number}"
-            match malformation:
-                case Malformation.args_for_unknown_call:
-                    steps.append(ToolCallArgsEvent(tool_call_id=fresh, delta="{}"))
-                case Malformation.duplicate_start:
-                    call = record.plan.calls[0]
-                    name, _ = self._call_target(call, call_ids[0])
-                    steps.append(ToolCallStartEvent(tool_call_id=call_ids[0], tool_call_name=name))
-                case Malformation.duplicate_end:
-                    steps.append(ToolCallEndEvent(tool_call_id=call_ids[0]))
-                case Malformation.content_without_start:
-                    mark = Mark()
-                    steps.append(TextMessageContentEvent(message_id=fresh, delta="orphan"))
-                    steps.append(gate_of(mark))
-                    record.texts.append((fresh, "orphan", mark))
-                case Malformation.end_for_unknown_message:
-                    steps.append(TextMessageEndEvent(message_id=fresh))
-                case Malformation.unknown_event_type:
-                    raw = b'{"type":"X_VENDOR_EVENT","value":1}'
-                    steps.append(UnknownEvent(type="X_VENDOR_EVENT", raw=raw))
-                case Malformation.duplicate_run_started:
-                    steps.append(RunStartedEvent(thread_id=thread_id, run_id=run_id))
-                case Malformation.result_for_unknown_call:
-                    steps.append(
-                        ToolCallResultEvent(message_id=f"{fresh}R", tool_call_id=fresh, content="?")
-                    )
-                case Malformation.call_without_end:
-                    record.never_run.add(fresh)
-                    steps.extend(tool_call("probe_ok", {"ticket": fresh}, id=fresh)[:-1])
-                case Malformation.events_after_finish:
-                    pass  # added after the run's last event
-        return steps
-
     # -- running steps in the portal --------------------------------------------------
 
     def _call(self, func: Callable[[], Awaitable[T]]) -> T:
@@ -552,155 +300,6 @@ class MachineBase(RuleBasedStateMachine):
         assert model.turn is not None
         await model.turn.wait_finished()
         model.done = True
-
-    def _parked(self, model: TurnModel) -> bool:
-        turn = model.turn
-        assert turn is not None
-        status = turn.status
-        if status is RunStatus.running:
-            record = self._records.get(turn.run_id or "")
-            return record is not None and record.model is model and record.parked()
-        if status is RunStatus.executing_tools:
-            # Parked: every running call waits on a gate, every other open call waits
-            # for the decide rule (approval), and something waits.
-            executing = [c for c in turn.tool_calls if c.status is ToolCallStatus.executing]
-            awaiting = [c for c in turn.tool_calls if c.status is ToolCallStatus.awaiting_approval]
-            return bool(executing or awaiting) and all(
-                c.id in self._tool_holds and self._tool_holds[c.id].parked for c in executing
-            )
-        return False
-
-    def _quiet(self) -> bool:
-        for model in self._models:
-            assert model.turn is not None
-            if model.turn.finished:
-                if not model.done:
-                    return False
-            elif not self._parked(model):
-                return False
-        return True
-
-    def _progress(self) -> tuple[object, ...]:
-        """Everything observable that moves while the engine works (for stall detection)."""
-        buffered = 0
-        if isinstance(self._all_sub, MemoryObjectReceiveStream):
-            buffered = self._all_sub.statistics().current_buffer_used
-        return (
-            buffered,  # every event, state change and tool result is published
-            len(self._executed),
-            self.agent.allocation_count,
-            self.agent.run_count,
-            self.agent.closed_streams,
-            sum(
-                hold.waiting for hold in (*self._stream_holds.values(), *self._tool_holds.values())
-            ),
-            tuple((m.turn.status if m.turn else None, m.done) for m in self._models),
-        )
-
-    def _timed_work(self) -> bool:
-        """Whether a tool that depends on the clock or a worker thread runs: one of the
-        user's tools, or ``probe_timeout`` (waiting for its timeout)."""
-        return any(
-            not call.status.is_final
-            and (
-                (call.name in ("probe_timeout", "probe_stuck") and call.id in self._executed)
-                or not call.name.startswith(PROBE_PREFIX)
-            )
-            for model in self._models
-            if model.turn is not None and model.turn.status is RunStatus.executing_tools
-            for call in model.turn.tool_calls
-        )
-
-    def _user_tools_running(self) -> bool:
-        return any(
-            not call.status.is_final and not call.name.startswith(PROBE_PREFIX)
-            for model in self._models
-            if model.turn is not None
-            for call in model.turn.tool_calls
-        )
-
-    def _stuck(self) -> list[str]:
-        """The turns still in flight, for failure messages."""
-        return [
-            f"{m.label}: {m.turn!r} activity={m.turn.activity} parked={self._parked(m)} "
-            f"task_done={m.done}"
-            for m in self._models
-            if m.turn is not None and not (m.turn.finished and m.done)
-        ]
-
-    async def _settle(self) -> None:
-        """Wait until quiet: every live turn parked, every finished turn's task done.
-
-        Polling, not synchronisation: correctness never depends on how long it sleeps.
-        A stall (see :class:`Stall`) or :attr:`quiet_timeout` is a stuck turn: a failure.
-        """
-        stall = Stall(self)
-        try:
-            with anyio.fail_after(self.quiet_timeout):
-                while not self._quiet():
-                    await anyio.sleep(stall.pause())
-                    if stall.check():
-                        raise AssertionError(
-                            "promises 1/4: nothing moves and the engine is not quiet; "
-                            f"stuck: {self._stuck()}"
-                        )
-        except TimeoutError:
-            raise AssertionError(
-                f"promises 1/4: the engine did not become quiet within {self.quiet_timeout} s; "
-                f"stuck: {self._stuck()}"
-            ) from None
-        self._live = tuple(
-            m.key for m in self._models if m.turn is not None and not m.turn.finished
-        )
-        self._interrupted = tuple(
-            key
-            for key, m in sorted(self._latest.items())
-            if m.turn is not None and m.turn.status is RunStatus.interrupted
-        )
-        self._held = tuple(
-            name
-            for name, hold in sorted({**self._stream_holds, **self._tool_holds}.items())
-            if hold.parked
-        )
-        self._awaiting = tuple(
-            (m.key, approval.id)
-            for m in self._models
-            if m.turn is not None and not m.turn.finished
-            for approval in m.turn.approvals
-        )
-
-    async def _bounded(self, func: Callable[[], Awaitable[T]], what: str) -> T:
-        """Await ``func()``; if it stalls (nothing observable moves), cancel it and fail
-        (promise 4: user actions return promptly)."""
-        results: list[T] = []
-        errors: list[Exception] = []
-        stalled = False
-
-        async def watchdog(scope: anyio.CancelScope) -> None:
-            nonlocal stalled
-            stall = Stall(self)
-            while True:
-                await anyio.sleep(stall.pause())
-                if stall.check():
-                    break
-            stalled = True
-            scope.cancel()
-
-        async with anyio.create_task_group() as group:
-            with anyio.CancelScope() as scope:
-                group.start_soon(watchdog, scope)
-                try:
-                    results.append(await func())
-                except Exception as exc:
-                    errors.append(exc)
-            group.cancel_scope.cancel()
-        if errors:
-            raise errors[0]
-        if stalled or not results:
-            raise AssertionError(
-                f"promise 4: {what} did not return and nothing moves; stuck: {self._stuck()}"
-            )
-        return results[0]
 
     def _engine(self) -> Engine:
         assert self.engine is not None

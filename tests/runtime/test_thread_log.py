@@ -1,0 +1,123 @@
+"""One thread's log: flushes of a thread never overlap, and what a flush took is
+written once, in order, whatever else waits or is cancelled meanwhile."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import anyio
+import pytest
+
+from toolrelay.core import ThreadKey
+from toolrelay.errors import StoreUnavailableError
+from toolrelay.runtime._durable import ThreadLog
+from toolrelay.store import MemoryStore, Record, TurnStarted, replay
+
+pytestmark = pytest.mark.anyio
+
+KEY = ThreadKey("t1")
+
+
+class HeldStore(MemoryStore):
+    """A memory store whose appends wait at a gate the test opens, and which says
+    whether two appends of one thread were ever under way at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = anyio.Event()
+        self.entered = anyio.Event()
+        self.under_way = 0
+        self.overlapped = False
+        self.fail_next = False
+
+    async def append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> int:
+        self.under_way += 1
+        self.overlapped |= self.under_way > 1
+        self.entered.set()
+        try:
+            with anyio.fail_after(5):  # a broken log fails the test instead of hanging it
+                await self.gate.wait()
+            if self.fail_next:
+                self.fail_next = False
+                raise StoreUnavailableError("the disk is gone")
+            return await super().append(key, records, owner=owner)
+        finally:
+            self.under_way -= 1
+
+
+async def _written(store: MemoryStore) -> list[str]:
+    return [
+        entry.record.turn_id
+        for entry in await store.read(KEY)
+        if isinstance(entry.record, TurnStarted)
+    ]
+
+
+async def test_a_second_flush_waits_for_the_first_and_writes_only_what_is_left() -> None:
+    store = HeldStore()
+    log = ThreadLog(store, KEY)
+    log.add(TurnStarted(turn_id="a"))
+    async with anyio.create_task_group() as group:
+        group.start_soon(log.flush)
+        await store.entered.wait()
+        log.add(TurnStarted(turn_id="b"))
+        group.start_soon(log.flush)
+        group.start_soon(log.flush)
+        await anyio.wait_all_tasks_blocked()
+        in_the_store = store.under_way  # the others wait at the log, not in the store
+        store.gate.set()
+    assert in_the_store == 1
+    assert not store.overlapped
+    assert await _written(store) == ["a", "b"]
+    assert not log.pending
+    assert replay(await store.read(KEY)).last_seq == 2
+
+
+async def test_a_waiter_cancelled_at_the_log_leaves_it_usable() -> None:
+    store = HeldStore()
+    log = ThreadLog(store, KEY)
+    log.add(TurnStarted(turn_id="a"))
+    async with anyio.create_task_group() as group:
+        group.start_soon(log.flush)
+        await store.entered.wait()
+        log.add(TurnStarted(turn_id="b"))
+        with anyio.CancelScope() as waiting:
+            waiting.cancel()
+            await log.flush()  # cancelled while it waited: it took nothing
+        assert waiting.cancelled_caught
+        assert log.pending
+        store.gate.set()
+    await log.flush()
+    assert await _written(store) == ["a", "b"]
+    assert not store.overlapped
+
+
+async def test_a_flush_the_store_refused_puts_its_records_back_in_front() -> None:
+    store = HeldStore()
+    store.fail_next = True
+    store.gate.set()
+    log = ThreadLog(store, KEY)
+    log.add(TurnStarted(turn_id="a"))
+    with pytest.raises(StoreUnavailableError):
+        await log.flush()
+    log.add(TurnStarted(turn_id="b"))
+    await log.flush()
+    assert await _written(store) == ["a", "b"]
+
+
+async def test_a_cancelled_flush_still_writes_what_it_took() -> None:
+    store = HeldStore()
+    log = ThreadLog(store, KEY)
+    log.add(TurnStarted(turn_id="a"))
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(log.flush)
+            await store.entered.wait()
+            scope.cancel()  # the write is shielded: it finishes when the store lets it
+            with anyio.CancelScope(shield=True):
+                store.gate.set()
+                await anyio.wait_all_tasks_blocked()
+    assert await _written(store) == ["a"]
+    assert not log.pending
