@@ -26,6 +26,7 @@ LAYERS: tuple[str | tuple[str, ...], ...] = (
     "protocol",
     "machines",
     "core",
+    "sansio",
     "store",
     "backends",
     "runtime",

@@ -46,7 +46,8 @@ import httpx
 import msgspec
 
 from toolrelay._reasons import ReasonKind
-from toolrelay.backends import AgentBackend, AguiHttpBackend, RetryPolicy, ThreadKey
+from toolrelay.backends import AguiHttpBackend, RetryPolicy
+from toolrelay.backends._base import AgentBackend
 from toolrelay.backends.providers import PROVIDERS, ProviderBackend, provider_backend
 from toolrelay.cli._terminal import (
     Colour,
@@ -61,6 +62,7 @@ from toolrelay.core import (
     ActivityKind,
     Limits,
     TextMessage,
+    ThreadKey,
     ToolRegistry,
     ToolResult,
     ToolSpec,
