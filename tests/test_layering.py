@@ -25,6 +25,7 @@ LAYERS: tuple[str | tuple[str, ...], ...] = (
     "protocol",
     "machines",
     "core",
+    "sansio",
     "store",
     "backends",
     "runtime",

@@ -12,8 +12,9 @@ import msgspec
 import pytest
 from httpx_sse import SSEError
 
+from toolrelay import ThreadKey
 from toolrelay._reasons import ReasonKind
-from toolrelay.backends import NO_RETRY, AguiHttpBackend, ThreadKey, map_transport_errors
+from toolrelay.backends import NO_RETRY, AguiHttpBackend, map_transport_errors
 from toolrelay.core import Limits, TextMessage, ToolRegistry, tool
 from toolrelay.demo import DEMO_TOOLS, plan_reply
 from toolrelay.errors import (

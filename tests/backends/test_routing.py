@@ -16,8 +16,9 @@ from typing import ClassVar
 import anyio
 import pytest
 
+from toolrelay import AgentBackend
 from toolrelay._reasons import ReasonKind
-from toolrelay.backends import AgentBackend, AguiHttpBackend, RoutingBackend
+from toolrelay.backends import AguiHttpBackend, RoutingBackend
 from toolrelay.core import Limits, TextMessage, ThreadKey, ToolRegistry
 from toolrelay.demo import DEMO_TOOLS, DemoServer
 from toolrelay.errors import RunAllocationError, UnknownServerError

@@ -33,7 +33,8 @@ import anyio
 import anyio.lowlevel
 from bench_harness import Report, Sample, Target, no_gc
 
-from toolrelay.backends import EventStream, ThreadKey
+from toolrelay import ThreadKey
+from toolrelay.backends import EventStream
 from toolrelay.core import Effect, EventProcessor, ToolRegistry, ToolsReady
 from toolrelay.machines import RunStatus
 from toolrelay.protocol import Event, RunAgentInput, ToolMessage, UnknownEvent

@@ -23,7 +23,7 @@ from unittest import mock
 import anyio
 from bench_harness import Report, Sample, Target, interleaved
 
-from toolrelay.backends import ThreadKey
+from toolrelay import ThreadKey
 from toolrelay.core import ToolRegistry
 from toolrelay.machines import RunStatus
 from toolrelay.protocol import RunAgentInput, ToolMessage

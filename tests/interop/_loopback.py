@@ -18,8 +18,9 @@ import httpx
 import pytest
 import uvicorn
 
+from toolrelay import ThreadKey
 from toolrelay._reasons import ReasonKind
-from toolrelay.backends import AguiHttpBackend, ThreadKey
+from toolrelay.backends import AguiHttpBackend
 from toolrelay.core import ReasoningRecord, TextMessage, ToolRegistry
 from toolrelay.demo import DEMO_TOOLS
 from toolrelay.errors import HTTPStatusError

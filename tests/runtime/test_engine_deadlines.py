@@ -10,11 +10,10 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 
-from toolrelay import Engine, Limits, ReasonKind, RunStatus, ToolCallStatus, ToolRegistry
+from toolrelay import Engine, Limits, ReasonKind, RunStatus, ThreadKey, ToolCallStatus, ToolRegistry
 from toolrelay.backends import (
     EventStream,
     RunSettings,
-    ThreadKey,
     current_run_settings,
     effective_limits,
     using_run_settings,

@@ -8,8 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
+from toolrelay import ThreadKey
 from toolrelay._reasons import ReasonKind
-from toolrelay.backends import ThreadKey
 from toolrelay.core import ToolRegistry
 from toolrelay.errors import ToolDefinitionError
 from toolrelay.machines import RunStatus

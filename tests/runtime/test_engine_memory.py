@@ -26,8 +26,7 @@ import anyio
 import pytest
 
 import toolrelay
-from toolrelay import Engine, RunStatus, ToolRegistry
-from toolrelay.backends import ThreadKey
+from toolrelay import Engine, RunStatus, ThreadKey, ToolRegistry
 from toolrelay.protocol import RunAgentInput, ToolMessage
 from toolrelay.testing import Hang, ScriptedAgent, text, tool_call
 from toolrelay.testing._scripted import Script

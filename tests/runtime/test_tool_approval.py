@@ -10,8 +10,8 @@ import anyio
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from toolrelay import ThreadKey
 from toolrelay._reasons import ReasonKind
-from toolrelay.backends import ThreadKey
 from toolrelay.core import ActivityKind, ToolCallBatch, ToolCallInfo, ToolRegistry, tool
 from toolrelay.errors import ApprovalError
 from toolrelay.machines import RunStatus, ToolCallStatus

@@ -25,7 +25,7 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from opentelemetry.semconv.attributes import error_attributes, server_attributes
 from opentelemetry.trace import SpanKind, StatusCode
 
-from toolrelay.backends import ThreadKey
+from toolrelay import ThreadKey
 from toolrelay.backends.providers import GoogleBackend
 from toolrelay.core import ToolRegistry, tool
 from toolrelay.machines import RunStatus

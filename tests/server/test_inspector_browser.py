@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from toolrelay.backends import ThreadKey
+from toolrelay import ThreadKey
 from toolrelay.core import ToolRegistry
 from toolrelay.protocol import (
     Event,

@@ -16,7 +16,7 @@ from toolrelay.errors import (
     StoreVersionError,
 )
 from toolrelay.store import SCHEMA_VERSION, SQLiteStore, TurnStarted
-from toolrelay.store._sqlite import APPLICATION_ID
+from toolrelay.store._sqlite_schema import APPLICATION_ID
 from toolrelay.testing.store_contract import sample_records
 
 pytestmark = pytest.mark.anyio

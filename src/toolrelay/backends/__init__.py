@@ -9,11 +9,9 @@ from toolrelay.backends._agui_http import (
     RunAllocator as RunAllocator,
 )
 from toolrelay.backends._base import (
-    AgentBackend as AgentBackend,
     EventStream as EventStream,
     RetryNotice as RetryNotice,
     RunSettings as RunSettings,
-    ThreadKey as ThreadKey,
     current_run_settings as current_run_settings,
     effective_limits as effective_limits,
     using_run_settings as using_run_settings,
@@ -26,7 +24,6 @@ from toolrelay.backends._routing import RoutingBackend as RoutingBackend
 from toolrelay.backends._transport import map_transport_errors as map_transport_errors
 
 __all__ = (
-    "AgentBackend",
     "AguiHttpBackend",
     "AuthHook",
     "DEFAULT_TIMEOUT",
@@ -37,7 +34,6 @@ __all__ = (
     "RoutingBackend",
     "RunAllocator",
     "RunSettings",
-    "ThreadKey",
     "current_run_settings",
     "effective_limits",
     "map_transport_errors",

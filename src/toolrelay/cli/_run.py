@@ -35,7 +35,8 @@ from typing import Any, TextIO
 import anyio
 import httpx
 
-from toolrelay.backends import AgentBackend, AguiHttpBackend, RetryPolicy
+from toolrelay.backends import AguiHttpBackend, RetryPolicy
+from toolrelay.backends._base import AgentBackend
 from toolrelay.backends.providers import PROVIDERS, ProviderBackend, provider_backend
 from toolrelay.cli._exit import ExitCode
 from toolrelay.cli._summary import exit_code, state_json, write_summary

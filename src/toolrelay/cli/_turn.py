@@ -14,9 +14,9 @@ from typing import Any, TextIO
 import anyio
 import anyio.abc
 
-from toolrelay.backends import AgentBackend, ThreadKey
+from toolrelay.backends._base import AgentBackend
 from toolrelay.cli._live import LivePrinter
-from toolrelay.core import Limits, ToolRegistry
+from toolrelay.core import Limits, ThreadKey, ToolRegistry
 from toolrelay.runtime import StateChanged, Turn
 
 __all__ = ("TurnOutcome", "run_turn")

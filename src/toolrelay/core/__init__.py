@@ -58,7 +58,6 @@ __all__ = (
     "ReasoningRecord",
     "TextAccumulator",
     "TextMessage",
-    "ThreadKey",
     "ToolCallBatch",
     "ToolCallInfo",
     "ToolContext",

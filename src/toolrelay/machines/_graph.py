@@ -37,8 +37,8 @@ def check_graph(machine: type[StateChart[Any]]) -> GraphReport:
     """Check that every state of ``machine`` is reachable and can reach a final state.
 
     A breadth-first search over the transitions read from the class, the same
-    reading :func:`~toolrelay.machines.compile_machine` makes, so the report describes the graph the
-    compiled tables run.
+    reading :func:`~toolrelay.machines.compile_machine` makes, so the report
+    describes the graph the compiled tables run.
 
     Raises:
         TypeError: ``machine`` cannot be read as a flat table (see :func:`compile_machine`).

@@ -144,4 +144,5 @@ class RunRetrying:
     resume_from: str | None = None
 
 
+#: What :meth:`Engine.subscribe <toolrelay.Engine.subscribe>` streams: one thing a turn did.
 Notification = StateChanged | EventReceived | ToolCallFinished | RunRetrying

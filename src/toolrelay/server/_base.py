@@ -22,7 +22,7 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
-from toolrelay.backends import AgentBackend
+from toolrelay.backends._base import AgentBackend
 from toolrelay.core import ThreadKey, ToolRegistry, ToolResult
 from toolrelay.errors import StoreError
 from toolrelay.protocol import Event

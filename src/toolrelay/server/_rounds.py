@@ -20,7 +20,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import anyio
 
-from toolrelay.backends import AgentBackend, EventStream, ThreadKey
+from toolrelay.backends import EventStream
+from toolrelay.backends._base import AgentBackend
+from toolrelay.core import ThreadKey
 from toolrelay.protocol import (
     AssistantMessage,
     RunAgentInput,

@@ -110,6 +110,7 @@ StoredMessage: TypeAlias = AguiMessage | StoredText | StoredReasoning | StoredBa
 
 
 def call_to_record(call: ToolCallInfo) -> StoredCall:
+    """The stored form of a tool call: its id, name, arguments, status, run and result."""
     return StoredCall(
         id=call.id,
         name=call.name,
@@ -138,6 +139,7 @@ def call_from_record(stored: StoredCall) -> ToolCallInfo:
 
 
 def message_to_record(message: ChatMessage) -> StoredMessage:
+    """The stored form of a conversation message (text, reasoning or a tool-call batch)."""
     if isinstance(message, TextMessage):
         return StoredText(
             id=message.id, role=message.role, text=message.text, interrupted=message.interrupted
@@ -156,6 +158,7 @@ def message_to_record(message: ChatMessage) -> StoredMessage:
 
 
 def message_from_record(stored: StoredMessage) -> ChatMessage:
+    """The conversation message a stored record holds (:func:`message_to_record` undone)."""
     match stored:
         case StoredText():
             text = TextMessage(stored.id, stored.role, stored.text)

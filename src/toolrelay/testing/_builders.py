@@ -112,10 +112,12 @@ def text(content: str, *, id: str | None = None, chunk: int | None = None) -> li
 
 
 def run_started(thread_id: str, run_id: str) -> RunStartedEvent:
+    """RUN_STARTED for ``run_id`` on ``thread_id``."""
     return RunStartedEvent(thread_id=thread_id, run_id=run_id)
 
 
 def run_finished(thread_id: str, run_id: str) -> RunFinishedEvent:
+    """RUN_FINISHED with no outcome (success) for ``run_id`` on ``thread_id``."""
     return RunFinishedEvent(thread_id=thread_id, run_id=run_id)
 
 
@@ -136,6 +138,7 @@ def run_cancelled(thread_id: str, run_id: str) -> RunFinishedEvent:
 
 
 def run_error(message: str, code: str | None = None) -> RunErrorEvent:
+    """RUN_ERROR: the agent reports that the run failed, with ``message`` and ``code``."""
     return RunErrorEvent(message=message, code=code)
 
 

@@ -71,6 +71,7 @@ class Sleep:
     seconds: float
 
 
+#: One step of a script: an event to stream, or an instruction (hang, raise, wait, sleep).
 Step = Event | UnknownEvent | Hang | Raise | Gate | Sleep
 ScriptPart = Step | Iterable[Step]
 Script = Sequence[ScriptPart]

@@ -26,7 +26,7 @@ from typing import Any, Self
 import httpx
 import uvicorn
 
-from toolrelay.backends import ThreadKey
+from toolrelay import ThreadKey
 from toolrelay.backends.providers._base import ProviderBackend, StreamTranslator
 from toolrelay.protocol import (
     Event,

@@ -22,7 +22,7 @@ import httpx
 import msgspec
 import uvicorn
 
-from toolrelay.backends import ThreadKey
+from toolrelay import ThreadKey
 from toolrelay.backends.providers import ProviderBackend
 from toolrelay.demo import DEMO_TOOLS
 from toolrelay.protocol import (

@@ -30,6 +30,7 @@ class PromisesMachine(Rules, Invariants):
 
 
 #: The machine as a ``unittest.TestCase`` (asyncio); pytest collects it where imported.
+#: The promise machine as a ``unittest.TestCase``: collect it in a test module to run it.
 TestPromises = PromisesMachine.TestCase
 
 

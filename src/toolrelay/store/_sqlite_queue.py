@@ -1,0 +1,167 @@
+"""The SQLite store's one queue: everything that uses the connection waits in it, and
+the first waiter takes it whole to a worker thread in one hop (a group commit: many
+concurrent turns share few hops and transactions; docs/concepts.md, "Group commit").
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+
+import anyio
+import anyio.to_thread
+
+from toolrelay.core import ThreadKey
+from toolrelay.errors import StoreUnavailableError
+from toolrelay.store._claims import Claim
+from toolrelay.store._records import Record, TurnEnded, TurnStarted
+from toolrelay.store._sqlite_schema import sqlite_error
+
+__all__ = ("Append", "Job", "Queued", "WorkQueue")
+
+#: The records that may change a thread's live turn.
+_TURN_BOUNDS = frozenset((TurnStarted, TurnEnded))
+
+
+class Queued:
+    """Work waiting for the connection. ``settled`` once it ran; ``error`` is what
+    stopped it; ``hop`` is set when the hop that holds it is over (or when it moved)."""
+
+    __slots__ = ("error", "hop", "settled")
+
+    def __init__(self) -> None:
+        self.settled = False
+        self.error: BaseException | None = None
+        self.hop: anyio.Event | None = None
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self.settled = True
+
+
+class Append(Queued):
+    """One ``append``; ``last`` is its last sequence number once written."""
+
+    __slots__ = ("bodies", "claim", "key", "last", "owner", "records", "turns")
+
+    def __init__(
+        self,
+        key: ThreadKey,
+        records: Sequence[Record],
+        bodies: list[bytes],
+        owner: str | None,
+        claim: Claim | None = None,
+    ) -> None:
+        super().__init__()
+        self.key = key
+        self.claim = claim
+        self.records = records
+        self.bodies = bodies
+        self.owner = owner
+        self.last = 0
+        #: Whether the records may change the thread's live turn.
+        self.turns = any(type(r) in _TURN_BOUNDS for r in records)
+
+    def written(self, last: int) -> None:
+        self.last = last
+        self.settled = True
+
+
+class Job(Queued):
+    """Any other use of the connection (a read, a claim); ``value`` is its result."""
+
+    __slots__ = ("doing", "value", "work")
+
+    def __init__(self, work: Callable[[sqlite3.Connection], object], doing: str) -> None:
+        super().__init__()
+        self.work = work
+        self.doing = doing
+        self.value: object = None
+
+    def run(self, connection: sqlite3.Connection) -> None:
+        try:
+            self.value = self.work(connection)
+            self.settled = True
+        except sqlite3.Error as exc:
+            self.fail(sqlite_error(exc, self.doing))
+        except Exception as exc:
+            self.fail(exc)
+
+
+class WorkQueue:
+    """Work for one connection, run in order, hop after hop, by whichever waiter finds
+    nobody leading. ``hop`` runs a batch in a worker thread and settles every item it
+    can; ``label`` names the store in errors."""
+
+    def __init__(self, hop: Callable[[list[Queued]], None], label: str) -> None:
+        self._hop = hop
+        self._label = label
+        self._queue: list[Queued] = []
+        self._leading = False
+        #: The event of what is queued now (every queued item's ``hop``): set once it has
+        #: run, or early when it moves back to the head or its leader quits.
+        self._next_hop: anyio.Event | None = None
+
+    async def run(self, item: Queued) -> None:
+        """Queue ``item`` and return once it ran; raises what stopped it. A waiter that
+        finds no leader leads."""
+        if not self._queue:  # a new queue, a new event (a taken queue took its own)
+            self._next_hop = anyio.Event()
+        item.hop = self._next_hop
+        self._queue.append(item)
+        try:
+            while not item.settled:
+                if self._leading:
+                    assert item.hop is not None
+                    await item.hop.wait()  # its hop ran, or it moved, or its leader quit
+                else:
+                    await self._lead()
+        finally:
+            if not item.settled and item in self._queue:  # cancelled while queued
+                self._queue.remove(item)
+        if item.error is not None:
+            raise item.error
+
+    async def _lead(self) -> None:
+        """Take what is queued to the connection, hop after hop, until the queue is
+        empty; wake the waiters of each hop.
+
+        Every queued item's ``hop`` is the queue's event, every taken item's its batch's:
+        a waiter woken before its work ran finds the event it must wait on next there.
+        """
+        self._leading = True
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                hop, self._next_hop = self._next_hop, None
+                started: list[bool] = []
+                try:
+                    await anyio.to_thread.run_sync(self._run_hop, batch, started)
+                finally:
+                    if not started:  # cancelled before the hop: back to the queue's head
+                        self._queue[0:0] = batch
+                        self._renew_queue_event()
+                    for item in batch:
+                        if started and not item.settled:  # only if the hop itself broke
+                            item.fail(StoreUnavailableError(f"{self._label}: the work broke"))
+                    if hop is not None:
+                        hop.set()
+        finally:
+            self._leading = False
+            if self._queue:  # cancelled: wake the queue, one of its waiters leads
+                self._renew_queue_event()
+
+    def _renew_queue_event(self) -> None:
+        """Give what is queued now a new event and set the old one: its waiters wake
+        before their work ran, and wait on (or lead) what is queued from here."""
+        stale = self._next_hop
+        fresh = self._next_hop = anyio.Event()
+        for item in self._queue:
+            item.hop = fresh
+        if stale is not None:
+            stale.set()
+
+    def _run_hop(self, batch: list[Queued], started: list[bool]) -> None:
+        """The hop itself, in a worker thread; ``started`` says it began."""
+        started.append(True)
+        self._hop(batch)

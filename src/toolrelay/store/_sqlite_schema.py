@@ -1,0 +1,209 @@
+"""The SQLite store's file: opening it, saying what it is, and its schema's versions.
+
+The file says what it is: ``PRAGMA application_id`` marks a toolrelay store and
+``PRAGMA user_version`` is its schema version. At open, a file marked otherwise (or
+holding another application's tables) is refused, a newer version is refused, and
+an older one is migrated in one transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from toolrelay.core import ThreadKey
+from toolrelay.errors import (
+    StoreCorruptError,
+    StoreError,
+    StoreUnavailableError,
+    StoreVersionError,
+)
+from toolrelay.store._contract import ThreadInfo
+
+__all__ = (
+    "APPLICATION_ID",
+    "SCHEMA_VERSION",
+    "THREAD_COLUMNS",
+    "connect",
+    "sqlite_error",
+    "thread_info",
+)
+
+#: ``PRAGMA application_id`` of a toolrelay store ("tlry").
+APPLICATION_ID = 0x746C7279
+
+#: The schema version this toolrelay writes.
+SCHEMA_VERSION = 2
+
+#: Schema changes, by the version they lead to; each runs in the open transaction.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE threads (
+            id INTEGER PRIMARY KEY,
+            server TEXT NOT NULL,
+            room TEXT NOT NULL,
+            thread TEXT NOT NULL,
+            owner TEXT,
+            last_seq INTEGER NOT NULL,
+            live_turn TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            UNIQUE (server, room, thread)
+        )""",
+        """CREATE TABLE records (
+            thread INTEGER NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            body BLOB NOT NULL,
+            PRIMARY KEY (thread, seq)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX threads_live ON threads (live_turn) WHERE live_turn IS NOT NULL",
+        "CREATE INDEX threads_owner ON threads (owner)",
+    ),
+    2: (
+        """CREATE TABLE claims (
+            server TEXT NOT NULL,
+            room TEXT NOT NULL,
+            thread TEXT NOT NULL,
+            worker TEXT NOT NULL,
+            token INTEGER NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (server, room, thread)
+        ) WITHOUT ROWID""",
+        "CREATE TABLE claim_tokens (id INTEGER PRIMARY KEY CHECK (id = 1), last INTEGER NOT NULL)",
+        "INSERT INTO claim_tokens VALUES (1, 0)",
+    ),
+}
+
+#: A thread's row, as :func:`thread_info` reads it.
+THREAD_COLUMNS = "server, room, thread, owner, last_seq, live_turn, created_at, updated_at"
+
+
+def sqlite_error(exc: sqlite3.Error, doing: str) -> StoreError:
+    """The typed error for a driver's exception (the store's one boundary)."""
+    text = str(exc)
+    lowered = text.lower()
+    if "not a database" in lowered or "malformed" in lowered:
+        return StoreCorruptError(f"{doing}: the file is not a usable SQLite database ({text})")
+    return StoreUnavailableError(f"{doing}: {text}")
+
+
+def connect(path: Path | str, *, timeout: float, durable: bool) -> sqlite3.Connection:
+    """A connection to ``path`` (created on first use), checked and migrated, in WAL
+    mode; ``durable`` asks for ``synchronous=FULL``. Blocks: call it in a worker thread.
+
+    Raises:
+        StoreCorruptError: The file is not a toolrelay store, or not a database.
+        StoreVersionError: Its schema is newer than this toolrelay's.
+        StoreUnavailableError: It cannot be opened or prepared.
+    """
+    try:
+        connection = sqlite3.connect(
+            str(path), timeout=timeout, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise sqlite_error(exc, f"cannot open {path}") from exc
+    try:
+        _prepare_patiently(connection, path, timeout, durable)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _prepare_patiently(
+    connection: sqlite3.Connection, path: Path | str, timeout: float, durable: bool
+) -> None:
+    """:func:`_prepare`, tried again while another process holds the new file's lock.
+    Two connections preparing a new file at once can each hold what the other waits
+    for (switching to WAL, creating the schema); SQLite then answers "locked" at once
+    instead of waiting, so waiting is done here, up to ``timeout``."""
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while True:
+        try:
+            _prepare(connection, path, durable)
+            return
+        except StoreUnavailableError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)  # a worker thread: the event loop is not blocked
+        pause = min(pause * 2, 0.1)
+
+
+def _prepare(connection: sqlite3.Connection, path: Path | str, durable: bool) -> None:
+    try:
+        _, version = _identify(connection, path)
+    except sqlite3.Error as exc:
+        raise sqlite_error(exc, f"cannot read {path}") from exc
+    try:
+        if path != ":memory:":
+            mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreUnavailableError(
+                    f"{path}: cannot switch to WAL mode (journal mode {mode})"
+                )
+        connection.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+        connection.execute("PRAGMA foreign_keys=ON")
+        if version < SCHEMA_VERSION:
+            _migrate(connection, path)
+    except sqlite3.Error as exc:
+        raise sqlite_error(exc, f"cannot prepare {path}") from exc
+
+
+def _identify(connection: sqlite3.Connection, path: Path | str) -> tuple[int, int]:
+    """The file's application id and schema version, read in one transaction (so a
+    process creating the schema meanwhile is seen whole or not at all); raises for a
+    file that is not ours or is newer."""
+    connection.execute("BEGIN")
+    try:
+        return _identity(connection, path)
+    finally:
+        connection.execute("COMMIT")
+
+
+def _identity(connection: sqlite3.Connection, path: Path | str) -> tuple[int, int]:
+    application = connection.execute("PRAGMA application_id").fetchone()[0]
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    tables = connection.execute(
+        "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+    ).fetchone()[0]
+    if application != APPLICATION_ID and (application != 0 or tables):
+        raise StoreCorruptError(f"{path} is not a toolrelay store (another application's database)")
+    if version > SCHEMA_VERSION:
+        raise StoreVersionError(
+            f"{path} has schema version {version}, newer than this toolrelay's "
+            f"{SCHEMA_VERSION}: upgrade toolrelay to open it"
+        )
+    return int(application), int(version)
+
+
+def _migrate(connection: sqlite3.Connection, path: Path | str) -> None:
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        # Another process may have created or migrated the schema while this one
+        # waited for the lock: look again, under it.
+        _, current = _identity(connection, path)
+        for target in range(current + 1, SCHEMA_VERSION + 1):
+            for statement in _MIGRATIONS[target]:
+                connection.execute(statement)
+        connection.execute(f"PRAGMA application_id={APPLICATION_ID}")
+        connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+
+
+def thread_info(row: tuple[object, ...]) -> ThreadInfo:
+    """A thread's row (:data:`THREAD_COLUMNS`) as the contract says it."""
+    server, room, thread, owner, last_seq, live_turn, created_at, updated_at = row
+    return ThreadInfo(
+        key=ThreadKey(str(thread), str(room), str(server)),
+        owner=None if owner is None else str(owner),
+        last_seq=int(str(last_seq)),
+        live_turn=None if live_turn is None else str(live_turn),
+        created_at=float(str(created_at)),
+        updated_at=float(str(updated_at)),
+    )
