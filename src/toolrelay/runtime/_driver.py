@@ -533,8 +533,10 @@ class TurnDriver:
     ) -> None:
         """_stream_run's loop for a backend that gives a read's events at once: the
         processor takes them in one call up to each event with effects, which are
-        acted on as after that event alone; an observer of events gets them one by one."""
+        acted on as after that event alone. A read's last event, and every event while
+        someone observes events, goes to receive, as one by one."""
         processor = self._processor
+        receive = processor.receive
         receive_many = processor.receive_many
         notifications = self._host.notifications
         log = self._log
@@ -546,11 +548,14 @@ class TurnDriver:
                     return  # ended from outside: the rest is not processed, not shown
                 # An exception here is ours (processor, observers), not the backend's.
                 try:
-                    if notifications.marked:
+                    if position + 1 == end or notifications.marked:
+                        # One event left (a read of one event is common), or an
+                        # observer that wants each: receive, as one by one.
                         event = events[position]
                         position += 1
-                        effects = processor.receive(event)
-                        notifications.publish(EventReceived(self.key, event))
+                        effects = receive(event)
+                        if notifications.marked:
+                            notifications.publish(EventReceived(self.key, event))
                     else:
                         effects, position = receive_many(events, position)
                     if effects:
