@@ -74,13 +74,22 @@ def _cut(body: bytes, cuts: Sequence[int]) -> list[bytes]:
     return [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
 
 
+def _frames(body: bytes) -> list[bytes]:
+    """``body`` as one read per SSE event (a server that flushes event by event)."""
+    return [frame + b"\n\n" for frame in body.split(b"\n\n") if frame]
+
+
 def _backend(
-    bodies: list[bytes], cuts: Sequence[int], before_read: Callable[[int], None] = lambda _: None
+    bodies: list[bytes],
+    cuts: Sequence[int] | None,
+    before_read: Callable[[int], None] = lambda _: None,
 ) -> AguiHttpBackend:
+    """Serves ``bodies`` in turn, each cut at ``cuts`` (``None``: a read per event)."""
     runs = iter(bodies)
 
     def respond(request: httpx.Request) -> httpx.Response:
-        reads = _Reads(_cut(next(runs), cuts), before_read)
+        body = next(runs)
+        reads = _Reads(_frames(body) if cuts is None else _cut(body, cuts), before_read)
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=reads)
 
     return AguiHttpBackend(URL, transport=httpx.MockTransport(respond))
@@ -194,10 +203,13 @@ def _input() -> RunAgentInput:
     )
 
 
-async def test_an_observer_of_events_gets_every_event_of_a_read_one_by_one() -> None:
+@pytest.mark.parametrize("cuts", [[], None], ids=["one read", "a read per event"])
+async def test_an_observer_of_events_gets_every_event_of_a_read_one_by_one(
+    cuts: list[int] | None,
+) -> None:
     events = [*text("one two three", id="m1", chunk=2), *text("four", id="m2", chunk=1)]
     bodies = [_body([run_started("t", "r1"), *events, run_finished("t", "r1")])]
-    async with Engine(_backend(bodies, [])) as engine:  # the whole run in one read
+    async with Engine(_backend(bodies, cuts)) as engine:
         with engine.subscribe(events=True) as stream:
             turn = await engine.run_turn("t", "go")
             shown = []
@@ -236,22 +248,25 @@ async def test_a_cancel_between_two_reads_stops_the_rest_of_the_stream() -> None
     assert [m.text for m in turn.conversation.texts()] == ["a b"]
 
 
+@pytest.mark.parametrize("cuts", [[], None], ids=["one read", "a read per event"])
 async def test_a_bug_while_processing_a_read_is_an_internal_error(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, cuts: list[int] | None
 ) -> None:
     def broken(self: EventProcessor, events: object, start: int = 0) -> tuple[()]:
         raise AttributeError("processor bug")
 
     monkeypatch.setattr(EventProcessor, "receive_many", broken)
+    monkeypatch.setattr(EventProcessor, "receive", broken)
     bodies = [_body([run_started("t", "r1"), *text("hello", id="m1"), run_finished("t", "r1")])]
-    async with Engine(_backend(bodies, [])) as engine:
+    async with Engine(_backend(bodies, cuts)) as engine:
         turn = await engine.run_turn("t", "go")
     assert turn.status.value == "failed"
     assert turn.reason is not None and turn.reason.kind.value == "internal_error"
     assert "AttributeError: processor bug" in turn.reason.message
 
 
-async def test_what_a_batched_read_settles_reaches_the_store() -> None:
+@pytest.mark.parametrize("cuts", [[], None], ids=["one read", "a read per event"])
+async def test_what_a_batched_read_settles_reaches_the_store(cuts: list[int] | None) -> None:
     # The first turn's two runs, each in one read, then a second turn on a forgotten
     # thread: it is loaded from the store with everything the reads settled.
     first = [*text("looking", id="m1", chunk=2), *tool_call("lookup", '{"q":"x"}', id="c1")]
@@ -259,7 +274,7 @@ async def test_what_a_batched_read_settles_reaches_the_store() -> None:
         *_runs(first, text("found it", id="m2", chunk=3)),
         _body([run_started("t", "r3"), *text("again", id="m3"), run_finished("t", "r3")]),
     ]
-    async with Engine(_backend(bodies, []), tools=registry, store=MemoryStore()) as engine:
+    async with Engine(_backend(bodies, cuts), tools=registry, store=MemoryStore()) as engine:
         turn = await engine.run_turn("t", "go")
         before = [(type(m).__name__, m.id) for m in turn.conversation.messages]
         assert engine.forget("t")

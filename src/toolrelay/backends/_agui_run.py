@@ -33,7 +33,7 @@ import anyio
 import msgspec
 
 from toolrelay.backends._base import RetryNotice, current_run_settings
-from toolrelay.backends._readers import SseEvent, SseReader
+from toolrelay.backends._readers import SseReader
 from toolrelay.backends._retry import RetryPolicy
 from toolrelay.backends._transport import map_transport_errors
 from toolrelay.errors import LimitExceededError, RemoteProtocolError, StreamDroppedError
@@ -126,6 +126,9 @@ class RunStream:
 
     async def batches(self) -> AsyncGenerator[list[Event | UnknownEvent], None]:
         """Each read's decoded events in one list (never an empty one), as they come."""
+        # Once per event, so written out: decode_event's fast path is called inline.
+        max_bytes = self._max_event_bytes
+        decode, run_ends = decode_known_event, _RUN_ENDS
         while True:
             try:
                 with map_transport_errors():
@@ -148,7 +151,43 @@ class RunStream:
                                 break
                         events: list[Event | UnknownEvent] = []
                         try:
-                            self._decode(batch, events)
+                            for sse in batch:
+                                data = sse.data
+                                if not data:
+                                    continue  # no data: a named ping, an id, a retry
+                                if len(data) > max_bytes:
+                                    raise LimitExceededError(
+                                        "max_event_bytes",
+                                        max_bytes,
+                                        f"an SSE event of {len(data)} bytes",
+                                    )
+                                try:
+                                    event: Event | UnknownEvent = decode(data)
+                                except (msgspec.MsgspecError, ValueError, RecursionError):
+                                    # Unknown type, snake_case, a lone surrogate, or the
+                                    # typed error (deep nesting and bad UTF-8 included).
+                                    event = decode_event(data)
+                                if self._replay is not None:
+                                    kept = self._replay.admit(sse.id, event)
+                                    if kept is None:
+                                        continue
+                                    event = kept
+                                    if not self._replay.active:
+                                        self._replay = None
+                                event_type = type(event)
+                                if event_type in run_ends:
+                                    self.ended = True
+                                elif event_type is RunStartedEvent:
+                                    self._run_id = event.run_id  # type: ignore[union-attr]
+                                if sse.id != self._last_id:
+                                    self._last_id = sse.id
+                                    self._since.clear()
+                                    if self._attempt:  # progress: the next drop starts afresh
+                                        self._attempt = 0
+                                        self._waited = 0.0
+                                elif sse.id:
+                                    self._since.add(event)
+                                events.append(event)
                         except Exception:
                             # What the read held before the bad event comes first, as
                             # it would have event after event.
@@ -163,50 +202,6 @@ class RunStream:
                     raise
                 self.sse_events = await self._resume(dropped)
                 self._replay = _Replay(self._last_id, self._since, self._run_id)
-
-    def _decode(self, batch: list[SseEvent], events: list[Event | UnknownEvent]) -> None:
-        """Append the decoded events of one read's SSE events to ``events``."""
-        # Once per event, so written out: decode_event's fast path is called inline.
-        max_bytes = self._max_event_bytes
-        decode, run_ends = decode_known_event, _RUN_ENDS
-        append = events.append
-        for sse in batch:
-            data = sse.data
-            if not data:
-                continue  # an event with no data: a named ping, an id, a retry
-            if len(data) > max_bytes:
-                raise LimitExceededError(
-                    "max_event_bytes",
-                    max_bytes,
-                    f"an SSE event of {len(data)} bytes",
-                )
-            try:
-                event: Event | UnknownEvent = decode(data)
-            except (msgspec.MsgspecError, ValueError, RecursionError):
-                # Unknown type, snake_case, a lone surrogate, or the typed
-                # error (deep nesting and bad UTF-8 included).
-                event = decode_event(data)
-            if self._replay is not None:
-                kept = self._replay.admit(sse.id, event)
-                if kept is None:
-                    continue
-                event = kept
-                if not self._replay.active:
-                    self._replay = None
-            event_type = type(event)
-            if event_type in run_ends:
-                self.ended = True
-            elif event_type is RunStartedEvent:
-                self._run_id = event.run_id  # type: ignore[union-attr]
-            if sse.id != self._last_id:
-                self._last_id = sse.id
-                self._since.clear()
-                if self._attempt:  # progress: the next drop starts afresh
-                    self._attempt = 0
-                    self._waited = 0.0
-            elif sse.id:
-                self._since.add(event)
-            append(event)
 
     async def _resume(self, dropped: StreamDroppedError) -> SseReader:
         """The stream reopened after the last id, within the policy; raises ``dropped``

@@ -541,11 +541,29 @@ class TurnDriver:
         notifications = self._host.notifications
         log = self._log
         async for events in batches:
-            position = 0
+            if self._run_over():
+                return  # ended from outside: the rest is not processed, not shown
             end = len(events)
-            while position < end:
+            if end == 1:
+                # A read of one event (a server that flushes event by event): the
+                # loop of _stream_run, written out for it.
+                event = events[0]
+                try:
+                    effects = receive(event)
+                    if notifications.marked:
+                        notifications.publish(EventReceived(self.key, event))
+                    if effects:
+                        self._perform(effects)
+                except Exception as exc:
+                    self._internal_error(exc)
+                    return
+                if log is not None and log.pending:
+                    await self._flush()
                 if self._run_over():
-                    return  # ended from outside: the rest is not processed, not shown
+                    return
+                continue
+            position = 0
+            while position < end:
                 # An exception here is ours (processor, observers), not the backend's.
                 try:
                     if position + 1 == end or notifications.marked:
@@ -565,5 +583,5 @@ class TurnDriver:
                     return
                 if log is not None and log.pending:
                     await self._flush()  # what settled, the moment it exists
-            if self._run_over():
-                return
+                if self._run_over():
+                    return
