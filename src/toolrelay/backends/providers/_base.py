@@ -79,6 +79,7 @@ from toolrelay.protocol import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
+    TokenUsage,
     ToolMessage,
 )
 from toolrelay.protocol._codec import repair_surrogates
@@ -551,6 +552,18 @@ class MessageStreams:
         self._reasoning_id: str | None = None
         self._ended = False
 
+    @property
+    def ended(self) -> bool:
+        """Whether RUN_FINISHED or RUN_ERROR was emitted (later chunks are ignored)."""
+        return self._ended
+
+    def finish(self) -> list[Event]:
+        """The stream closed: close open messages. Without the provider's own end the
+        run is left open, and the backend fails it as a stream that ended early."""
+        if self._ended:
+            return []
+        return self._close_messages()
+
     def _text(self, delta: str) -> list[Event]:
         events = self._close_reasoning()
         if self._text_id is None:
@@ -590,4 +603,21 @@ class MessageStreams:
         events = self._close_messages()
         self._ended = True
         events.append(RunErrorEvent(message=message, code=code))
+        return events
+
+    def _end_run(
+        self, stop_reason: str, provider_reason: str, usage: list[TokenUsage] | None
+    ) -> list[Event]:
+        """Close open messages and end the run with RUN_FINISHED (the backend stamps
+        the run's ids)."""
+        events = self._close_messages()
+        self._ended = True
+        events.append(
+            RunFinishedEvent(
+                thread_id="",
+                run_id="",
+                result={"stopReason": stop_reason, "providerStopReason": provider_reason},
+                usage=usage,
+            )
+        )
         return events

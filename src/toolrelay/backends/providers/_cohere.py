@@ -56,6 +56,7 @@ from toolrelay.backends.providers._base import (
     hold_piece,
     uuid_id,
 )
+from toolrelay.backends.providers._messages import function_tools
 from toolrelay.core import Limits
 from toolrelay.errors import ConversationError, InvalidEventError, MalformedEventError
 from toolrelay.protocol import (
@@ -67,7 +68,6 @@ from toolrelay.protocol import (
     ImagePart,
     Message,
     RunAgentInput,
-    RunFinishedEvent,
     SystemMessage,
     TextPart,
     TokenUsage,
@@ -169,7 +169,8 @@ class _OpenCall:
 class CohereTranslator(MessageStreams):
     """Cohere v2 stream events in, AG-UI events out (a :class:`StreamTranslator`).
 
-    Pure: no I/O, no clock. One translator per response.
+    Pure: no I/O, no clock. One translator per response; a stream that closes before
+    ``message-end`` leaves the run open (and its unfinished calls with it).
 
     Args:
         message_ids: Makes the ids of text and reasoning messages.
@@ -190,11 +191,6 @@ class CohereTranslator(MessageStreams):
         self._call_ids = call_ids if call_ids is not None else counter("call_")
         self._open_calls: dict[int, _OpenCall] = {}
         self._init_streams()
-
-    @property
-    def ended(self) -> bool:
-        """Whether RUN_FINISHED or RUN_ERROR was emitted (later events are ignored)."""
-        return self._ended
 
     def feed(self, chunk: Any, event_name: str | None = None) -> list[Event]:
         """One stream event (its JSON, and the SSE event name) -> AG-UI events.
@@ -231,14 +227,6 @@ class CohereTranslator(MessageStreams):
                 return self._fail(envelope.message, "cohere_error")
             case _:
                 return []  # message-start, citations, debug and future events
-
-    def finish(self) -> list[Event]:
-        """The stream closed: close open messages. Without ``message-end`` the run is
-        left open (and its unfinished calls with it), and the backend fails it as a
-        stream that ended early."""
-        if self._ended:
-            return []
-        return self._close_messages()
 
     # -- content -------------------------------------------------------------------------
 
@@ -298,20 +286,7 @@ class CohereTranslator(MessageStreams):
         if reason in _ERROR_REASONS or delta.error:
             message = delta.error or f"Cohere stopped: {reason}"
             return self._fail(message, reason.lower())
-        events = self._close_messages()
-        self._ended = True
-        events.append(
-            RunFinishedEvent(
-                thread_id="",
-                run_id="",
-                result={
-                    "stopReason": _STOP_REASONS.get(reason, "other"),
-                    "providerStopReason": reason,
-                },
-                usage=_token_usage(delta.usage),
-            )
-        )
-        return events
+        return self._end_run(_STOP_REASONS.get(reason, "other"), reason, _token_usage(delta.usage))
 
 
 def _message(envelope: _Envelope, kind: str) -> _DeltaMessage:
@@ -420,17 +395,7 @@ class CohereBackend(ProviderBackend):
         _check_results(messages)
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
         if run_input.tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.parameters,
-                    },
-                }
-                for tool in run_input.tools
-            ]
+            body["tools"] = function_tools(run_input.tools)
         body.update(self.options)
         return body
 

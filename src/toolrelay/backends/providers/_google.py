@@ -73,6 +73,7 @@ from toolrelay.backends.providers._base import (
     counter,
     uuid_id,
 )
+from toolrelay.backends.providers._messages import arguments_object
 from toolrelay.errors import ConversationError, InvalidEventError, MalformedEventError
 from toolrelay.protocol import (
     AssistantMessage,
@@ -82,7 +83,6 @@ from toolrelay.protocol import (
     Event,
     Message,
     RunAgentInput,
-    RunFinishedEvent,
     SystemMessage,
     TextPart,
     TokenUsage,
@@ -176,7 +176,8 @@ class _Chunk(msgspec.Struct, rename="camel", frozen=True):
 class GoogleTranslator(MessageStreams):
     """Gemini stream chunks in, AG-UI events out (a :class:`StreamTranslator`).
 
-    Pure: no I/O, no clock. One translator per response.
+    Pure: no I/O, no clock. One translator per response; a stream that closes before
+    a ``finishReason`` leaves the run open.
 
     Args:
         message_ids: Makes the ids of text and reasoning messages.
@@ -205,11 +206,6 @@ class GoogleTranslator(MessageStreams):
         self._usage: _Usage | None = None
         self._model: str | None = None
         self._init_streams()
-
-    @property
-    def ended(self) -> bool:
-        """Whether RUN_FINISHED or RUN_ERROR was emitted (later chunks are ignored)."""
-        return self._ended
 
     def feed(self, chunk: Any, event_name: str | None = None) -> list[Event]:
         """One ``GenerateContentResponse`` -> AG-UI events.
@@ -246,13 +242,6 @@ class GoogleTranslator(MessageStreams):
             else:
                 events.extend(self._finish(_STOP_REASONS.get(reason, "other"), reason))
         return events
-
-    def finish(self) -> list[Event]:
-        """The stream closed: close open messages. Without a finishReason the run is
-        left open, and the backend fails it as a stream that ended early."""
-        if self._ended:
-            return []
-        return self._close_messages()
 
     # -- parts -------------------------------------------------------------------------
 
@@ -294,19 +283,9 @@ class GoogleTranslator(MessageStreams):
     # -- ends ----------------------------------------------------------------------------
 
     def _finish(self, stop_reason: str, provider_reason: str) -> list[Event]:
-        events = self._close_messages()
         if stop_reason == "end_turn" and self._calls:
             stop_reason = "tool_use"
-        self._ended = True
-        events.append(
-            RunFinishedEvent(
-                thread_id="",
-                run_id="",
-                result={"stopReason": stop_reason, "providerStopReason": provider_reason},
-                usage=self._token_usage(),
-            )
-        )
-        return events
+        return self._end_run(stop_reason, provider_reason, self._token_usage())
 
     def _token_usage(self) -> list[TokenUsage] | None:
         usage = self._usage
@@ -439,7 +418,9 @@ class GoogleBackend(ProviderBackend):
                 for call in tool_calls or ():
                     function: dict[str, Any] = {
                         "name": call.function.name,
-                        "args": _arguments(call.function.arguments, call.function.name),
+                        "args": arguments_object(
+                            call.function.arguments, call.function.name, self.name
+                        ),
                     }
                     if self._given_ids.get(call.id) == call.function.name:
                         function["id"] = call.id
@@ -569,25 +550,6 @@ def _media_part(part: ContentPart) -> dict[str, Any]:
     if source.mime_type:
         file_data["mimeType"] = source.mime_type
     return {"fileData": file_data}
-
-
-def _arguments(raw: str, name: str) -> dict[str, Any]:
-    """A call's JSON arguments as the object ``functionCall.args`` needs."""
-    if not raw.strip():
-        return {}
-    try:
-        value = _JSON_DECODER.decode(raw)
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise ConversationError(
-            f"google: the arguments of a {name!r} call are not JSON: {raw[:80]!r}"
-        ) from exc
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConversationError(
-            f"google: the arguments of a {name!r} call are not a JSON object: {raw[:80]!r}"
-        )
-    return value
 
 
 def _response_object(message: ToolMessage) -> dict[str, Any]:

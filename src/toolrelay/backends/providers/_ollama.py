@@ -50,7 +50,11 @@ from toolrelay.backends.providers._base import (
     counter,
     uuid_id,
 )
-from toolrelay.backends.providers._messages import text_of
+from toolrelay.backends.providers._messages import (
+    arguments_object,
+    function_tools,
+    text_of,
+)
 from toolrelay.errors import ConversationError, InvalidEventError, MalformedEventError
 from toolrelay.protocol import (
     AssistantMessage,
@@ -60,7 +64,6 @@ from toolrelay.protocol import (
     Event,
     ImagePart,
     RunAgentInput,
-    RunFinishedEvent,
     SystemMessage,
     TextPart,
     TokenUsage,
@@ -116,7 +119,8 @@ class _Line(msgspec.Struct, frozen=True):
 class OllamaTranslator(MessageStreams):
     """Ollama ``/api/chat`` lines in, AG-UI events out (a :class:`StreamTranslator`).
 
-    Pure: no I/O, no clock. One translator per response.
+    Pure: no I/O, no clock. One translator per response; a stream that closes before
+    ``done`` leaves the run open.
 
     Args:
         message_ids: Makes the ids of text and reasoning messages.
@@ -133,11 +137,6 @@ class OllamaTranslator(MessageStreams):
         self._call_ids = call_ids if call_ids is not None else counter("call_")
         self._used_ids: set[str] = set()
         self._init_streams()
-
-    @property
-    def ended(self) -> bool:
-        """Whether RUN_FINISHED or RUN_ERROR was emitted (later lines are ignored)."""
-        return self._ended
 
     def feed(self, chunk: Any, event_name: str | None = None) -> list[Event]:
         """One NDJSON line (decoded) -> AG-UI events.
@@ -164,13 +163,6 @@ class OllamaTranslator(MessageStreams):
             events.extend(self._finish(line))
         return events
 
-    def finish(self) -> list[Event]:
-        """The stream closed: close open messages. Without ``done`` the run is left
-        open, and the backend fails it as a stream that ended early."""
-        if self._ended:
-            return []
-        return self._close_messages()
-
     # -- content -------------------------------------------------------------------------
 
     def _call(self, call: _ToolCall) -> list[Event]:
@@ -191,7 +183,6 @@ class OllamaTranslator(MessageStreams):
     # -- ends ----------------------------------------------------------------------------
 
     def _finish(self, line: _Line) -> list[Event]:
-        events = self._close_messages()
         provider_reason = line.done_reason or "stop"
         stop_reason = _STOP_REASONS.get(provider_reason, "other")
         if stop_reason == "end_turn" and self._used_ids:
@@ -208,16 +199,7 @@ class OllamaTranslator(MessageStreams):
                     total_tokens=total,
                 )
             ]
-        self._ended = True
-        events.append(
-            RunFinishedEvent(
-                thread_id="",
-                run_id="",
-                result={"stopReason": stop_reason, "providerStopReason": provider_reason},
-                usage=usage,
-            )
-        )
-        return events
+        return self._end_run(stop_reason, provider_reason, usage)
 
 
 def _arguments_json(call: _ToolCall) -> str:
@@ -302,8 +284,8 @@ class OllamaBackend(ProviderBackend):
                                 "function": {
                                     "index": index,
                                     "name": call.function.name,
-                                    "arguments": _arguments(
-                                        call.function.arguments, call.function.name
+                                    "arguments": arguments_object(
+                                        call.function.arguments, call.function.name, self.name
                                     ),
                                 },
                             }
@@ -325,17 +307,7 @@ class OllamaBackend(ProviderBackend):
                     continue  # reasoning and activity records stay local
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
         if run_input.tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.parameters,
-                    },
-                }
-                for tool in run_input.tools
-            ]
+            body["tools"] = function_tools(run_input.tools)
         body.update(self.options)
         return body
 
@@ -359,22 +331,3 @@ def _user_content(content: str | list[ContentPart]) -> dict[str, Any]:
     if images:
         out["images"] = images
     return out
-
-
-def _arguments(raw: str, name: str) -> dict[str, Any]:
-    """A call's JSON arguments as the object Ollama's ``function.arguments`` needs."""
-    if not raw.strip():
-        return {}
-    try:
-        value = _JSON_DECODER.decode(raw)
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise ConversationError(
-            f"ollama: the arguments of a {name!r} call are not JSON: {raw[:80]!r}"
-        ) from exc
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConversationError(
-            f"ollama: the arguments of a {name!r} call are not a JSON object: {raw[:80]!r}"
-        )
-    return value

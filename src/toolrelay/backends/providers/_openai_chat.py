@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -43,6 +43,7 @@ from toolrelay.backends.providers._base import hold_piece
 from toolrelay.backends.providers._messages import (
     check_tool_results,
     data_url,
+    function_tools,
     sendable_messages,
     text_of,
     tool_arguments,
@@ -75,7 +76,6 @@ from toolrelay.protocol import (
     TextMessageEndEvent,
     TextMessageStartEvent,
     TextPart,
-    Tool,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -298,20 +298,6 @@ def _first_choice(choices: Any) -> dict[str, Any] | None:
 # --- the backend ---------------------------------------------------------------------------------
 
 
-def _function_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": tool.parameters,
-            },
-        }
-        for tool in tools
-    ]
-
-
 class OpenAIChatBackend(OpenAIBase):
     """OpenAI Chat Completions, streamed (and every server that speaks it).
 
@@ -342,7 +328,7 @@ class OpenAIChatBackend(OpenAIBase):
         body["messages"] = [self._message(m) for m in messages]
         body["stream"] = True
         if run_input.tools:
-            body["tools"] = _function_tools(run_input.tools)
+            body["tools"] = function_tools(run_input.tools)
         return body
 
     def _message(self, message: Message) -> dict[str, Any]:
