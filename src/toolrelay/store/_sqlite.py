@@ -43,7 +43,7 @@ from toolrelay.errors import (
     StoreUnavailableError,
     StoreVersionError,
 )
-from toolrelay.store._claims import Claim
+from toolrelay.store._claims import Claim, check_append
 from toolrelay.store._contract import Entry, ThreadInfo, live_turn_after
 from toolrelay.store._records import (
     Record,
@@ -349,10 +349,7 @@ class SQLiteStore:
         owner: str | None = None,
         claim: Claim | None = None,
     ) -> int:
-        if not records:
-            raise ValueError("append needs at least one record")
-        if claim is not None and claim.key != key:
-            raise ValueError(f"the claim is for {claim.key}, not {key}")
+        check_append(key, records, claim)
         item = _Append(key, records, [encode_record(r) for r in records], owner, claim)
         await self._queued(item)
         return item.last
