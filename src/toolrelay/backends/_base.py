@@ -75,8 +75,8 @@ class AgentBackend(Protocol):
 
 
 class ClosedOnExit(ABC):
-    """A backend used as ``async with``: entering gives the backend, leaving is
-    :meth:`aclose`."""
+    """Used as ``async with``: entering gives the object (a backend, the server),
+    leaving is :meth:`aclose`."""
 
     async def __aenter__(self) -> Self:
         return self
@@ -91,7 +91,7 @@ class ClosedOnExit(ABC):
 
     @abstractmethod
     async def aclose(self) -> None:
-        """Release what the backend holds. Idempotent."""
+        """Release what the object holds. Idempotent."""
 
 
 @dataclass(frozen=True, slots=True)
