@@ -41,7 +41,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import anyio
 import httpx
@@ -58,6 +58,7 @@ from toolrelay.errors import (
     ContentTypeError,
     ConversationError,
     DeadlineError,
+    InvalidEventError,
     LimitExceededError,
     MalformedEventError,
     RemoteProtocolError,
@@ -90,9 +91,11 @@ __all__ = (
     "MessageStreams",
     "ProviderBackend",
     "StreamTranslator",
+    "convert_chunk",
     "counter",
     "error_excerpt",
     "hold_piece",
+    "nonempty",
     "tool_results_after",
     "uuid_id",
 )
@@ -102,6 +105,8 @@ _DRAIN_SECONDS = 0.25  # to read the rest of a response once the run has ended
 _ERROR_BODY_BYTES = 16 * 1024  # of an error body, kept to find the provider's message
 _AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 _NOT_A_STREAM = frozenset({"text/html", "application/xhtml+xml"})
+
+_T = TypeVar("_T")
 
 
 def _host(url: str) -> str:
@@ -521,6 +526,33 @@ def tool_results_after(messages: Sequence[Message], index: int) -> list[ToolMess
             break
         out.append(message)
     return out
+
+
+def nonempty(value: Any) -> str | None:
+    """``value`` if it is a non-empty string."""
+    return value if isinstance(value, str) and value else None
+
+
+def convert_chunk(data: Any, kind: type[_T], shape: str, *, sent: str | None = None) -> _T:
+    """A decoded chunk (or a part of one) as the provider's ``kind``.
+
+    Args:
+        data: What the provider sent, decoded from JSON.
+        kind: The msgspec struct it must fit (unknown fields are skipped).
+        shape: The provider's name for the shape, for the error.
+        sent: What a chunk is, said by the provider ("Gemini sent a chunk"): given,
+            ``data`` must be a JSON object.
+
+    Raises:
+        MalformedEventError: ``sent`` is given and ``data`` is not a JSON object.
+        InvalidEventError: ``data`` does not fit ``kind``.
+    """
+    if sent is not None and not isinstance(data, dict):
+        raise MalformedEventError(f"{sent} that is not a JSON object: {data!r:.120}")
+    try:
+        return msgspec.convert(data, kind)
+    except msgspec.ValidationError as exc:
+        raise InvalidEventError(shape, None, str(exc)) from exc
 
 
 def counter(prefix: str) -> Callable[[], str]:

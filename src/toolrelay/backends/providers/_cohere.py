@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -52,13 +52,14 @@ from toolrelay.backends.providers._base import (
     MessageStreams,
     ProviderBackend,
     StreamTranslator,
+    convert_chunk,
     counter,
     hold_piece,
     uuid_id,
 )
 from toolrelay.backends.providers._messages import function_tools
 from toolrelay.core import Limits
-from toolrelay.errors import ConversationError, InvalidEventError, MalformedEventError
+from toolrelay.errors import ConversationError, InvalidEventError
 from toolrelay.protocol import (
     AssistantMessage,
     ContentPart,
@@ -82,7 +83,6 @@ from toolrelay.protocol import (
 __all__ = ("CohereBackend", "CohereTranslator")
 
 _JSON_DECODER = msgspec.json.Decoder()
-_T = TypeVar("_T")
 
 #: finish_reason -> stopReason, for the reasons that complete the run.
 _STOP_REASONS: Mapping[str, str] = {
@@ -201,11 +201,9 @@ class CohereTranslator(MessageStreams):
         """
         if self._ended:
             return []
-        if not isinstance(chunk, dict):
-            raise MalformedEventError(
-                f"Cohere sent an event that is not a JSON object: {chunk!r:.120}"
-            )
-        envelope = _convert(chunk, _Envelope, event_name or "event")
+        envelope = convert_chunk(
+            chunk, _Envelope, event_name or "event", sent="Cohere sent an event"
+        )
         kind = envelope.type or event_name
         match kind:
             case "content-start" | "content-delta":
@@ -222,7 +220,7 @@ class CohereTranslator(MessageStreams):
             case "tool-call-end":
                 return self._end_call(envelope.index)
             case "message-end":
-                return self._message_end(_convert(envelope.delta or {}, _EndDelta, kind))
+                return self._message_end(convert_chunk(envelope.delta or {}, _EndDelta, kind))
             case None if envelope.message:
                 return self._fail(envelope.message, "cohere_error")
             case _:
@@ -290,15 +288,8 @@ class CohereTranslator(MessageStreams):
 
 
 def _message(envelope: _Envelope, kind: str) -> _DeltaMessage:
-    delta = _convert(envelope.delta or {}, _Delta, kind)
+    delta = convert_chunk(envelope.delta or {}, _Delta, kind)
     return delta.message or _DeltaMessage()
-
-
-def _convert(data: Any, kind: type[_T], event_type: str) -> _T:
-    try:
-        return msgspec.convert(data, kind)
-    except msgspec.ValidationError as exc:
-        raise InvalidEventError(event_type, None, str(exc)) from exc
 
 
 def _arguments_json(raw: str) -> str:

@@ -70,11 +70,12 @@ from toolrelay.backends.providers._base import (
     MessageStreams,
     ProviderBackend,
     StreamTranslator,
+    convert_chunk,
     counter,
     uuid_id,
 )
 from toolrelay.backends.providers._messages import arguments_object
-from toolrelay.errors import ConversationError, InvalidEventError, MalformedEventError
+from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     AssistantMessage,
     ContentPart,
@@ -216,7 +217,7 @@ class GoogleTranslator(MessageStreams):
         """
         if self._ended:
             return []
-        data = _convert(chunk)
+        data = convert_chunk(chunk, _Chunk, "GenerateContentResponse", sent="Gemini sent a chunk")
         if data.model_version:
             self._model = data.model_version
         if data.usage_metadata is not None:
@@ -302,15 +303,6 @@ class GoogleTranslator(MessageStreams):
                 cached_input_tokens=usage.cached_content_token_count,
             )
         ]
-
-
-def _convert(chunk: Any) -> _Chunk:
-    if not isinstance(chunk, dict):
-        raise MalformedEventError(f"Gemini sent a chunk that is not a JSON object: {chunk!r:.120}")
-    try:
-        return msgspec.convert(chunk, _Chunk)
-    except msgspec.ValidationError as exc:
-        raise InvalidEventError("GenerateContentResponse", None, str(exc)) from exc
 
 
 # --- requests -------------------------------------------------------------------------

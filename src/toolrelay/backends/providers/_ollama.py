@@ -47,6 +47,7 @@ from toolrelay.backends.providers._base import (
     MessageStreams,
     ProviderBackend,
     StreamTranslator,
+    convert_chunk,
     counter,
     uuid_id,
 )
@@ -55,7 +56,7 @@ from toolrelay.backends.providers._messages import (
     function_tools,
     text_of,
 )
-from toolrelay.errors import ConversationError, InvalidEventError, MalformedEventError
+from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     AssistantMessage,
     ContentPart,
@@ -147,7 +148,7 @@ class OllamaTranslator(MessageStreams):
         """
         if self._ended:
             return []
-        line = _convert(chunk)
+        line = convert_chunk(chunk, _Line, "ChatResponse", sent="Ollama sent a line")
         if line.error is not None:
             return self._fail(line.error or "Ollama reported an error", "ollama_error")
         events: list[Event] = []
@@ -211,15 +212,6 @@ def _arguments_json(call: _ToolCall) -> str:
     if not arguments:
         return "{}"
     return msgspec.json.encode(arguments).decode()
-
-
-def _convert(chunk: Any) -> _Line:
-    if not isinstance(chunk, dict):
-        raise MalformedEventError(f"Ollama sent a line that is not a JSON object: {chunk!r:.120}")
-    try:
-        return msgspec.convert(chunk, _Line)
-    except msgspec.ValidationError as exc:
-        raise InvalidEventError("ChatResponse", None, str(exc)) from exc
 
 
 # --- requests -------------------------------------------------------------------------

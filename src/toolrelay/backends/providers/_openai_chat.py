@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from toolrelay.backends.providers._base import hold_piece
+from toolrelay.backends.providers._base import hold_piece, nonempty
 from toolrelay.backends.providers._messages import (
     check_tool_results,
     data_url,
@@ -54,7 +54,6 @@ from toolrelay.backends.providers._openai_base import (
     arguments_piece,
     error_event,
     finished,
-    nonempty,
 )
 from toolrelay.core import Limits
 from toolrelay.errors import ConversationError
