@@ -572,13 +572,15 @@ class MessageStreams:
     Shared by the translators of providers that stream text and reasoning as plain
     deltas (Google, Ollama, Cohere): a text delta closes open reasoning and opens a text
     message if none is open, and the other way round; a failure closes both and ends
-    the run with RUN_ERROR. Subclasses set ``_message_ids`` and call
-    :meth:`_init_streams`.
+    the run with RUN_ERROR. Subclasses call :meth:`_init_streams` with their id makers.
     """
 
-    _message_ids: Callable[[], str]
-
-    def _init_streams(self) -> None:
+    def _init_streams(
+        self, message_ids: Callable[[], str], call_ids: Callable[[], str] | None
+    ) -> None:
+        """Start with nothing open; ``call_ids`` defaults to ``call_1``, ``call_2``..."""
+        self._message_ids = message_ids
+        self._call_ids = call_ids if call_ids is not None else counter("call_")
         self._text_id: str | None = None
         self._last_text_id: str | None = None
         self._reasoning_id: str | None = None

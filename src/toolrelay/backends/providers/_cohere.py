@@ -187,10 +187,8 @@ class CohereTranslator(MessageStreams):
         #: The most argument bytes held for a call until its ``tool-call-end`` (the
         #: backend sets the run's ``Limits.max_argument_bytes``).
         self.max_argument_bytes = max_argument_bytes
-        self._message_ids = message_ids
-        self._call_ids = call_ids if call_ids is not None else counter("call_")
+        self._init_streams(message_ids, call_ids)
         self._open_calls: dict[int, _OpenCall] = {}
-        self._init_streams()
 
     def feed(self, chunk: Any, event_name: str | None = None) -> list[Event]:
         """One stream event (its JSON, and the SSE event name) -> AG-UI events.

@@ -198,15 +198,13 @@ class GoogleTranslator(MessageStreams):
         thought_signatures: MutableMapping[str, tuple[str, str]] | None = None,
         given_ids: MutableMapping[str, str] | None = None,
     ) -> None:
-        self._message_ids = message_ids
-        self._call_ids = call_ids if call_ids is not None else counter("call_")
+        self._init_streams(message_ids, call_ids)
         self._signatures = thought_signatures
         self._given = given_ids
         self._seen: set[str] = set()
         self._calls = 0
         self._usage: _Usage | None = None
         self._model: str | None = None
-        self._init_streams()
 
     def feed(self, chunk: Any, event_name: str | None = None) -> list[Event]:
         """One ``GenerateContentResponse`` -> AG-UI events.

@@ -134,10 +134,8 @@ class OllamaTranslator(MessageStreams):
         message_ids: Callable[[], str] = uuid_id,
         call_ids: Callable[[], str] | None = None,
     ) -> None:
-        self._message_ids = message_ids
-        self._call_ids = call_ids if call_ids is not None else counter("call_")
+        self._init_streams(message_ids, call_ids)
         self._used_ids: set[str] = set()
-        self._init_streams()
 
     def feed(self, chunk: Any, event_name: str | None = None) -> list[Event]:
         """One NDJSON line (decoded) -> AG-UI events.
