@@ -416,27 +416,20 @@ class AnthropicBackend(ProviderBackend):
                 case TextPart(text=text):
                     if text:
                         blocks.append({"type": "text", "text": text})
-                case ImagePart(source=DataSource(value=data, mime_type=mime)):
-                    blocks.append(
-                        {
-                            "type": "image",
-                            "source": {"type": "base64", "media_type": mime, "data": data},
-                        }
-                    )
-                case ImagePart(source=UrlSource(value=url)):
-                    blocks.append({"type": "image", "source": {"type": "url", "url": url}})
-                case DocumentPart(source=DataSource(value=data, mime_type=mime)):
-                    blocks.append(
-                        {
-                            "type": "document",
-                            "source": {"type": "base64", "media_type": mime, "data": data},
-                        }
-                    )
-                case DocumentPart(source=UrlSource(value=url)):
-                    blocks.append({"type": "document", "source": {"type": "url", "url": url}})
+                case ImagePart(source=DataSource() | UrlSource() as source):
+                    blocks.append({"type": "image", "source": _source(source)})
+                case DocumentPart(source=DataSource() | UrlSource() as source):
+                    blocks.append({"type": "document", "source": _source(source)})
                 case _:
                     raise unsupported_part(self.name, part, "a user message")
         return blocks
+
+
+def _source(source: DataSource | UrlSource) -> dict[str, str]:
+    """An image's or document's ``source``: inline base64 data, or a URL."""
+    if isinstance(source, UrlSource):
+        return {"type": "url", "url": source.value}
+    return {"type": "base64", "media_type": source.mime_type, "data": source.value}
 
 
 def _parsed_input(arguments: str) -> dict[str, Any]:
