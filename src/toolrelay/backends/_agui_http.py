@@ -80,14 +80,13 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from types import TracebackType
-from typing import Final, Literal, Self, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 import anyio
 import httpx
 
 from toolrelay.backends._agui_run import RunEvents, RunStream
-from toolrelay.backends._base import EventStream, ThreadKey, effective_limits
+from toolrelay.backends._base import ClosedOnExit, EventStream, ThreadKey, effective_limits
 from toolrelay.backends._propagation import inject_trace_context
 from toolrelay.backends._readers import SseReader
 from toolrelay.backends._retry import NO_RETRY, RetryPolicy, parse_retry_after, start_with_retries
@@ -124,7 +123,7 @@ RESUME_HEADER: Final = "toolrelay-resume"
 logger = logging.getLogger("toolrelay.backends")
 
 
-class AguiHttpBackend:
+class AguiHttpBackend(ClosedOnExit):
     """An AG-UI agent server reached over HTTP with Server-Sent Events.
 
     One pooled :class:`httpx.AsyncClient` serves every run. Use the backend as an async
@@ -214,17 +213,6 @@ class AguiHttpBackend:
     def client(self) -> httpx.AsyncClient:
         """The HTTP client runs are sent with."""
         return self._client
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Close the HTTP client, if this backend created it. Idempotent."""

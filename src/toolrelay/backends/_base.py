@@ -23,17 +23,20 @@ several engines with different limits, each run getting its own engine's.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
 
 from toolrelay.core import Limits, ThreadKey
 from toolrelay.protocol import Event, RunAgentInput, UnknownEvent
 
 __all__ = (
     "AgentBackend",
+    "ClosedOnExit",
     "EventBatches",
     "EventStream",
     "RetryNotice",
@@ -80,6 +83,26 @@ class AgentBackend(Protocol):
     ) -> AbstractAsyncContextManager[EventStream]:
         """Start the run and give its event stream; leaving the context closes it."""
         ...
+
+
+class ClosedOnExit(ABC):
+    """Used as ``async with``: entering gives the object (a backend, the server),
+    leaving is :meth:`aclose`."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Release what the object holds. Idempotent."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,12 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
-from types import MappingProxyType, TracebackType
-from typing import Self
+from types import MappingProxyType
 
 import msgspec
 
-from toolrelay.backends._base import AgentBackend, EventStream, current_run_settings
+from toolrelay.backends._base import (
+    AgentBackend,
+    ClosedOnExit,
+    EventStream,
+    current_run_settings,
+)
 from toolrelay.core import Limits, ThreadKey
 from toolrelay.errors import UnknownServerError
 from toolrelay.protocol import ReasoningMessage, RunAgentInput
@@ -43,7 +47,7 @@ def _takes_reasoning(backend: AgentBackend) -> bool:
     return getattr(backend, "takes_reasoning", False) is True
 
 
-class RoutingBackend:
+class RoutingBackend(ClosedOnExit):
     """Routes each run to the backend of its thread's agent server (``ThreadKey.server``).
 
     Any backend can be a route: :class:`~toolrelay.backends.AguiHttpBackend`, a provider
@@ -143,17 +147,6 @@ class RoutingBackend:
         return backend.run(key, run_input)
 
     # -- lifecycle ---------------------------------------------------------------------
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Close every route that can be closed (each backend once, all of them even

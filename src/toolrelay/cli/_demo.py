@@ -29,6 +29,7 @@ import anyio
 
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AguiHttpBackend
+from toolrelay.cli._args import add_max_depth, add_output
 from toolrelay.cli._exit import ExitCode
 from toolrelay.cli._summary import exit_code, state_json, write_summary
 from toolrelay.cli._terminal import reported_violations
@@ -89,16 +90,6 @@ def _non_negative(text: str) -> float:
     return value
 
 
-def _depth(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
-    return value
-
-
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the ``demo`` subcommand to ``subparsers``."""
     scenarios = "\n".join(f"  {name:<10} {text}" for name, text in SCENARIOS.items())
@@ -118,13 +109,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="NAME",
         help="what the agent does (default: secret; see the list above)",
     )
-    parser.add_argument(
-        "--max-depth",
-        type=_depth,
-        default=5,
-        metavar="N",
-        help="continuations allowed before the circuit breaker trips (default: 5)",
-    )
+    add_max_depth(parser, 5)
     parser.add_argument(
         "--delay",
         type=_non_negative,
@@ -132,15 +117,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="SECONDS",
         help="pause between the agent's events, to watch it stream (default: 0.02)",
     )
-    parser.add_argument(
-        "--json", action="store_true", help="print only the final state, as JSON, on stdout"
-    )
-    parser.add_argument(
-        "--backend",
-        choices=("asyncio", "trio"),
-        default="asyncio",
-        help="the async library to run on (default: asyncio)",
-    )
+    add_output(parser)
     parser.add_argument(
         "--diagram",
         type=Path,

@@ -46,6 +46,7 @@ from httpx_sse import EventSource
 
 from toolrelay._reasons import TerminalReason
 from toolrelay.cli._exit import ExitCode
+from toolrelay.cli._summary import reason_json
 from toolrelay.cli._terminal import SafeOut, reported_violations, summarise_counts
 from toolrelay.core import (
     Conversation,
@@ -485,15 +486,12 @@ def _describe(message: object) -> str:
 
 def _json(report: ReplayReport, path: Path) -> str:
     processor = report.processor
-    reason = report.reason
     document = {
         "file": str(path),
         "sseEvents": report.sse_events,
         "events": report.events,
         "status": report.status.value,
-        "reason": None
-        if reason is None
-        else {"kind": reason.kind.value, "message": reason.message, "code": reason.code},
+        "reason": reason_json(report.reason),
         "threadId": processor.conversation.thread_id,
         "runId": processor.run_id,
         "messages": to_agui_messages(processor.conversation.messages),

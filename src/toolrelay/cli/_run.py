@@ -38,6 +38,7 @@ import httpx
 from toolrelay.backends import AguiHttpBackend, RetryPolicy
 from toolrelay.backends._base import AgentBackend
 from toolrelay.backends.providers import PROVIDERS, ProviderBackend, provider_backend
+from toolrelay.cli._args import add_max_depth, add_output, whole_number
 from toolrelay.cli._exit import ExitCode
 from toolrelay.cli._summary import exit_code, state_json, write_summary
 from toolrelay.cli._terminal import neutralise, reported_violations
@@ -47,16 +48,6 @@ from toolrelay.core import Limits, ToolRegistry
 from toolrelay.errors import RunAllocationError
 
 __all__ = ("httpx_timeout", "register", "run")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
-    return value
 
 
 def _seconds(text: str) -> float:
@@ -137,13 +128,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--thread", default=None, metavar="ID", help="the thread id (default: a new one)"
     )
-    parser.add_argument(
-        "--max-depth",
-        type=_positive_int,
-        default=10,
-        metavar="N",
-        help="continuations allowed before the circuit breaker trips (default: 10)",
-    )
+    add_max_depth(parser, 10)
     parser.add_argument(
         "--header",
         type=_header,
@@ -176,21 +161,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument(
         "--retries",
-        type=_positive_int,
+        type=whole_number(0),
         default=RetryPolicy().attempts,
         metavar="N",
         help="retries of a run that could not start (HTTP 429/503, a reset before the "
         "answer), honouring Retry-After (0: none; default: %(default)s)",
     )
-    parser.add_argument(
-        "--json", action="store_true", help="print only the final state, as JSON, on stdout"
-    )
-    parser.add_argument(
-        "--backend",
-        choices=("asyncio", "trio"),
-        default="asyncio",
-        help="the async library to run on (default: asyncio)",
-    )
+    add_output(parser)
     parser.set_defaults(func=run)
 
 

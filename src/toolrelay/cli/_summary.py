@@ -8,7 +8,7 @@ from typing import TextIO
 
 import msgspec
 
-from toolrelay._reasons import ReasonKind
+from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.cli._exit import ExitCode
 from toolrelay.cli._live import NAMES_SHOWN
 from toolrelay.cli._terminal import SafeOut, summarise_counts
@@ -18,7 +18,7 @@ from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import encode
 from toolrelay.runtime import Turn
 
-__all__ = ("call_counts", "exit_code", "state_json", "write_summary")
+__all__ = ("call_counts", "exit_code", "reason_json", "state_json", "write_summary")
 
 _VIOLATIONS_SHOWN = 5  # violations printed one by one in a summary, the rest counted
 
@@ -96,16 +96,20 @@ def call_counts(turn: Turn) -> dict[str, int]:
     }
 
 
+def reason_json(reason: TerminalReason | None) -> dict[str, str | None] | None:
+    """A terminal reason as the JSON reports print it (``None`` while none)."""
+    if reason is None:
+        return None
+    return {"kind": reason.kind.value, "message": reason.message, "code": reason.code}
+
+
 def state_json(outcome: TurnOutcome) -> str:
     """The final state of a turn as pretty JSON (camelCase), with a trailing newline."""
     turn = outcome.turn
     stats = turn.statistics()
-    reason = turn.reason
     document = {
         "status": turn.status.value,
-        "reason": None
-        if reason is None
-        else {"kind": reason.kind.value, "message": reason.message, "code": reason.code},
+        "reason": reason_json(turn.reason),
         "threadId": turn.key.thread_id,
         "runs": stats.runs,
         "depth": stats.depth,

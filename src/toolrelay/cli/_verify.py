@@ -18,19 +18,10 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
+from toolrelay.cli._args import whole_number
 from toolrelay.cli._exit import ExitCode
 
 __all__ = ("register", "run")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -45,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument(
         "--examples",
-        type=_positive,
+        type=whole_number(1),
         default=100,
         metavar="N",
         help="examples of the property suite (default: 100)",

@@ -42,6 +42,7 @@ from toolrelay.protocol import (
 
 __all__ = ("SCENARIOS", "choose_scenario", "plan", "plan_reply", "reply_delay")
 
+#: The scenarios the demo agent plays, by name: what each one does.
 SCENARIOS: Final[dict[str, str]] = {
     "secret": "two get_secret_number calls in one run (alice and bob), then an answer "
     "quoting both results",
@@ -116,13 +117,18 @@ def _text_of(content: str | list[Any]) -> str:
     return " ".join(part.text for part in content if isinstance(part, TextPart))
 
 
+def _decoded(text: str) -> Any:
+    """``text`` decoded as JSON; ``None`` when it is not JSON."""
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return None
+
+
 def _error_of(message: ToolMessage, content: str) -> str | None:
     if message.error is not None:
         return message.error
-    try:
-        decoded = msgspec.json.decode(content)
-    except msgspec.DecodeError:
-        return None
+    decoded = _decoded(content)
     error = decoded.get("error") if isinstance(decoded, dict) else None
     return error if isinstance(error, str) else None
 
@@ -130,10 +136,7 @@ def _error_of(message: ToolMessage, content: str) -> str | None:
 def _arguments(call: ToolCall | None) -> dict[str, Any]:
     if call is None:
         return {}
-    try:
-        decoded = msgspec.json.decode(call.function.arguments or "{}")
-    except msgspec.DecodeError:
-        return {}
+    decoded = _decoded(call.function.arguments or "{}")
     return decoded if isinstance(decoded, dict) else {}
 
 
@@ -269,10 +272,7 @@ def _and(words: list[str]) -> str:
 
 def _plain(content: str) -> str:
     """A tool result as words: a JSON string is unquoted, anything else kept."""
-    try:
-        decoded = msgspec.json.decode(content)
-    except msgspec.DecodeError:
-        return content
+    decoded = _decoded(content)
     return decoded if isinstance(decoded, str) else content
 
 
@@ -322,10 +322,7 @@ def _multihop(reply: _Reply, turn: _Turn) -> None:
     if forecast.error is not None:
         reply.text(f"Alice lives in {name}, but I could not get its weather: {forecast.error}.")
     else:
-        try:
-            report = msgspec.json.decode(forecast.content)
-        except msgspec.DecodeError:
-            report = None
+        report = _decoded(forecast.content)
         if isinstance(report, dict) and "forecast" in report:
             said = f"{report['forecast']}, {report.get('temperature_c', '?')} degrees Celsius"
         else:
@@ -346,10 +343,7 @@ def _zero_arg(reply: _Reply, turn: _Turn) -> None:
     if result.error is not None:
         reply.text(f"I could not list the people I know: {result.error}.")
     else:
-        try:
-            people = msgspec.json.decode(result.content)
-        except msgspec.DecodeError:
-            people = None
+        people = _decoded(result.content)
         if isinstance(people, list) and people:
             reply.text(f"I know {_and([str(p).title() for p in people])}.")
         else:

@@ -35,12 +35,12 @@ point):
 from __future__ import annotations
 
 import logging
-from types import TracebackType
 from typing import Any, Self
 
 import anyio
 
 from toolrelay._version import __version__
+from toolrelay.backends._base import ClosedOnExit
 from toolrelay.core import ThreadKey
 from toolrelay.runtime import Engine, Turn
 from toolrelay.server._asgi import (
@@ -63,7 +63,7 @@ __all__ = ("AguiServer",)
 logger = logging.getLogger("toolrelay.server")
 
 
-class AguiServer(Runs):
+class AguiServer(Runs, ClosedOnExit):
     """The AG-UI server as an ASGI application (see the module docstring).
 
     Enter it (``async with server:``) or let the ASGI server's lifespan do it; the
@@ -181,14 +181,6 @@ class AguiServer(Runs):
                 len(live),
             )
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Stop: refuse new runs, let running turns finish (up to ``drain_timeout``),

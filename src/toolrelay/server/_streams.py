@@ -105,55 +105,43 @@ class Streams(ServerBase):
     ) -> None:
         self._streams += 1  # bounded where requests come in (_check_streams)
         try:
-            await self._stream_open(scope, receive, send, key, feed, head, post, skip_until)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [
+                        (b"content-type", b"text/event-stream; charset=utf-8"),
+                        (b"cache-control", b"no-cache"),
+                        (b"x-accel-buffering", b"no"),
+                        # A POST sent again with Last-Event-ID resumes (AguiHttpBackend
+                        # reconnects only to a server that says so).
+                        (b"toolrelay-resume", b"last-event-id"),
+                    ],
+                }
+            )
+            async with anyio.create_task_group() as group:
+
+                async def watch_disconnect() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    group.cancel_scope.cancel()  # the client left: the turn goes on
+
+                group.start_soon(watch_disconnect)
+                try:
+                    try:
+                        await self._pump(send, key, feed, head, post=post, skip_until=skip_until)
+                    except HTTPError as exc:
+                        # The store failed mid-stream: the response has started, so it
+                        # ends here; the client catches up from its last id once the
+                        # store is back.
+                        logger.warning("stream of %s ended: %s", key, exc.message)
+                except OSError:
+                    pass  # the connection broke under the write
+                else:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                group.cancel_scope.cancel()
         finally:
             self._streams -= 1
-
-    async def _stream_open(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        key: ThreadKey,
-        feed: LogFeed,
-        head: bytes,
-        post: bool,
-        skip_until: str | None,
-    ) -> None:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", b"text/event-stream; charset=utf-8"),
-                    (b"cache-control", b"no-cache"),
-                    (b"x-accel-buffering", b"no"),
-                    # A POST sent again with Last-Event-ID resumes (AguiHttpBackend
-                    # reconnects only to a server that says so).
-                    (b"toolrelay-resume", b"last-event-id"),
-                ],
-            }
-        )
-        async with anyio.create_task_group() as group:
-
-            async def watch_disconnect() -> None:
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                group.cancel_scope.cancel()  # the client left: the turn goes on
-
-            group.start_soon(watch_disconnect)
-            try:
-                try:
-                    await self._pump(send, key, feed, head, post=post, skip_until=skip_until)
-                except HTTPError as exc:
-                    # The store failed mid-stream: the response has started, so it ends
-                    # here; the client catches up from its last id once the store is back.
-                    logger.warning("stream of %s ended: %s", key, exc.message)
-            except OSError:
-                pass  # the connection broke under the write
-            else:
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-            group.cancel_scope.cancel()
 
     async def _pump(
         self,
@@ -193,13 +181,7 @@ class Streams(ServerBase):
                     for event_id, event in zip(ids, shown, strict=True):
                         chunk += frame(event_id, event)
                         if post and isinstance(event, (RunFinishedEvent, RunErrorEvent)):
-                            await send(
-                                {
-                                    "type": "http.response.body",
-                                    "body": bytes(chunk),
-                                    "more_body": True,
-                                }
-                            )
+                            await send_more(send, bytes(chunk))
                             return
                     last_id = str(entry.seq)
                     if len(chunk) > 65536:
@@ -223,13 +205,7 @@ class Streams(ServerBase):
                 with anyio.move_on_after(self.heartbeat) as timer:
                     await changed.wait()
                 if timer.cancelled_caught:
-                    await send(
-                        {
-                            "type": "http.response.body",
-                            "body": b": keep-alive\n\n",
-                            "more_body": True,
-                        }
-                    )
+                    await send_more(send, b": keep-alive\n\n")
         finally:
             self.store.detach(key)
             self._unfollow(key, follower)

@@ -27,7 +27,8 @@ import anyio
 import msgspec
 
 from toolrelay.core import ThreadKey
-from toolrelay.store import Entry, Record, Store, ThreadInfo, TurnEnded, TurnStarted
+from toolrelay.store import Entry, Record, Store, TurnEnded, TurnStarted
+from toolrelay.store._forwarding import ForwardingStore
 
 __all__ = ("WatchedStore",)
 
@@ -37,7 +38,7 @@ logger = logging.getLogger("toolrelay.server")
 CommitHook = Callable[[ThreadKey, Entry], None]
 
 
-class WatchedStore:
+class WatchedStore(ForwardingStore[Store]):
     """A store wrapper that tells the server about every commit (module docstring).
 
     Args:
@@ -54,7 +55,7 @@ class WatchedStore:
         on_commit: CommitHook | None = None,
         on_write: Callable[[float, bool], None] | None = None,
     ) -> None:
-        self.store = store
+        super().__init__(store)
         self._on_commit = on_commit
         self._on_write = on_write
         self._owners: dict[ThreadKey, str] = {}
@@ -110,12 +111,6 @@ class WatchedStore:
 
     # -- the Store protocol ---------------------------------------------------------------
 
-    async def open(self) -> None:
-        await self.store.open()
-
-    async def aclose(self) -> None:
-        await self.store.aclose()
-
     async def append(
         self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
     ) -> int:
@@ -144,19 +139,6 @@ class WatchedStore:
         if event is not None:
             event.set()
         return last
-
-    async def read(
-        self, key: ThreadKey, *, after: int = 0, limit: int | None = None
-    ) -> list[Entry]:
-        return await self.store.read(key, after=after, limit=limit)
-
-    async def thread(self, key: ThreadKey) -> ThreadInfo | None:
-        return await self.store.thread(key)
-
-    async def threads(
-        self, *, owner: str | None = None, live: bool | None = None
-    ) -> list[ThreadInfo]:
-        return await self.store.threads(owner=owner, live=live)
 
     async def delete_thread(self, key: ThreadKey) -> bool:
         self._owners.pop(key, None)

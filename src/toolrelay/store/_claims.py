@@ -28,7 +28,8 @@ import msgspec
 
 from toolrelay.core import ThreadKey
 from toolrelay.errors import StaleClaimError, StoreError
-from toolrelay.store._contract import Entry, Store, ThreadInfo
+from toolrelay.store._contract import Entry, Store
+from toolrelay.store._forwarding import ForwardingStore
 from toolrelay.store._records import Record
 
 __all__ = (
@@ -38,6 +39,7 @@ __all__ = (
     "Held",
     "NotifyingStore",
     "TailingStore",
+    "check_append",
     "hold",
 )
 
@@ -57,6 +59,18 @@ class Claim(msgspec.Struct, frozen=True, kw_only=True):
     worker: str
     token: int
     expires_at: float
+
+
+def check_append(key: ThreadKey, records: Sequence[Record], claim: Claim | None = None) -> None:
+    """What every store refuses before it writes: no records, a claim for another thread.
+
+    Raises:
+        ValueError: ``records`` is empty, or ``claim`` is for another thread.
+    """
+    if not records:
+        raise ValueError("append needs at least one record")
+    if claim is not None and claim.key != key:
+        raise ValueError(f"the claim is for {claim.key}, not {key}")
 
 
 @runtime_checkable
@@ -185,7 +199,7 @@ async def hold(
         raise failure
 
 
-class FencedStore:
+class FencedStore(ForwardingStore[ClaimingStore]):
     """A :class:`ClaimingStore` whose writes carry this worker's claims by themselves.
 
     Give it to code that writes without knowing about claims (the engine): the
@@ -205,7 +219,7 @@ class FencedStore:
     def __init__(self, store: ClaimingStore, *, worker: str, lease: float = 15.0) -> None:
         if not (lease > 0 and math.isfinite(lease)):
             raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
-        self.store = store
+        super().__init__(store)
         self.worker = worker
         self.lease = lease
         self._held: dict[ThreadKey, Held] = {}
@@ -237,12 +251,6 @@ class FencedStore:
         holding = self._held.get(key)
         return None if holding is None else holding.claim
 
-    async def open(self) -> None:
-        await self.store.open()
-
-    async def aclose(self) -> None:
-        await self.store.aclose()
-
     async def append(
         self,
         key: ThreadKey,
@@ -255,22 +263,6 @@ class FencedStore:
         if claim is None:
             raise StaleClaimError(f"{key} is not held by worker {self.worker!r}: not written")
         return await self.store.append(key, records, owner=owner, claim=claim)
-
-    async def read(
-        self, key: ThreadKey, *, after: int = 0, limit: int | None = None
-    ) -> list[Entry]:
-        return await self.store.read(key, after=after, limit=limit)
-
-    async def thread(self, key: ThreadKey) -> ThreadInfo | None:
-        return await self.store.thread(key)
-
-    async def threads(
-        self, *, owner: str | None = None, live: bool | None = None
-    ) -> list[ThreadInfo]:
-        return await self.store.threads(owner=owner, live=live)
-
-    async def delete_thread(self, key: ThreadKey) -> bool:
-        return await self.store.delete_thread(key)
 
     async def claim(
         self, key: ThreadKey, *, worker: str | None = None, lease: float | None = None

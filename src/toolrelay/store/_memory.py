@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 
 from toolrelay.core import ThreadKey
+from toolrelay.store._claims import check_append
 from toolrelay.store._contract import Entry, ThreadInfo, live_turn_after
 from toolrelay.store._records import Record, decode_record, encode_record
 
@@ -42,8 +43,7 @@ class MemoryStore:
     async def append(
         self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
     ) -> int:
-        if not records:
-            raise ValueError("append needs at least one record")
+        check_append(key, records)
         encoded = [encode_record(record) for record in records]  # all or nothing
         now = time.time()
         thread = self._threads.get(key)

@@ -36,7 +36,7 @@ from psycopg import conninfo
 
 from toolrelay.core import ThreadKey
 from toolrelay.errors import StoreCorruptError, StoreUnavailableError
-from toolrelay.store._claims import Claim
+from toolrelay.store._claims import Claim, check_append
 from toolrelay.store._contract import Entry, ThreadInfo, live_turn_after
 from toolrelay.store._postgres_claims import (
     check_fence,
@@ -270,8 +270,7 @@ class PostgresStore:
         owner: str | None = None,
         claim: Claim | None = None,
     ) -> int:
-        if not records:
-            raise ValueError("append needs at least one record")
+        check_append(key, records, claim)
         parameters = self._append_parameters(key, records, owner)
         doing = f"cannot write to {self._label}"
         if claim is None:
@@ -282,8 +281,6 @@ class PostgresStore:
                 return int(row[0])
 
             return await self._run(write, doing)
-        if claim.key != key:
-            raise ValueError(f"the claim is for {claim.key}, not {key}")
 
         def write_claimed(connection: psycopg.Connection[Any]) -> int:
             check_fence(connection, key, claim)

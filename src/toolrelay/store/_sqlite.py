@@ -35,7 +35,7 @@ import anyio.to_thread
 
 from toolrelay.core import ThreadKey
 from toolrelay.errors import StoreCorruptError, StoreUnavailableError
-from toolrelay.store._claims import Claim
+from toolrelay.store._claims import Claim, check_append
 from toolrelay.store._contract import Entry, ThreadInfo, live_turn_after
 from toolrelay.store._records import Record, decode_record, encode_record
 from toolrelay.store._sqlite_claims import (
@@ -151,10 +151,7 @@ class SQLiteStore:
         owner: str | None = None,
         claim: Claim | None = None,
     ) -> int:
-        if not records:
-            raise ValueError("append needs at least one record")
-        if claim is not None and claim.key != key:
-            raise ValueError(f"the claim is for {claim.key}, not {key}")
+        check_append(key, records, claim)
         item = Append(key, records, [encode_record(r) for r in records], owner, claim)
         await self._queued(item)
         return item.last

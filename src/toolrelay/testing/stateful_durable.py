@@ -59,12 +59,12 @@ from toolrelay.store import (
     Record,
     SQLiteStore,
     Store,
-    ThreadInfo,
     ToolFinished,
     ToolsStarted,
     TurnEnded,
     TurnStarted,
 )
+from toolrelay.store._forwarding import ForwardingStore
 from toolrelay.store._records import StoredBatch
 from toolrelay.testing._builders import text, tool_call
 from toolrelay.testing._scripted import Gate, ScriptedAgent, Step
@@ -100,45 +100,28 @@ _plans = st.builds(
 _STEP_SECONDS = 60.0
 
 
-class CrashableStore:
+class CrashableStore(ForwardingStore[Store]):
     """A store that can die: after :meth:`crash` it refuses every write, writing
     nothing (what a killed process leaves on disk is what it wrote before)."""
 
     def __init__(self, inner: Store) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.dead = False
+
+    @property
+    def inner(self) -> Store:
+        """The store that lives on after the crash."""
+        return self.store
 
     def crash(self) -> None:
         self.dead = True
-
-    async def open(self) -> None:
-        await self.inner.open()
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
     async def append(
         self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
     ) -> int:
         if self.dead:
             raise StoreUnavailableError("the process is dead")
-        return await self.inner.append(key, records, owner=owner)
-
-    async def read(
-        self, key: ThreadKey, *, after: int = 0, limit: int | None = None
-    ) -> list[Entry]:
-        return await self.inner.read(key, after=after, limit=limit)
-
-    async def thread(self, key: ThreadKey) -> ThreadInfo | None:
-        return await self.inner.thread(key)
-
-    async def threads(
-        self, *, owner: str | None = None, live: bool | None = None
-    ) -> list[ThreadInfo]:
-        return await self.inner.threads(owner=owner, live=live)
-
-    async def delete_thread(self, key: ThreadKey) -> bool:
-        return await self.inner.delete_thread(key)
+        return await self.store.append(key, records, owner=owner)
 
 
 class _Generation:

@@ -30,6 +30,7 @@ from toolrelay.errors import StaleClaimError
 from toolrelay.machines import ToolCallStatus
 from toolrelay.protocol import Interrupt, ResumeEntry, UserMessage
 from toolrelay.store import (
+    Claim,
     ClaimingStore,
     Entry,
     MessageSaved,
@@ -88,6 +89,13 @@ def _ended(turn: str) -> TurnEnded:
         status="completed",
         reason=TerminalReason(kind=ReasonKind.COMPLETED, message="done"),
     )
+
+
+async def _claimed(store: ClaimingStore, *, lease: float) -> Claim:
+    """Worker ``a``'s claim of the free thread ``t``."""
+    claim = await store.claim(ThreadKey("t"), worker="a", lease=lease)
+    assert claim is not None
+    return claim
 
 
 @pytest.mark.anyio
@@ -329,9 +337,8 @@ class ClaimingStoreContract:
         self, workers: tuple[ClaimingStore, ClaimingStore]
     ) -> None:
         a, b = workers
-        key = ThreadKey("t")
-        claim = await a.claim(key, worker="a", lease=0.3)
-        assert claim is not None
+        claim = await _claimed(a, lease=0.3)
+        key = claim.key
         assert await a.append(key, [_started("a")], claim=claim) == 1
         await anyio.sleep(0.5)
         # Expired, though no one took it yet: a paused worker must not write on.
@@ -350,9 +357,8 @@ class ClaimingStoreContract:
         self, workers: tuple[ClaimingStore, ClaimingStore]
     ) -> None:
         a, b = workers
-        key = ThreadKey("t")
-        claim = await a.claim(key, worker="a", lease=0.5)
-        assert claim is not None
+        claim = await _claimed(a, lease=0.5)
+        key = claim.key
         renewed = await a.renew(claim, lease=30)
         assert renewed.token == claim.token and renewed.expires_at > claim.expires_at
         await anyio.sleep(0.7)  # past the first lease, within the renewed one
@@ -367,9 +373,8 @@ class ClaimingStoreContract:
         self, workers: tuple[ClaimingStore, ClaimingStore]
     ) -> None:
         a, b = workers
-        key = ThreadKey("t")
-        claim = await a.claim(key, worker="a", lease=30)
-        assert claim is not None
+        claim = await _claimed(a, lease=30)
+        key = claim.key
         assert await a.release(claim) is True
         assert await a.release(claim) is False
         taken = await b.claim(key, worker="b", lease=30)
@@ -381,9 +386,8 @@ class ClaimingStoreContract:
         self, workers: tuple[ClaimingStore, ClaimingStore]
     ) -> None:
         a, b = workers
-        key = ThreadKey("t")
-        claim = await a.claim(key, worker="a", lease=1.0)
-        assert claim is not None
+        claim = await _claimed(a, lease=1.0)
+        key = claim.key
         async with hold(a, claim, lease=1.0, every=0.1) as held:
             await anyio.sleep(1.5)  # longer than the lease: the heartbeat kept it
             assert await b.claim(key, worker="b", lease=30) is None
@@ -395,9 +399,8 @@ class ClaimingStoreContract:
         self, workers: tuple[ClaimingStore, ClaimingStore]
     ) -> None:
         a, b = workers
-        key = ThreadKey("t")
-        claim = await a.claim(key, worker="a", lease=0.2)
-        assert claim is not None
+        claim = await _claimed(a, lease=0.2)
+        key = claim.key
         reached_the_end = False
         with anyio.fail_after(10), pytest.raises(StaleClaimError):
             # The heartbeat comes too late: the lease expired, another took it.
@@ -412,9 +415,8 @@ class ClaimingStoreContract:
         self, workers: tuple[ClaimingStore, ClaimingStore]
     ) -> None:
         a, b = workers
-        key = ThreadKey("t")
-        claim = await a.claim(key, worker="a", lease=0.2)
-        assert claim is not None
+        claim = await _claimed(a, lease=0.2)
+        key = claim.key
         with pytest.raises(StaleClaimError):
             async with hold(a, claim, lease=0.2, every=30) as held:
                 await anyio.sleep(0.4)

@@ -60,7 +60,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from toolrelay.backends.providers._base import Capabilities, ProviderBackend
+from toolrelay.backends.providers._base import Capabilities, ProviderBackend, nonempty
 from toolrelay.backends.providers._messages import (
     check_tool_results,
     sendable_messages,
@@ -109,10 +109,6 @@ _JSON_DECODER = msgspec.json.Decoder()
 _JSON_ENCODER = msgspec.json.Encoder()
 
 
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
 # --- the translator --------------------------------------------------------------------------
 
 
@@ -153,7 +149,7 @@ class AnthropicTranslator:
             case "message_start":
                 message = chunk.get("message")
                 if isinstance(message, dict) and self._message_id is None:
-                    self._message_id = _str(message.get("id"))
+                    self._message_id = nonempty(message.get("id"))
             case "content_block_start":
                 self._block_start(chunk, out)
             case "content_block_delta":
@@ -205,16 +201,16 @@ class AnthropicTranslator:
                 text_id = self.message_id if self._texts == 1 else f"{self.message_id}-{index}"
                 self._blocks[index] = _Block("text", text_id)
                 out.append(TextMessageStartEvent(message_id=text_id, role="assistant"))
-                text = _str(block.get("text"))
+                text = nonempty(block.get("text"))
                 if text is not None:
                     out.append(TextMessageContentEvent(message_id=text_id, delta=text))
             case "tool_use":
-                call_id = _str(block.get("id")) or f"{self.message_id}-call-{index}"
+                call_id = nonempty(block.get("id")) or f"{self.message_id}-call-{index}"
                 self._blocks[index] = _Block("tool_use", call_id)
                 out.append(
                     ToolCallStartEvent(
                         tool_call_id=call_id,
-                        tool_call_name=_str(block.get("name")) or "",
+                        tool_call_name=nonempty(block.get("name")) or "",
                         parent_message_id=self.message_id,
                     )
                 )
@@ -229,7 +225,7 @@ class AnthropicTranslator:
                 reasoning_id = f"{self.message_id}-thinking-{index}"
                 self._blocks[index] = _Block("thinking", reasoning_id)
                 out.append(ReasoningMessageStartEvent(message_id=reasoning_id))
-                thinking = _str(block.get("thinking"))
+                thinking = nonempty(block.get("thinking"))
                 if thinking is not None:
                     out.append(
                         ReasoningMessageContentEvent(message_id=reasoning_id, delta=thinking)
@@ -245,19 +241,19 @@ class AnthropicTranslator:
             return
         match (block.kind, delta.get("type")):
             case ("text", "text_delta"):
-                text = _str(delta.get("text"))
+                text = nonempty(delta.get("text"))
                 if text is not None:
                     out.append(TextMessageContentEvent(message_id=block.id, delta=text))
             case ("tool_use", "input_json_delta"):
-                partial = _str(delta.get("partial_json"))
+                partial = nonempty(delta.get("partial_json"))
                 if partial is not None:
                     out.append(ToolCallArgsEvent(tool_call_id=block.id, delta=partial))
             case ("thinking", "thinking_delta"):
-                thinking = _str(delta.get("thinking"))
+                thinking = nonempty(delta.get("thinking"))
                 if thinking is not None:
                     out.append(ReasoningMessageContentEvent(message_id=block.id, delta=thinking))
             case ("thinking", "signature_delta"):
-                signature = _str(delta.get("signature"))
+                signature = nonempty(delta.get("signature"))
                 if signature is not None:
                     out.append(
                         ReasoningEncryptedValueEvent(
@@ -282,8 +278,8 @@ def _finished(stop_reason: str | None) -> RunFinishedEvent:
 
 
 def _error_event(error: dict[str, Any]) -> RunErrorEvent:
-    message = _str(error.get("message")) or "the provider reported an error"
-    code = _str(error.get("type"))
+    message = nonempty(error.get("message")) or "the provider reported an error"
+    code = nonempty(error.get("type"))
     return RunErrorEvent(message=message, code=code)
 
 
@@ -420,27 +416,20 @@ class AnthropicBackend(ProviderBackend):
                 case TextPart(text=text):
                     if text:
                         blocks.append({"type": "text", "text": text})
-                case ImagePart(source=DataSource(value=data, mime_type=mime)):
-                    blocks.append(
-                        {
-                            "type": "image",
-                            "source": {"type": "base64", "media_type": mime, "data": data},
-                        }
-                    )
-                case ImagePart(source=UrlSource(value=url)):
-                    blocks.append({"type": "image", "source": {"type": "url", "url": url}})
-                case DocumentPart(source=DataSource(value=data, mime_type=mime)):
-                    blocks.append(
-                        {
-                            "type": "document",
-                            "source": {"type": "base64", "media_type": mime, "data": data},
-                        }
-                    )
-                case DocumentPart(source=UrlSource(value=url)):
-                    blocks.append({"type": "document", "source": {"type": "url", "url": url}})
+                case ImagePart(source=DataSource() | UrlSource() as source):
+                    blocks.append({"type": "image", "source": _source(source)})
+                case DocumentPart(source=DataSource() | UrlSource() as source):
+                    blocks.append({"type": "document", "source": _source(source)})
                 case _:
                     raise unsupported_part(self.name, part, "a user message")
         return blocks
+
+
+def _source(source: DataSource | UrlSource) -> dict[str, str]:
+    """An image's or document's ``source``: inline base64 data, or a URL."""
+    if isinstance(source, UrlSource):
+        return {"type": "url", "url": source.value}
+    return {"type": "base64", "media_type": source.mime_type, "data": source.value}
 
 
 def _parsed_input(arguments: str) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import anyio
 import httpx
@@ -58,6 +58,7 @@ from toolrelay.errors import (
     ContentTypeError,
     ConversationError,
     DeadlineError,
+    InvalidEventError,
     LimitExceededError,
     MalformedEventError,
     RemoteProtocolError,
@@ -79,6 +80,7 @@ from toolrelay.protocol import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
+    TokenUsage,
     ToolMessage,
 )
 from toolrelay.protocol._codec import repair_surrogates
@@ -89,9 +91,11 @@ __all__ = (
     "MessageStreams",
     "ProviderBackend",
     "StreamTranslator",
+    "convert_chunk",
     "counter",
     "error_excerpt",
     "hold_piece",
+    "nonempty",
     "tool_results_after",
     "uuid_id",
 )
@@ -101,6 +105,8 @@ _DRAIN_SECONDS = 0.25  # to read the rest of a response once the run has ended
 _ERROR_BODY_BYTES = 16 * 1024  # of an error body, kept to find the provider's message
 _AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 _NOT_A_STREAM = frozenset({"text/html", "application/xhtml+xml"})
+
+_T = TypeVar("_T")
 
 
 def _host(url: str) -> str:
@@ -522,6 +528,33 @@ def tool_results_after(messages: Sequence[Message], index: int) -> list[ToolMess
     return out
 
 
+def nonempty(value: Any) -> str | None:
+    """``value`` if it is a non-empty string."""
+    return value if isinstance(value, str) and value else None
+
+
+def convert_chunk(data: Any, kind: type[_T], shape: str, *, sent: str | None = None) -> _T:
+    """A decoded chunk (or a part of one) as the provider's ``kind``.
+
+    Args:
+        data: What the provider sent, decoded from JSON.
+        kind: The msgspec struct it must fit (unknown fields are skipped).
+        shape: The provider's name for the shape, for the error.
+        sent: What a chunk is, said by the provider ("Gemini sent a chunk"): given,
+            ``data`` must be a JSON object.
+
+    Raises:
+        MalformedEventError: ``sent`` is given and ``data`` is not a JSON object.
+        InvalidEventError: ``data`` does not fit ``kind``.
+    """
+    if sent is not None and not isinstance(data, dict):
+        raise MalformedEventError(f"{sent} that is not a JSON object: {data!r:.120}")
+    try:
+        return msgspec.convert(data, kind)
+    except msgspec.ValidationError as exc:
+        raise InvalidEventError(shape, None, str(exc)) from exc
+
+
 def counter(prefix: str) -> Callable[[], str]:
     """Ids ``<prefix>1``, ``<prefix>2``... (for providers that give calls no id)."""
     numbers = itertools.count(1)
@@ -539,17 +572,31 @@ class MessageStreams:
     Shared by the translators of providers that stream text and reasoning as plain
     deltas (Google, Ollama, Cohere): a text delta closes open reasoning and opens a text
     message if none is open, and the other way round; a failure closes both and ends
-    the run with RUN_ERROR. Subclasses set ``_message_ids`` and call
-    :meth:`_init_streams`.
+    the run with RUN_ERROR. Subclasses call :meth:`_init_streams` with their id makers.
     """
 
-    _message_ids: Callable[[], str]
-
-    def _init_streams(self) -> None:
+    def _init_streams(
+        self, message_ids: Callable[[], str], call_ids: Callable[[], str] | None
+    ) -> None:
+        """Start with nothing open; ``call_ids`` defaults to ``call_1``, ``call_2``..."""
+        self._message_ids = message_ids
+        self._call_ids = call_ids if call_ids is not None else counter("call_")
         self._text_id: str | None = None
         self._last_text_id: str | None = None
         self._reasoning_id: str | None = None
         self._ended = False
+
+    @property
+    def ended(self) -> bool:
+        """Whether RUN_FINISHED or RUN_ERROR was emitted (later chunks are ignored)."""
+        return self._ended
+
+    def finish(self) -> list[Event]:
+        """The stream closed: close open messages. Without the provider's own end the
+        run is left open, and the backend fails it as a stream that ended early."""
+        if self._ended:
+            return []
+        return self._close_messages()
 
     def _text(self, delta: str) -> list[Event]:
         events = self._close_reasoning()
@@ -590,4 +637,21 @@ class MessageStreams:
         events = self._close_messages()
         self._ended = True
         events.append(RunErrorEvent(message=message, code=code))
+        return events
+
+    def _end_run(
+        self, stop_reason: str, provider_reason: str, usage: list[TokenUsage] | None
+    ) -> list[Event]:
+        """Close open messages and end the run with RUN_FINISHED (the backend stamps
+        the run's ids)."""
+        events = self._close_messages()
+        self._ended = True
+        events.append(
+            RunFinishedEvent(
+                thread_id="",
+                run_id="",
+                result={"stopReason": stop_reason, "providerStopReason": provider_reason},
+                usage=usage,
+            )
+        )
         return events

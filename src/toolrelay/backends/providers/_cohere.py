@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -52,12 +52,14 @@ from toolrelay.backends.providers._base import (
     MessageStreams,
     ProviderBackend,
     StreamTranslator,
+    convert_chunk,
     counter,
     hold_piece,
     uuid_id,
 )
+from toolrelay.backends.providers._messages import function_tools
 from toolrelay.core import Limits
-from toolrelay.errors import ConversationError, InvalidEventError, MalformedEventError
+from toolrelay.errors import ConversationError, InvalidEventError
 from toolrelay.protocol import (
     AssistantMessage,
     ContentPart,
@@ -67,7 +69,6 @@ from toolrelay.protocol import (
     ImagePart,
     Message,
     RunAgentInput,
-    RunFinishedEvent,
     SystemMessage,
     TextPart,
     TokenUsage,
@@ -82,7 +83,6 @@ from toolrelay.protocol import (
 __all__ = ("CohereBackend", "CohereTranslator")
 
 _JSON_DECODER = msgspec.json.Decoder()
-_T = TypeVar("_T")
 
 #: finish_reason -> stopReason, for the reasons that complete the run.
 _STOP_REASONS: Mapping[str, str] = {
@@ -169,7 +169,8 @@ class _OpenCall:
 class CohereTranslator(MessageStreams):
     """Cohere v2 stream events in, AG-UI events out (a :class:`StreamTranslator`).
 
-    Pure: no I/O, no clock. One translator per response.
+    Pure: no I/O, no clock. One translator per response; a stream that closes before
+    ``message-end`` leaves the run open (and its unfinished calls with it).
 
     Args:
         message_ids: Makes the ids of text and reasoning messages.
@@ -186,15 +187,8 @@ class CohereTranslator(MessageStreams):
         #: The most argument bytes held for a call until its ``tool-call-end`` (the
         #: backend sets the run's ``Limits.max_argument_bytes``).
         self.max_argument_bytes = max_argument_bytes
-        self._message_ids = message_ids
-        self._call_ids = call_ids if call_ids is not None else counter("call_")
+        self._init_streams(message_ids, call_ids)
         self._open_calls: dict[int, _OpenCall] = {}
-        self._init_streams()
-
-    @property
-    def ended(self) -> bool:
-        """Whether RUN_FINISHED or RUN_ERROR was emitted (later events are ignored)."""
-        return self._ended
 
     def feed(self, chunk: Any, event_name: str | None = None) -> list[Event]:
         """One stream event (its JSON, and the SSE event name) -> AG-UI events.
@@ -205,11 +199,9 @@ class CohereTranslator(MessageStreams):
         """
         if self._ended:
             return []
-        if not isinstance(chunk, dict):
-            raise MalformedEventError(
-                f"Cohere sent an event that is not a JSON object: {chunk!r:.120}"
-            )
-        envelope = _convert(chunk, _Envelope, event_name or "event")
+        envelope = convert_chunk(
+            chunk, _Envelope, event_name or "event", sent="Cohere sent an event"
+        )
         kind = envelope.type or event_name
         match kind:
             case "content-start" | "content-delta":
@@ -226,19 +218,11 @@ class CohereTranslator(MessageStreams):
             case "tool-call-end":
                 return self._end_call(envelope.index)
             case "message-end":
-                return self._message_end(_convert(envelope.delta or {}, _EndDelta, kind))
+                return self._message_end(convert_chunk(envelope.delta or {}, _EndDelta, kind))
             case None if envelope.message:
                 return self._fail(envelope.message, "cohere_error")
             case _:
                 return []  # message-start, citations, debug and future events
-
-    def finish(self) -> list[Event]:
-        """The stream closed: close open messages. Without ``message-end`` the run is
-        left open (and its unfinished calls with it), and the backend fails it as a
-        stream that ended early."""
-        if self._ended:
-            return []
-        return self._close_messages()
 
     # -- content -------------------------------------------------------------------------
 
@@ -298,32 +282,12 @@ class CohereTranslator(MessageStreams):
         if reason in _ERROR_REASONS or delta.error:
             message = delta.error or f"Cohere stopped: {reason}"
             return self._fail(message, reason.lower())
-        events = self._close_messages()
-        self._ended = True
-        events.append(
-            RunFinishedEvent(
-                thread_id="",
-                run_id="",
-                result={
-                    "stopReason": _STOP_REASONS.get(reason, "other"),
-                    "providerStopReason": reason,
-                },
-                usage=_token_usage(delta.usage),
-            )
-        )
-        return events
+        return self._end_run(_STOP_REASONS.get(reason, "other"), reason, _token_usage(delta.usage))
 
 
 def _message(envelope: _Envelope, kind: str) -> _DeltaMessage:
-    delta = _convert(envelope.delta or {}, _Delta, kind)
+    delta = convert_chunk(envelope.delta or {}, _Delta, kind)
     return delta.message or _DeltaMessage()
-
-
-def _convert(data: Any, kind: type[_T], event_type: str) -> _T:
-    try:
-        return msgspec.convert(data, kind)
-    except msgspec.ValidationError as exc:
-        raise InvalidEventError(event_type, None, str(exc)) from exc
 
 
 def _arguments_json(raw: str) -> str:
@@ -420,17 +384,7 @@ class CohereBackend(ProviderBackend):
         _check_results(messages)
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
         if run_input.tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.parameters,
-                    },
-                }
-                for tool in run_input.tools
-            ]
+            body["tools"] = function_tools(run_input.tools)
         body.update(self.options)
         return body
 

@@ -70,10 +70,12 @@ from toolrelay.backends.providers._base import (
     MessageStreams,
     ProviderBackend,
     StreamTranslator,
+    convert_chunk,
     counter,
     uuid_id,
 )
-from toolrelay.errors import ConversationError, InvalidEventError, MalformedEventError
+from toolrelay.backends.providers._messages import arguments_object
+from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     AssistantMessage,
     ContentPart,
@@ -82,7 +84,6 @@ from toolrelay.protocol import (
     Event,
     Message,
     RunAgentInput,
-    RunFinishedEvent,
     SystemMessage,
     TextPart,
     TokenUsage,
@@ -176,7 +177,8 @@ class _Chunk(msgspec.Struct, rename="camel", frozen=True):
 class GoogleTranslator(MessageStreams):
     """Gemini stream chunks in, AG-UI events out (a :class:`StreamTranslator`).
 
-    Pure: no I/O, no clock. One translator per response.
+    Pure: no I/O, no clock. One translator per response; a stream that closes before
+    a ``finishReason`` leaves the run open.
 
     Args:
         message_ids: Makes the ids of text and reasoning messages.
@@ -196,20 +198,13 @@ class GoogleTranslator(MessageStreams):
         thought_signatures: MutableMapping[str, tuple[str, str]] | None = None,
         given_ids: MutableMapping[str, str] | None = None,
     ) -> None:
-        self._message_ids = message_ids
-        self._call_ids = call_ids if call_ids is not None else counter("call_")
+        self._init_streams(message_ids, call_ids)
         self._signatures = thought_signatures
         self._given = given_ids
         self._seen: set[str] = set()
         self._calls = 0
         self._usage: _Usage | None = None
         self._model: str | None = None
-        self._init_streams()
-
-    @property
-    def ended(self) -> bool:
-        """Whether RUN_FINISHED or RUN_ERROR was emitted (later chunks are ignored)."""
-        return self._ended
 
     def feed(self, chunk: Any, event_name: str | None = None) -> list[Event]:
         """One ``GenerateContentResponse`` -> AG-UI events.
@@ -220,7 +215,7 @@ class GoogleTranslator(MessageStreams):
         """
         if self._ended:
             return []
-        data = _convert(chunk)
+        data = convert_chunk(chunk, _Chunk, "GenerateContentResponse", sent="Gemini sent a chunk")
         if data.model_version:
             self._model = data.model_version
         if data.usage_metadata is not None:
@@ -246,13 +241,6 @@ class GoogleTranslator(MessageStreams):
             else:
                 events.extend(self._finish(_STOP_REASONS.get(reason, "other"), reason))
         return events
-
-    def finish(self) -> list[Event]:
-        """The stream closed: close open messages. Without a finishReason the run is
-        left open, and the backend fails it as a stream that ended early."""
-        if self._ended:
-            return []
-        return self._close_messages()
 
     # -- parts -------------------------------------------------------------------------
 
@@ -294,19 +282,9 @@ class GoogleTranslator(MessageStreams):
     # -- ends ----------------------------------------------------------------------------
 
     def _finish(self, stop_reason: str, provider_reason: str) -> list[Event]:
-        events = self._close_messages()
         if stop_reason == "end_turn" and self._calls:
             stop_reason = "tool_use"
-        self._ended = True
-        events.append(
-            RunFinishedEvent(
-                thread_id="",
-                run_id="",
-                result={"stopReason": stop_reason, "providerStopReason": provider_reason},
-                usage=self._token_usage(),
-            )
-        )
-        return events
+        return self._end_run(stop_reason, provider_reason, self._token_usage())
 
     def _token_usage(self) -> list[TokenUsage] | None:
         usage = self._usage
@@ -323,15 +301,6 @@ class GoogleTranslator(MessageStreams):
                 cached_input_tokens=usage.cached_content_token_count,
             )
         ]
-
-
-def _convert(chunk: Any) -> _Chunk:
-    if not isinstance(chunk, dict):
-        raise MalformedEventError(f"Gemini sent a chunk that is not a JSON object: {chunk!r:.120}")
-    try:
-        return msgspec.convert(chunk, _Chunk)
-    except msgspec.ValidationError as exc:
-        raise InvalidEventError("GenerateContentResponse", None, str(exc)) from exc
 
 
 # --- requests -------------------------------------------------------------------------
@@ -439,7 +408,9 @@ class GoogleBackend(ProviderBackend):
                 for call in tool_calls or ():
                     function: dict[str, Any] = {
                         "name": call.function.name,
-                        "args": _arguments(call.function.arguments, call.function.name),
+                        "args": arguments_object(
+                            call.function.arguments, call.function.name, self.name
+                        ),
                     }
                     if self._given_ids.get(call.id) == call.function.name:
                         function["id"] = call.id
@@ -569,25 +540,6 @@ def _media_part(part: ContentPart) -> dict[str, Any]:
     if source.mime_type:
         file_data["mimeType"] = source.mime_type
     return {"fileData": file_data}
-
-
-def _arguments(raw: str, name: str) -> dict[str, Any]:
-    """A call's JSON arguments as the object ``functionCall.args`` needs."""
-    if not raw.strip():
-        return {}
-    try:
-        value = _JSON_DECODER.decode(raw)
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise ConversationError(
-            f"google: the arguments of a {name!r} call are not JSON: {raw[:80]!r}"
-        ) from exc
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConversationError(
-            f"google: the arguments of a {name!r} call are not a JSON object: {raw[:80]!r}"
-        )
-    return value
 
 
 def _response_object(message: ToolMessage) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""What a provider is sent of a conversation: helpers of no one provider (the OpenAI
-and Anthropic backends use them).
+"""What a provider is sent of a conversation: helpers of no one provider (the provider
+backends share them).
 
 :func:`check_tool_results` validates the conversation before any network call: every
 ``toolCalls`` entry of an assistant message needs a ``tool`` message right after it
@@ -15,6 +15,9 @@ Anthropic's, picks it itself).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+import msgspec
 
 from toolrelay.backends.providers._base import tool_results_after
 from toolrelay.errors import ConversationError
@@ -26,18 +29,23 @@ from toolrelay.protocol import (
     Message,
     ReasoningMessage,
     TextPart,
+    Tool,
     ToolCall,
     ToolMessage,
 )
 
 __all__ = (
+    "arguments_object",
     "check_tool_results",
     "data_url",
+    "function_tools",
     "sendable_messages",
     "text_of",
     "tool_arguments",
     "unsupported_part",
 )
+
+_JSON_DECODER = msgspec.json.Decoder()
 
 _UNSENT = (ActivityMessage, ReasoningMessage)
 
@@ -98,6 +106,46 @@ def tool_arguments(call: ToolCall) -> str:
     """The raw argument string of a call, ``"{}"`` when it is empty."""
     arguments = call.function.arguments
     return arguments if arguments.strip() else "{}"
+
+
+def arguments_object(raw: str, name: str, provider: str) -> dict[str, Any]:
+    """A call's JSON arguments as an object, for providers that take an object, not
+    text: ``{}`` for nothing or ``null``.
+
+    Raises:
+        ConversationError: The arguments are not JSON, or not a JSON object.
+    """
+    if not raw.strip():
+        return {}
+    try:
+        value = _JSON_DECODER.decode(raw)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise ConversationError(
+            f"{provider}: the arguments of a {name!r} call are not JSON: {raw[:80]!r}"
+        ) from exc
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConversationError(
+            f"{provider}: the arguments of a {name!r} call are not a JSON object: {raw[:80]!r}"
+        )
+    return value
+
+
+def function_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
+    """Tool declarations as ``{"type": "function", "function": {...}}`` entries (the
+    shape OpenAI's Chat Completions, Ollama and Cohere share)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+            },
+        }
+        for tool in tools
+    ]
 
 
 def data_url(source: DataSource) -> str:

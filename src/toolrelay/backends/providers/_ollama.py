@@ -47,11 +47,16 @@ from toolrelay.backends.providers._base import (
     MessageStreams,
     ProviderBackend,
     StreamTranslator,
+    convert_chunk,
     counter,
     uuid_id,
 )
-from toolrelay.backends.providers._messages import text_of
-from toolrelay.errors import ConversationError, InvalidEventError, MalformedEventError
+from toolrelay.backends.providers._messages import (
+    arguments_object,
+    function_tools,
+    text_of,
+)
+from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     AssistantMessage,
     ContentPart,
@@ -60,7 +65,6 @@ from toolrelay.protocol import (
     Event,
     ImagePart,
     RunAgentInput,
-    RunFinishedEvent,
     SystemMessage,
     TextPart,
     TokenUsage,
@@ -116,7 +120,8 @@ class _Line(msgspec.Struct, frozen=True):
 class OllamaTranslator(MessageStreams):
     """Ollama ``/api/chat`` lines in, AG-UI events out (a :class:`StreamTranslator`).
 
-    Pure: no I/O, no clock. One translator per response.
+    Pure: no I/O, no clock. One translator per response; a stream that closes before
+    ``done`` leaves the run open.
 
     Args:
         message_ids: Makes the ids of text and reasoning messages.
@@ -129,15 +134,8 @@ class OllamaTranslator(MessageStreams):
         message_ids: Callable[[], str] = uuid_id,
         call_ids: Callable[[], str] | None = None,
     ) -> None:
-        self._message_ids = message_ids
-        self._call_ids = call_ids if call_ids is not None else counter("call_")
+        self._init_streams(message_ids, call_ids)
         self._used_ids: set[str] = set()
-        self._init_streams()
-
-    @property
-    def ended(self) -> bool:
-        """Whether RUN_FINISHED or RUN_ERROR was emitted (later lines are ignored)."""
-        return self._ended
 
     def feed(self, chunk: Any, event_name: str | None = None) -> list[Event]:
         """One NDJSON line (decoded) -> AG-UI events.
@@ -148,7 +146,7 @@ class OllamaTranslator(MessageStreams):
         """
         if self._ended:
             return []
-        line = _convert(chunk)
+        line = convert_chunk(chunk, _Line, "ChatResponse", sent="Ollama sent a line")
         if line.error is not None:
             return self._fail(line.error or "Ollama reported an error", "ollama_error")
         events: list[Event] = []
@@ -163,13 +161,6 @@ class OllamaTranslator(MessageStreams):
         if line.done:
             events.extend(self._finish(line))
         return events
-
-    def finish(self) -> list[Event]:
-        """The stream closed: close open messages. Without ``done`` the run is left
-        open, and the backend fails it as a stream that ended early."""
-        if self._ended:
-            return []
-        return self._close_messages()
 
     # -- content -------------------------------------------------------------------------
 
@@ -191,7 +182,6 @@ class OllamaTranslator(MessageStreams):
     # -- ends ----------------------------------------------------------------------------
 
     def _finish(self, line: _Line) -> list[Event]:
-        events = self._close_messages()
         provider_reason = line.done_reason or "stop"
         stop_reason = _STOP_REASONS.get(provider_reason, "other")
         if stop_reason == "end_turn" and self._used_ids:
@@ -208,16 +198,7 @@ class OllamaTranslator(MessageStreams):
                     total_tokens=total,
                 )
             ]
-        self._ended = True
-        events.append(
-            RunFinishedEvent(
-                thread_id="",
-                run_id="",
-                result={"stopReason": stop_reason, "providerStopReason": provider_reason},
-                usage=usage,
-            )
-        )
-        return events
+        return self._end_run(stop_reason, provider_reason, usage)
 
 
 def _arguments_json(call: _ToolCall) -> str:
@@ -229,15 +210,6 @@ def _arguments_json(call: _ToolCall) -> str:
     if not arguments:
         return "{}"
     return msgspec.json.encode(arguments).decode()
-
-
-def _convert(chunk: Any) -> _Line:
-    if not isinstance(chunk, dict):
-        raise MalformedEventError(f"Ollama sent a line that is not a JSON object: {chunk!r:.120}")
-    try:
-        return msgspec.convert(chunk, _Line)
-    except msgspec.ValidationError as exc:
-        raise InvalidEventError("ChatResponse", None, str(exc)) from exc
 
 
 # --- requests -------------------------------------------------------------------------
@@ -302,8 +274,8 @@ class OllamaBackend(ProviderBackend):
                                 "function": {
                                     "index": index,
                                     "name": call.function.name,
-                                    "arguments": _arguments(
-                                        call.function.arguments, call.function.name
+                                    "arguments": arguments_object(
+                                        call.function.arguments, call.function.name, self.name
                                     ),
                                 },
                             }
@@ -325,17 +297,7 @@ class OllamaBackend(ProviderBackend):
                     continue  # reasoning and activity records stay local
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
         if run_input.tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.parameters,
-                    },
-                }
-                for tool in run_input.tools
-            ]
+            body["tools"] = function_tools(run_input.tools)
         body.update(self.options)
         return body
 
@@ -359,22 +321,3 @@ def _user_content(content: str | list[ContentPart]) -> dict[str, Any]:
     if images:
         out["images"] = images
     return out
-
-
-def _arguments(raw: str, name: str) -> dict[str, Any]:
-    """A call's JSON arguments as the object Ollama's ``function.arguments`` needs."""
-    if not raw.strip():
-        return {}
-    try:
-        value = _JSON_DECODER.decode(raw)
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise ConversationError(
-            f"ollama: the arguments of a {name!r} call are not JSON: {raw[:80]!r}"
-        ) from exc
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConversationError(
-            f"ollama: the arguments of a {name!r} call are not a JSON object: {raw[:80]!r}"
-        )
-    return value

@@ -14,7 +14,7 @@ import msgspec
 from toolrelay.backends.providers._base import Capabilities, ProviderBackend
 from toolrelay.protocol import RunErrorEvent, RunFinishedEvent
 
-__all__ = ("OpenAIBase", "arguments_piece", "error_event", "finished", "nonempty")
+__all__ = ("OpenAIBase", "arguments_piece", "error_event", "finished")
 
 _JSON_ENCODER = msgspec.json.Encoder()
 
@@ -39,11 +39,6 @@ def error_event(error: Any, default: str) -> RunErrorEvent:
     if isinstance(error, str) and error:
         return RunErrorEvent(message=error)
     return RunErrorEvent(message=default)
-
-
-def nonempty(value: Any) -> str | None:
-    """``value`` if it is a non-empty string."""
-    return value if isinstance(value, str) and value else None
 
 
 def arguments_piece(value: Any) -> str:

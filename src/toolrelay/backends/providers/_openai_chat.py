@@ -35,14 +35,15 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from toolrelay.backends.providers._base import hold_piece
+from toolrelay.backends.providers._base import hold_piece, nonempty
 from toolrelay.backends.providers._messages import (
     check_tool_results,
     data_url,
+    function_tools,
     sendable_messages,
     text_of,
     tool_arguments,
@@ -53,7 +54,6 @@ from toolrelay.backends.providers._openai_base import (
     arguments_piece,
     error_event,
     finished,
-    nonempty,
 )
 from toolrelay.core import Limits
 from toolrelay.errors import ConversationError
@@ -75,7 +75,6 @@ from toolrelay.protocol import (
     TextMessageEndEvent,
     TextMessageStartEvent,
     TextPart,
-    Tool,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -298,20 +297,6 @@ def _first_choice(choices: Any) -> dict[str, Any] | None:
 # --- the backend ---------------------------------------------------------------------------------
 
 
-def _function_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": tool.parameters,
-            },
-        }
-        for tool in tools
-    ]
-
-
 class OpenAIChatBackend(OpenAIBase):
     """OpenAI Chat Completions, streamed (and every server that speaks it).
 
@@ -342,7 +327,7 @@ class OpenAIChatBackend(OpenAIBase):
         body["messages"] = [self._message(m) for m in messages]
         body["stream"] = True
         if run_input.tools:
-            body["tools"] = _function_tools(run_input.tools)
+            body["tools"] = function_tools(run_input.tools)
         return body
 
     def _message(self, message: Message) -> dict[str, Any]:

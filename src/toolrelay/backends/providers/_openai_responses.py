@@ -34,6 +34,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from toolrelay.backends.providers._base import nonempty
 from toolrelay.backends.providers._messages import (
     check_tool_results,
     data_url,
@@ -47,7 +48,6 @@ from toolrelay.backends.providers._openai_base import (
     arguments_piece,
     error_event,
     finished,
-    nonempty,
 )
 from toolrelay.errors import ConversationError
 from toolrelay.protocol import (

@@ -38,6 +38,20 @@ from toolrelay.testing.stateful._plans import (
 __all__ = ("AgentScripts",)
 
 
+#: The probe tool each call outcome calls (with its ticket as the only argument).
+_PROBE_TOOLS: dict[CallOutcome, str] = {
+    CallOutcome.ok: "probe_ok",
+    CallOutcome.raises: "probe_raise",
+    CallOutcome.slow: "probe_slow",
+    CallOutcome.timeout: "probe_timeout",
+    CallOutcome.unknown: "probe_missing",
+    CallOutcome.raises_base: "probe_exit",
+    CallOutcome.stuck: "probe_stuck",
+    CallOutcome.unsendable: "probe_unsendable",
+    CallOutcome.approval: "probe_guarded",
+}
+
+
 class AgentScripts:
     """The scripted agent's answers, a part of
     :class:`~toolrelay.testing.stateful._host.MachineBase` (which sets the state below)."""
@@ -208,30 +222,13 @@ class AgentScripts:
 
     def _call_target(self, call: CallPlan, call_id: str) -> tuple[str, dict[str, Any]]:
         match call.outcome:
-            case CallOutcome.ok:
-                return "probe_ok", {"ticket": call_id}
-            case CallOutcome.raises:
-                return "probe_raise", {"ticket": call_id}
-            case CallOutcome.slow:
-                return "probe_slow", {"ticket": call_id}
-            case CallOutcome.timeout:
-                return "probe_timeout", {"ticket": call_id}
-            case CallOutcome.unknown:
-                return "probe_missing", {"ticket": call_id}
-            case CallOutcome.invalid:
-                return "probe_typed", {"ticket": call_id, "n": "not a number"}
-            case CallOutcome.raises_base:
-                return "probe_exit", {"ticket": call_id}
-            case CallOutcome.stuck:
-                return "probe_stuck", {"ticket": call_id}
-            case CallOutcome.unsendable:
-                return "probe_unsendable", {"ticket": call_id}
-            case CallOutcome.approval:
-                return "probe_guarded", {"ticket": call_id}
             case CallOutcome.user:
                 assert call.tool is not None
                 return call.tool, dict(call.arguments or {})
-        raise AssertionError(call.outcome)  # pragma: no cover
+            case CallOutcome.invalid:
+                return "probe_typed", {"ticket": call_id, "n": "not a number"}
+            case outcome:
+                return _PROBE_TOOLS[outcome], {"ticket": call_id}
 
     def _malformed(
         self,

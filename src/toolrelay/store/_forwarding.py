@@ -1,0 +1,50 @@
+"""A store wrapper's reads: one place that hands them to the wrapped store.
+
+Wrappers (the server's :class:`~toolrelay.server._watch.WatchedStore`, the fenced
+store of a multi-worker server, the crashable store of the durable tests) change how
+a store writes; what they read, and opening and closing, is the wrapped store's.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+from toolrelay.core import ThreadKey
+from toolrelay.store._contract import Entry, Store, ThreadInfo
+
+__all__ = ("ForwardingStore",)
+
+_S = TypeVar("_S", bound=Store)
+
+
+class ForwardingStore(Generic[_S]):
+    """Open, close, read and delete through ``self.store``; a subclass writes.
+
+    Args:
+        store: The wrapped store.
+    """
+
+    def __init__(self, store: _S) -> None:
+        self.store = store
+
+    async def open(self) -> None:
+        await self.store.open()
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+
+    async def read(
+        self, key: ThreadKey, *, after: int = 0, limit: int | None = None
+    ) -> list[Entry]:
+        return await self.store.read(key, after=after, limit=limit)
+
+    async def thread(self, key: ThreadKey) -> ThreadInfo | None:
+        return await self.store.thread(key)
+
+    async def threads(
+        self, *, owner: str | None = None, live: bool | None = None
+    ) -> list[ThreadInfo]:
+        return await self.store.threads(owner=owner, live=live)
+
+    async def delete_thread(self, key: ThreadKey) -> bool:
+        return await self.store.delete_thread(key)
