@@ -8,7 +8,7 @@ import httpx
 import msgspec
 import pytest
 
-from toolrelay.core import ToolRegistry
+from toolrelay import ToolRegistry, execute_tool
 from toolrelay.demo import (
     DEMO_TOOLS,
     SCENARIOS,
@@ -35,7 +35,6 @@ from toolrelay.protocol import (
     UserMessage,
     encode,
 )
-from toolrelay.runtime import execute_tool
 
 pytestmark = pytest.mark.anyio
 

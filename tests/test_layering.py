@@ -21,14 +21,14 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "toolrelay"
 #: From the bottom up; a tuple is one level of independent siblings.
 LAYERS: tuple[str | tuple[str, ...], ...] = (
     ("_reasons", "_version"),
-    "errors",
+    "_errors",
     "protocol",
-    "machines",
-    "core",
+    "_machines",
+    "_core",
     "sansio",
     "store",
     "backends",
-    "runtime",
+    "_runtime",
     "server",
     ("testing", "diagrams", "demo"),
     "verify",
@@ -39,10 +39,10 @@ LAYERS: tuple[str | tuple[str, ...], ...] = (
 #: Libraries a layer must not import (besides the layers above it).
 BANNED_LIBRARIES: dict[str, tuple[str, ...]] = {
     "protocol": ("anyio", "trio", "asyncio", "httpx", "httpx_sse", "statemachine"),
-    "machines": ("anyio", "trio", "asyncio", "httpx", "httpx_sse"),
-    "core": ("anyio", "trio", "asyncio", "httpx", "httpx_sse", "time", "datetime"),
+    "_machines": ("anyio", "trio", "asyncio", "httpx", "httpx_sse"),
+    "_core": ("anyio", "trio", "asyncio", "httpx", "httpx_sse", "time", "datetime"),
     "store": ("httpx", "httpx_sse"),
-    "runtime": ("httpx", "httpx_sse"),
+    "_runtime": ("httpx", "httpx_sse"),
 }
 
 _LEVEL: dict[str, int] = {}
@@ -119,24 +119,24 @@ def test_layer_imports_only_itself_and_the_layers_below(layer: str) -> None:
 
 
 def test_the_contract_catches_upward_sibling_and_relative_imports() -> None:
-    core = SRC / "core" / "_probe.py"
+    core = SRC / "_core" / "_probe.py"
     source = (
         "import anyio\n"
-        "from toolrelay.runtime import Engine\n"
+        "from toolrelay._runtime import Engine\n"
         "def later():\n"
         "    from ..store import Store\n"
         "from . import _processor\n"
     )
     assert imports(core, source) == {
         "anyio",
-        "toolrelay.runtime",
+        "toolrelay._runtime",
         "toolrelay.store",
-        "toolrelay.core",
+        "toolrelay._core",
     }
     assert violations(core, source) == [
-        "core/_probe.py (core) imports anyio",
-        "core/_probe.py (core) imports toolrelay.runtime (runtime)",
-        "core/_probe.py (core) imports toolrelay.store (store)",
+        "_core/_probe.py (_core) imports anyio",
+        "_core/_probe.py (_core) imports toolrelay._runtime (_runtime)",
+        "_core/_probe.py (_core) imports toolrelay.store (store)",
     ]
     sibling = SRC / "testing" / "_probe.py"
     assert violations(sibling, "from toolrelay.diagrams import render\n") == [
@@ -201,14 +201,14 @@ def test_the_circle_check_finds_circles_at_any_depth() -> None:
 
 def test_type_checking_imports_count() -> None:
     source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import _mapper\n"
-    assert "toolrelay.core._mapper" in imports(SRC / "core" / "_probe.py", source, names=True)
+    assert "toolrelay._core._mapper" in imports(SRC / "_core" / "_probe.py", source, names=True)
 
 
 def test_the_mapper_imports_the_conversation_and_not_the_other_way() -> None:
     # The circle of issue 17: the conversation held the mapper's cache, typed.
     graph = _module_graph()
-    assert "toolrelay.core._conversation" in graph["toolrelay.core._mapper"]
-    assert "toolrelay.core._mapper" not in graph["toolrelay.core._conversation"]
+    assert "toolrelay._core._conversation" in graph["toolrelay._core._mapper"]
+    assert "toolrelay._core._mapper" not in graph["toolrelay._core._conversation"]
 
 
 @pytest.mark.parametrize(

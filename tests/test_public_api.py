@@ -38,7 +38,12 @@ PUBLIC_NAMESPACES = (
 )
 
 #: The layers behind the public namespaces: internal, whatever their spelling.
-INTERNAL_LAYERS = ("toolrelay.core", "toolrelay.errors", "toolrelay.machines", "toolrelay.runtime")
+INTERNAL_LAYERS = (
+    "toolrelay._core",
+    "toolrelay._errors",
+    "toolrelay._machines",
+    "toolrelay._runtime",
+)
 
 
 def _is_public_module(name: str) -> bool:
@@ -210,10 +215,10 @@ def test_importing_the_package_imports_no_layer_and_no_dependency() -> None:
     script = (
         "import sys, toolrelay\n"
         "heavy = ('httpx', 'httpx_sse', 'msgspec', 'anyio', 'statemachine',"
-        " 'toolrelay.core', 'toolrelay.runtime', 'toolrelay.backends')\n"
+        " 'toolrelay._core', 'toolrelay._runtime', 'toolrelay.backends')\n"
         "print(sorted(name for name in heavy if name in sys.modules))\n"
         "from toolrelay import Engine, tool\n"
-        "print(Engine.__module__, tool.__module__, 'toolrelay.runtime' in sys.modules)\n"
+        "print(Engine.__module__, tool.__module__, 'toolrelay._runtime' in sys.modules)\n"
         "try:\n"
         "    toolrelay.Nope\n"
         "except AttributeError as exc:\n"
@@ -224,7 +229,7 @@ def test_importing_the_package_imports_no_layer_and_no_dependency() -> None:
     )
     assert done.stdout.splitlines() == [
         "[]",
-        "toolrelay.runtime._engine toolrelay.core._tool_decorator True",
+        "toolrelay._runtime._engine toolrelay._core._tool_decorator True",
         "module 'toolrelay' has no attribute 'Nope'",
     ]
 

@@ -17,15 +17,15 @@ from hypothesis.reporting import report
 from statemachine import StateChart
 from statemachine.states import States
 
-from toolrelay.cli import ExitCode, main
-from toolrelay.machines import (
+from toolrelay import RunLifecycle
+from toolrelay._machines import (
     RUN_MACHINE,
     TOOL_CALL_MACHINE,
     CompiledMachine,
     CompiledRunMachine,
-    RunLifecycle,
     compile_machine,
 )
+from toolrelay.cli import ExitCode, main
 from toolrelay.verify import CheckResult, VerifyReport, format_report, verify
 
 STATEFUL = "toolrelay.testing.stateful"

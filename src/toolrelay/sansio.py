@@ -14,7 +14,7 @@ processor needs.
 
 from __future__ import annotations
 
-from toolrelay.core import (
+from toolrelay._core import (
     NO_EFFECTS as NO_EFFECTS,
     ActivityChanged as ActivityChanged,
     Effect as Effect,

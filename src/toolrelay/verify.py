@@ -4,9 +4,9 @@
 
 * **graph** (per machine): every state is reachable from the initial state and
   every non-final state can reach a final state (promise 1), by
-  :func:`toolrelay.machines.check_graph`;
+  :func:`toolrelay._machines.check_graph`;
 * **compiled table equals the declared machine, no illegal pair silently
-  accepted** (per machine), by :func:`toolrelay.machines.compare_with_declared`:
+  accepted** (per machine), by :func:`toolrelay._machines.compare_with_declared`:
   every ``(state, event)`` pair is sent to a real python-statemachine instance
   started in that state; it must move to the compiled table's target, or raise
   (``IllegalTransition``) where the table has none, never do nothing (STYLE point
@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from toolrelay.machines import (
+from toolrelay._machines import (
     RUN_MACHINE,
     TOOL_CALL_MACHINE,
     CompiledMachine,

@@ -12,24 +12,29 @@ import msgspec
 import pytest
 from httpx_sse import SSEError
 
-from toolrelay import ThreadKey
-from toolrelay._reasons import ReasonKind
-from toolrelay.backends import NO_RETRY, AguiHttpBackend, map_transport_errors
-from toolrelay.core import Limits, TextMessage, ToolRegistry, tool
-from toolrelay.demo import DEMO_TOOLS, plan_reply
-from toolrelay.errors import (
+from toolrelay import (
     ConnectError,
     ContentTypeError,
+    Engine,
     HTTPStatusError,
     InvalidEventError,
     LimitExceededError,
+    Limits,
     MalformedEventError,
     ReadTimeoutError,
     RemoteProtocolError,
+    RunStatus,
     StreamDroppedError,
+    TextMessage,
+    ThreadKey,
+    ToolCallStatus,
+    ToolRegistry,
     TransportError,
+    tool,
 )
-from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay._reasons import ReasonKind
+from toolrelay.backends import NO_RETRY, AguiHttpBackend, map_transport_errors
+from toolrelay.demo import DEMO_TOOLS, plan_reply
 from toolrelay.protocol import (
     AssistantMessage,
     Event,
@@ -43,7 +48,6 @@ from toolrelay.protocol import (
     decode_run_input,
     encode_event,
 )
-from toolrelay.runtime import Engine
 from toolrelay.testing import run_finished, run_started, text, tool_call
 
 pytestmark = pytest.mark.anyio

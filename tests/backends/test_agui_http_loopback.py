@@ -14,13 +14,20 @@ import anyio
 import httpx
 import pytest
 
+from toolrelay import (
+    ActivityKind,
+    Engine,
+    RunStatus,
+    StateChanged,
+    TextMessage,
+    ToolCallStatus,
+    ToolRegistry,
+    Turn,
+)
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AguiHttpBackend
-from toolrelay.core import ActivityKind, TextMessage, ToolRegistry
 from toolrelay.demo import DEMO_TOOLS, DemoAgent, DemoServer, get_weather, serve_demo
-from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import AssistantMessage, RunAgentInput, ToolMessage
-from toolrelay.runtime import Engine, StateChanged, Turn
 
 pytestmark = pytest.mark.anyio
 

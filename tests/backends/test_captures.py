@@ -16,10 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from toolrelay import RunStatus, ToolCallStatus
+from toolrelay._core import ReasoningRecord
 from toolrelay.cli._replay import replay_capture
-from toolrelay.core import ReasoningRecord
 from toolrelay.demo import DEMO_TOOLS, DemoServer
-from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     AssistantMessage,
     FunctionCall,

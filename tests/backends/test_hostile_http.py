@@ -18,11 +18,9 @@ from typing import Any
 import anyio
 import pytest
 
-from toolrelay import Limits, ReasonKind, TextMessage
+from toolrelay import Engine, Limits, ReasonKind, RunRetrying, RunStatus, TextMessage, Turn
 from toolrelay.backends import NO_RETRY, AguiHttpBackend, RetryPolicy
 from toolrelay.backends._wire import ACCEPT_ENCODING
-from toolrelay.machines import RunStatus
-from toolrelay.runtime import Engine, RunRetrying, Turn
 
 # The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
 sys.path.insert(0, str(Path(__file__).parent))

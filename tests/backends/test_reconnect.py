@@ -14,10 +14,8 @@ from typing import Any
 
 import pytest
 
+from toolrelay import Engine, RunRetrying, RunStatus, TextMessage, ToolRegistry, Turn
 from toolrelay.backends import NO_RETRY, AguiHttpBackend, RetryPolicy
-from toolrelay.core import TextMessage, ToolRegistry
-from toolrelay.machines import RunStatus
-from toolrelay.runtime import Engine, RunRetrying, Turn
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _hostile import HostileServer, Request, head, reset

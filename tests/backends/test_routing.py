@@ -16,13 +16,23 @@ from typing import ClassVar
 import anyio
 import pytest
 
-from toolrelay import AgentBackend
+from toolrelay import (
+    AgentBackend,
+    Engine,
+    EventReceived,
+    Limits,
+    RunAllocationError,
+    RunRetrying,
+    RunStatus,
+    TextMessage,
+    ThreadKey,
+    ToolRegistry,
+    Turn,
+    UnknownServerError,
+)
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AguiHttpBackend, RoutingBackend
-from toolrelay.core import Limits, TextMessage, ThreadKey, ToolRegistry
 from toolrelay.demo import DEMO_TOOLS, DemoServer
-from toolrelay.errors import RunAllocationError, UnknownServerError
-from toolrelay.machines import RunStatus
 from toolrelay.protocol import (
     Event,
     ReasoningMessage,
@@ -32,7 +42,6 @@ from toolrelay.protocol import (
     RunAgentInput,
     TextMessageContentEvent,
 )
-from toolrelay.runtime import Engine, EventReceived, RunRetrying, Turn
 from toolrelay.testing import Gate, ScriptedAgent, text, tool_call
 from toolrelay.testing._scripted import Script
 

@@ -15,9 +15,9 @@ import pytest
 from httpx_sse import EventSource
 from hypothesis import given, settings, strategies as st
 
+from toolrelay import MalformedEventError
 from toolrelay.backends._readers import SseReader
 from toolrelay.backends._wire import bound_body
-from toolrelay.errors import MalformedEventError
 
 # Field values: any text but line endings (and no BOM, which the body reader drops
 # before the SSE reader sees the bytes).

@@ -33,12 +33,11 @@ import anyio
 import anyio.lowlevel
 from bench_harness import Report, Sample, Target, no_gc
 
-from toolrelay import ThreadKey
+from toolrelay import Engine, RunStatus, ThreadKey, ToolRegistry, Turn
+from toolrelay._runtime import _factory
 from toolrelay.backends import EventStream
-from toolrelay.core import Effect, EventProcessor, ToolRegistry, ToolsReady
-from toolrelay.machines import RunStatus
 from toolrelay.protocol import Event, RunAgentInput, ToolMessage, UnknownEvent
-from toolrelay.runtime import Engine, Turn, _factory
+from toolrelay.sansio import Effect, EventProcessor, ToolsReady
 from toolrelay.testing import Hang, ScriptedAgent, text, tool_call
 from toolrelay.testing._scripted import Script
 

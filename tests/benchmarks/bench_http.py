@@ -32,7 +32,7 @@ import httpx
 import msgspec
 from bench_harness import Report, Sample, Target, interleaved, no_gc
 
-from toolrelay.machines import RunStatus
+from toolrelay import RunStatus
 from toolrelay.protocol import (
     Event,
     RunAgentInput,
@@ -170,8 +170,8 @@ async def engine(
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> Pass:
     """The engine: one turn (one run) per request, through AguiHttpBackend."""
+    from toolrelay import Engine
     from toolrelay.backends import AguiHttpBackend
-    from toolrelay.runtime import Engine
 
     async with AguiHttpBackend(url, transport=transport) as backend:
         async with Engine(backend, forwarded_props=PROPS) as relay:

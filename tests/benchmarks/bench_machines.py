@@ -24,16 +24,8 @@ from typing import Any
 
 from bench_harness import Report, Target, repeat
 
-from toolrelay.core import ToolCallInfo
-from toolrelay.machines import (
-    RUN_MACHINE,
-    TOOL_CALL_MACHINE,
-    RunEvent,
-    RunLifecycle,
-    RunStatus,
-    ToolCallEvent,
-    ToolCallLifecycle,
-)
+from toolrelay import RunLifecycle, RunStatus, ToolCallInfo, ToolCallLifecycle
+from toolrelay._machines import RUN_MACHINE, TOOL_CALL_MACHINE, RunEvent, ToolCallEvent
 
 __all__ = ("run_machines",)
 

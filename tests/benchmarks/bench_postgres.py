@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import anyio
 from bench_harness import Report, Sample
 
-from toolrelay.core import ThreadKey
+from toolrelay import ThreadKey
 from toolrelay.store import PostgresStore, StateSaved, TurnStarted, encode_record
 
 CASE = "7 postgres"

@@ -28,15 +28,8 @@ import msgspec
 from bench_harness import Report, Sample, Target, interleaved
 from bench_streams import TOOL_NAMES, TurnStream, args_payloads, mixed_run, realistic_turns
 
-from toolrelay.core import (
-    ChatMessage,
-    Conversation,
-    EventProcessor,
-    TextMessage,
-    ToolResult,
-    ToolsReady,
-)
-from toolrelay.machines import RunStatus
+from toolrelay import Conversation, RunStatus, TextMessage, ToolResult
+from toolrelay._core import ChatMessage
 from toolrelay.protocol import (
     AssistantMessage,
     Event,
@@ -55,6 +48,7 @@ from toolrelay.protocol import (
     encode_event,
 )
 from toolrelay.protocol._codec import decode_known_event
+from toolrelay.sansio import EventProcessor, ToolsReady
 
 __all__ = ("run_flat", "run_throughput")
 

@@ -36,10 +36,9 @@ from pathlib import Path
 import anyio
 from bench_harness import Report, Sample, Target
 
+from toolrelay import Engine, TextMessage, ThreadKey, ToolRegistry
 from toolrelay._reasons import ReasonKind, TerminalReason
-from toolrelay.core import TextMessage, ThreadKey, ToolRegistry
 from toolrelay.protocol import RunAgentInput, ToolMessage
-from toolrelay.runtime import Engine
 from toolrelay.store import (
     MemoryStore,
     MessageSaved,

@@ -23,11 +23,9 @@ from unittest import mock
 import anyio
 from bench_harness import Report, Sample, Target, interleaved
 
-from toolrelay import ThreadKey
-from toolrelay.core import ToolRegistry
-from toolrelay.machines import RunStatus
+from toolrelay import Engine, RunStatus, ThreadKey, ToolRegistry
+from toolrelay._runtime import _tracing
 from toolrelay.protocol import RunAgentInput, ToolMessage
-from toolrelay.runtime import Engine, _tracing
 from toolrelay.testing import ScriptedAgent, text, tool_call
 from toolrelay.testing._scripted import Script
 

@@ -8,10 +8,9 @@ import json
 import tracemalloc
 from pathlib import Path
 
+from toolrelay import Limits, RunStatus, TextMessage
 from toolrelay.cli import ExitCode, main
 from toolrelay.cli._replay import MAX_FINDINGS, replay_capture
-from toolrelay.core import Limits, TextMessage
-from toolrelay.machines import RunStatus
 
 START = b'data: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n'
 TEXT = (

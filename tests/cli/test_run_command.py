@@ -18,10 +18,10 @@ from typing import Any
 import anyio
 import pytest
 
+from toolrelay import ToolRegistry
 from toolrelay.cli import ExitCode, main
 from toolrelay.cli._summary import exit_code, state_json, write_summary
 from toolrelay.cli._turn import run_turn
-from toolrelay.core import ToolRegistry
 from toolrelay.demo import DemoServer
 from toolrelay.protocol import Interrupt
 from toolrelay.testing import ScriptedAgent, run_interrupted, text
@@ -48,7 +48,7 @@ def tools_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     (tmp_path / f"{name}.py").write_text(
         textwrap.dedent(
             """
-            from toolrelay.core import tool
+            from toolrelay import tool
             from toolrelay.demo import DEMO_TOOLS, get_secret_number
 
             TOOLS = DEMO_TOOLS

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from toolrelay.core._arguments import TextAccumulator
-from toolrelay.core._conversation import ToolCallInfo
+from toolrelay._core._arguments import TextAccumulator
+from toolrelay._core._conversation import ToolCallInfo
 
 
 def test_a_new_accumulator_is_empty_and_falsy() -> None:

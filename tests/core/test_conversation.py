@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from toolrelay.core import ThreadKey, ToolResult
-from toolrelay.core._conversation import (
+from toolrelay import ThreadKey, ToolCallStatus, ToolResult
+from toolrelay._core._conversation import (
     Conversation,
     ReasoningRecord,
     TextMessage,
     ToolCallBatch,
     ToolCallInfo,
 )
-from toolrelay.core._effects import Activity, ActivityKind
-from toolrelay.machines import ToolCallStatus
+from toolrelay._core._effects import Activity, ActivityKind
 from toolrelay.protocol import (
     AssistantMessage,
     FunctionCall,

@@ -19,8 +19,8 @@ from ag_ui.core import (
 )
 from hypothesis import given, strategies as st
 
-from toolrelay.core import ToolResult
-from toolrelay.core._conversation import (
+from toolrelay import ToolCallStatus, ToolResult
+from toolrelay._core._conversation import (
     ChatMessage,
     Conversation,
     ReasoningRecord,
@@ -28,14 +28,14 @@ from toolrelay.core._conversation import (
     ToolCallBatch,
     ToolCallInfo,
 )
-from toolrelay.core._mapper import (
+from toolrelay._core._mapper import (
     ConversationMapper,
     conversation_to_agui,
     to_agui_messages,
     tool_call_to_agui,
 )
-from toolrelay.core._processor import EventProcessor
-from toolrelay.machines import ToolCallEvent, ToolCallStatus
+from toolrelay._core._processor import EventProcessor
+from toolrelay._machines import ToolCallEvent
 from toolrelay.protocol import (
     AssistantMessage,
     Context,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from toolrelay.core._patch import (
+from toolrelay._core._patch import (
     BoundedState,
     JsonPatchError,
     StateBoundError,

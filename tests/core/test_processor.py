@@ -19,15 +19,25 @@ from typing import Any, TypeVar
 import msgspec
 import pytest
 
-from toolrelay.core import ToolResult, _processor
-from toolrelay.core._conversation import (
+from toolrelay import (
+    IllegalTransition,
+    LocalProtocolError,
+    ReasonKind,
+    ResumeError,
+    RunStatus,
+    TerminalReason,
+    ToolCallStatus,
+    ToolResult,
+)
+from toolrelay._core import _processor
+from toolrelay._core._conversation import (
     Conversation,
     ReasoningRecord,
     TextMessage,
     ToolCallBatch,
     ToolCallInfo,
 )
-from toolrelay.core._effects import (
+from toolrelay._core._effects import (
     NO_EFFECTS,
     Activity,
     ActivityChanged,
@@ -40,10 +50,8 @@ from toolrelay.core._effects import (
     TurnInterrupted,
     ViolationRaised,
 )
-from toolrelay.core._processor import EventProcessor, Limits
-from toolrelay.core._resume import check_resume
-from toolrelay.errors import IllegalTransition, LocalProtocolError, ResumeError
-from toolrelay.machines import ReasonKind, RunStatus, TerminalReason, ToolCallStatus
+from toolrelay._core._processor import EventProcessor, Limits
+from toolrelay._core._resume import check_resume
 from toolrelay.protocol import (
     AddOperation,
     AssistantMessage,

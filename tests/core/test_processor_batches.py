@@ -10,10 +10,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from toolrelay.core._conversation import Conversation, TextMessage
-from toolrelay.core._effects import Effect, ToolsReady, TurnEnded
-from toolrelay.core._processor import EventProcessor, Limits
-from toolrelay.machines import RunStatus
+from toolrelay import RunStatus
+from toolrelay._core._conversation import Conversation, TextMessage
+from toolrelay._core._effects import Effect, ToolsReady, TurnEnded
+from toolrelay._core._processor import EventProcessor, Limits
 from toolrelay.protocol import (
     Event,
     RunFinishedEvent,

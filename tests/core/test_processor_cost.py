@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from toolrelay.core import ToolResult
-from toolrelay.core._conversation import Conversation, TextMessage
-from toolrelay.core._effects import ToolsReady
-from toolrelay.core._processor import EventProcessor
+from toolrelay import ToolResult
+from toolrelay._core._conversation import Conversation, TextMessage
+from toolrelay._core._effects import ToolsReady
+from toolrelay._core._processor import EventProcessor
 from toolrelay.protocol import (
     AddOperation,
     AssistantMessage,

@@ -15,8 +15,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolrelay.core import ToolResult, _processor
-from toolrelay.core._conversation import (
+from toolrelay import ReasonKind, RunStatus, ToolCallStatus, ToolResult
+from toolrelay._core import _processor
+from toolrelay._core._conversation import (
     ChatMessage,
     Conversation,
     ReasoningRecord,
@@ -24,7 +25,7 @@ from toolrelay.core._conversation import (
     ToolCallBatch,
     ToolCallInfo,
 )
-from toolrelay.core._effects import (
+from toolrelay._core._effects import (
     Activity,
     ActivityChanged,
     ActivityKind,
@@ -33,8 +34,7 @@ from toolrelay.core._effects import (
     TurnEnded,
     ViolationRaised,
 )
-from toolrelay.core._processor import EventProcessor, Limits
-from toolrelay.machines import ReasonKind, RunStatus, ToolCallStatus
+from toolrelay._core._processor import EventProcessor, Limits
 from toolrelay.protocol import (
     AddOperation,
     AssistantMessage,

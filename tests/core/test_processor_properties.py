@@ -20,8 +20,9 @@ from typing import Any, SupportsIndex, overload
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from toolrelay.core import ToolResult, _processor_lifecycle
-from toolrelay.core._conversation import (
+from toolrelay import ReasonKind, RunStatus, TerminalReason, ToolCallStatus, ToolResult
+from toolrelay._core import _processor_lifecycle
+from toolrelay._core._conversation import (
     ChatMessage,
     Conversation,
     ReasoningRecord,
@@ -29,22 +30,15 @@ from toolrelay.core._conversation import (
     ToolCallBatch,
     ToolCallInfo,
 )
-from toolrelay.core._effects import (
+from toolrelay._core._effects import (
     NO_EFFECTS,
     ToolsReady,
     TurnCompleted,
     TurnEnded,
     TurnInterrupted,
 )
-from toolrelay.core._processor import EventProcessor, Limits
-from toolrelay.machines import (
-    RUN_MACHINE,
-    TOOL_CALL_MACHINE,
-    ReasonKind,
-    RunStatus,
-    TerminalReason,
-    ToolCallStatus,
-)
+from toolrelay._core._processor import EventProcessor, Limits
+from toolrelay._machines import RUN_MACHINE, TOOL_CALL_MACHINE
 from toolrelay.protocol import (
     AddOperation,
     Event,

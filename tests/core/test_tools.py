@@ -22,10 +22,17 @@ import msgspec
 import pytest
 from hypothesis import given, strategies as st
 
-from toolrelay.core import ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, tool
-from toolrelay.errors import ToolDefinitionError
+from toolrelay import (
+    ToolContext,
+    ToolDefinitionError,
+    ToolError,
+    ToolRegistry,
+    ToolResult,
+    ToolSpec,
+    execute_tool,
+    tool,
+)
 from toolrelay.protocol import Tool
-from toolrelay.runtime import execute_tool
 
 T = TypeVar("T")
 

@@ -9,14 +9,8 @@ from typing import Any
 
 from statemachine import StateChart
 
-from toolrelay.machines import (
-    RunEvent,
-    RunLifecycle,
-    RunStatus,
-    ToolCallEvent,
-    ToolCallLifecycle,
-    ToolCallStatus,
-)
+from toolrelay import RunLifecycle, RunStatus, ToolCallLifecycle, ToolCallStatus
+from toolrelay._machines import RunEvent, ToolCallEvent
 
 __all__ = (
     "FILES",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from toolrelay import diagrams
+from toolrelay import RunLifecycle, ToolCallLifecycle, diagrams
 from toolrelay.diagrams import (
     MACHINES,
     DiagramError,
@@ -20,10 +20,6 @@ from toolrelay.diagrams import (
     render,
     render_image,
     write_all,
-)
-from toolrelay.machines import (
-    RunLifecycle,
-    ToolCallLifecycle,
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -183,7 +179,7 @@ def test_importing_the_diagrams_needs_neither_pydot_nor_graphviz() -> None:
     code = (
         "import sys; sys.modules['pydot'] = None\n"
         "import toolrelay.diagrams as d\n"
-        "from toolrelay.machines import RunLifecycle\n"
+        "from toolrelay._machines import RunLifecycle\n"
         "print(d.render(RunLifecycle, 'dot').splitlines()[0])\n"
     )
     result = subprocess.run(

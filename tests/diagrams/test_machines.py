@@ -15,14 +15,10 @@ import pytest
 from statemachine import State, StateChart
 from statemachine.states import States
 
-from toolrelay import diagrams
+from toolrelay import RunLifecycle, ToolCallLifecycle, diagrams
 from toolrelay.diagrams import (
     MACHINES,
     render,
-)
-from toolrelay.machines import (
-    RunLifecycle,
-    ToolCallLifecycle,
 )
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -10,28 +10,26 @@ from typing import Any
 
 import pytest
 
-from toolrelay._reasons import ReasonKind, TerminalReason
-from toolrelay.core import (
+from toolrelay import (
     Conversation,
+    Engine,
+    RunStatus,
     TextMessage,
     ToolCallBatch,
     ToolCallInfo,
+    ToolCallStatus,
     ToolError,
     ToolRegistry,
     ToolResult,
 )
+from toolrelay._machines import ToolCallEvent
+from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.diagrams import (
     escape_mermaid,
     trace_diagram,
     trace_diagram_for_turn,
 )
-from toolrelay.machines import (
-    RunStatus,
-    ToolCallEvent,
-    ToolCallStatus,
-)
 from toolrelay.protocol import Interrupt, ResumeEntry, UserMessage
-from toolrelay.runtime import Engine
 from toolrelay.testing import ScriptedAgent, run_interrupted, text, tool_call
 
 sys.path.insert(0, str(Path(__file__).parent))

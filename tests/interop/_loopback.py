@@ -18,15 +18,21 @@ import httpx
 import pytest
 import uvicorn
 
-from toolrelay import ThreadKey
+from toolrelay import (
+    Engine,
+    HTTPStatusError,
+    RunStatus,
+    TextMessage,
+    ThreadKey,
+    ToolCallStatus,
+    ToolRegistry,
+    Turn,
+)
+from toolrelay._core import ReasoningRecord
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AguiHttpBackend
-from toolrelay.core import ReasoningRecord, TextMessage, ToolRegistry
 from toolrelay.demo import DEMO_TOOLS
-from toolrelay.errors import HTTPStatusError
-from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import AssistantMessage, Event, RunAgentInput, UnknownEvent, UserMessage
-from toolrelay.runtime import Engine, Turn
 
 # --- the server ------------------------------------------------------------------------------
 

@@ -43,12 +43,11 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import interrupt
 
+from toolrelay import Engine, ResumeError, RunStatus, ToolCallStatus, ToolRegistry, Turn
+from toolrelay._core import ReasoningRecord
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AguiHttpBackend
-from toolrelay.core import ReasoningRecord, ToolRegistry
 from toolrelay.demo import DEMO_TOOLS
-from toolrelay.errors import ResumeError
-from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     AssistantMessage,
     CustomEvent,
@@ -65,7 +64,6 @@ from toolrelay.protocol import (
     UserMessage,
     encode,
 )
-from toolrelay.runtime import Engine, Turn
 
 # The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
 sys.path.insert(0, str(Path(__file__).parent))

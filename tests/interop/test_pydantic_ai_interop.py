@@ -40,11 +40,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from toolrelay import RunStatus, TextMessage, ToolCallStatus, tool
+from toolrelay._core import ReasoningRecord
 from toolrelay._reasons import ReasonKind
 from toolrelay.cli._replay import replay_capture
-from toolrelay.core import ReasoningRecord, TextMessage, tool
 from toolrelay.demo import DEMO_TOOLS
-from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     AssistantMessage,
     RunFinishedEvent,

@@ -11,16 +11,13 @@ from typing import Any
 
 from statemachine import StateChart
 
-from toolrelay.machines import (
+from toolrelay import RunLifecycle, RunStatus, ToolCallLifecycle, ToolCallStatus
+from toolrelay._machines import (
     RUN_MACHINE,
     TOOL_CALL_MACHINE,
     CompiledMachine,
     RunEvent,
-    RunLifecycle,
-    RunStatus,
     ToolCallEvent,
-    ToolCallLifecycle,
-    ToolCallStatus,
 )
 
 __all__ = ("RUN", "SPECS", "TOOL_CALL", "Spec")

@@ -10,16 +10,13 @@ import pytest
 from statemachine import State, StateChart
 from statemachine.states import States
 
-from toolrelay.errors import IllegalTransition
-from toolrelay.machines import (
+from toolrelay import IllegalTransition, RunLifecycle, RunStatus, ToolCallStatus
+from toolrelay._machines import (
     RUN_MACHINE,
     TOOL_CALL_MACHINE,
     CompiledRunMachine,
     RunEvent,
-    RunLifecycle,
-    RunStatus,
     ToolCallEvent,
-    ToolCallStatus,
     compile_machine,
 )
 

@@ -10,15 +10,13 @@ import pytest
 from statemachine import StateChart
 from statemachine.states import States
 
-from toolrelay.errors import IllegalTransition
-from toolrelay.machines import (
+from toolrelay import IllegalTransition, RunLifecycle, RunStatus
+from toolrelay._machines import (
     RUN_MACHINE,
     TOOL_CALL_MACHINE,
     CompiledMachine,
     CompiledRunMachine,
     RunEvent,
-    RunLifecycle,
-    RunStatus,
     compare_with_declared,
     compile_machine,
 )

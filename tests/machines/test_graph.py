@@ -11,7 +11,8 @@ from statemachine import StateChart
 from statemachine.graph import disconnected_states, states_without_path_to_final_states
 from statemachine.states import States
 
-from toolrelay.machines import GraphReport, RunLifecycle, ToolCallLifecycle, check_graph
+from toolrelay import RunLifecycle, ToolCallLifecycle
+from toolrelay._machines import GraphReport, check_graph
 
 
 class Spot(enum.StrEnum):

@@ -12,7 +12,7 @@ import pytest
 from statemachine import Event
 from statemachine.exceptions import TransitionNotAllowed
 
-from toolrelay.errors import IllegalTransition
+from toolrelay import IllegalTransition
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _specs import SPECS, Spec

@@ -8,14 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from toolrelay.errors import IllegalTransition
-from toolrelay.machines import (
-    RUN_MACHINE,
-    RunCursor,
-    RunEvent as E,
-    RunLifecycle,
-    RunStatus as S,
-)
+from toolrelay import IllegalTransition, RunLifecycle, RunStatus as S
+from toolrelay._machines import RUN_MACHINE, RunCursor, RunEvent as E
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _specs import RUN

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from toolrelay.machines import (
-    TOOL_CALL_MACHINE,
-    ToolCallEvent as E,
-    ToolCallLifecycle,
-    ToolCallStatus as S,
-)
+from toolrelay import ToolCallLifecycle, ToolCallStatus as S
+from toolrelay._machines import TOOL_CALL_MACHINE, ToolCallEvent as E
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from toolrelay.core import ToolCallInfo
-from toolrelay.runtime import _driver
+from toolrelay import ToolCallInfo
+from toolrelay._runtime import _driver
 from toolrelay.testing.stateful_durable import CrashMachine
 
 _SETTINGS = settings(

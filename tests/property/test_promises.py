@@ -10,10 +10,8 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, settings
 
-from toolrelay.core import ToolRegistry
-from toolrelay.machines import RunStatus
-from toolrelay.runtime import Engine, StateChanged, TurnSnapshot
-from toolrelay.runtime._driver import TurnDriver
+from toolrelay import Engine, RunStatus, StateChanged, ToolRegistry, TurnSnapshot
+from toolrelay._runtime._driver import TurnDriver
 from toolrelay.testing import Hang, ScriptedAgent, text
 from toolrelay.testing.stateful import PromisesMachine, run_promises
 

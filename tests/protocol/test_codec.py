@@ -10,8 +10,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from toolrelay import protocol
-from toolrelay.errors import InvalidEventError, MalformedEventError, RemoteProtocolError
+from toolrelay import InvalidEventError, MalformedEventError, RemoteProtocolError, protocol
 from toolrelay.protocol import (
     AssistantMessage,
     Context,

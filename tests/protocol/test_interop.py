@@ -17,8 +17,7 @@ import pydantic
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from toolrelay import protocol
-from toolrelay.errors import InvalidEventError
+from toolrelay import InvalidEventError, protocol
 from toolrelay.protocol import (
     EVENT_TYPES,
     LEGACY_EVENT_TYPES,

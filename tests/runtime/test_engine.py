@@ -19,22 +19,36 @@ import msgspec
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from toolrelay._reasons import ReasonKind
-from toolrelay.backends._base import EventStream, ThreadKey
-from toolrelay.core import (
+from toolrelay import (
     ActivityKind,
-    ChatMessage,
-    EventProcessor,
+    ClosedError,
+    Engine,
+    EventReceived,
+    Notification,
+    RegistryChange,
+    RunAllocationError,
+    RunHandle,
+    RunRegistered,
+    RunRegistry,
+    RunReplaced,
+    RunStatus,
+    RunUnregistered,
+    StateChanged,
+    StreamDroppedError,
     TextMessage,
     ToolCallBatch,
+    ToolCallFinished,
+    ToolCallStatus,
     ToolRegistry,
     ToolResult,
     ToolSpec,
-    _processor,
+    Turn,
+    TurnSnapshot,
     tool,
 )
-from toolrelay.errors import ClosedError, RunAllocationError, StreamDroppedError
-from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay._core import ChatMessage, _processor
+from toolrelay._reasons import ReasonKind
+from toolrelay.backends._base import EventStream, ThreadKey
 from toolrelay.protocol import (
     AssistantMessage,
     RunAgentInput,
@@ -44,21 +58,7 @@ from toolrelay.protocol import (
     ToolMessage,
     UserMessage,
 )
-from toolrelay.runtime import (
-    Engine,
-    EventReceived,
-    Notification,
-    RegistryChange,
-    RunHandle,
-    RunRegistered,
-    RunRegistry,
-    RunReplaced,
-    RunUnregistered,
-    StateChanged,
-    ToolCallFinished,
-    Turn,
-    TurnSnapshot,
-)
+from toolrelay.sansio import EventProcessor
 from toolrelay.testing import (
     Gate,
     Hang,

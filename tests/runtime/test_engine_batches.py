@@ -17,10 +17,9 @@ import httpx
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from toolrelay import Engine, EventReceived, ThreadKey, ToolRegistry, Turn
+from toolrelay import Engine, EventReceived, Limits, ThreadKey, ToolRegistry, Turn
 from toolrelay.backends import AguiHttpBackend, EventStream
 from toolrelay.backends._base import EventBatches
-from toolrelay.core import EventProcessor, Limits
 from toolrelay.protocol import (
     Event,
     RunAgentInput,
@@ -29,6 +28,7 @@ from toolrelay.protocol import (
     UnknownEvent,
     encode_event,
 )
+from toolrelay.sansio import EventProcessor
 from toolrelay.store import MemoryStore
 from toolrelay.testing import run_finished, run_started, text, tool_call
 

@@ -8,12 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from toolrelay import ThreadKey
+from toolrelay import Engine, RunStatus, ThreadKey, ToolDefinitionError, ToolRegistry
 from toolrelay._reasons import ReasonKind
-from toolrelay.core import ToolRegistry
-from toolrelay.errors import ToolDefinitionError
-from toolrelay.machines import RunStatus
-from toolrelay.runtime import Engine
 from toolrelay.testing import Hang, ScriptedAgent, text, tool_call
 
 pytestmark = pytest.mark.anyio

@@ -17,22 +17,25 @@ import anyio
 import msgspec
 import pytest
 
+from toolrelay import (
+    Engine,
+    ResumeError,
+    RunStatus,
+    RunUnregistered,
+    StateChanged,
+    ToolCallBatch,
+    ToolCallStatus,
+    ToolRegistry,
+    Turn,
+)
+from toolrelay._core import ChatMessage
 from toolrelay._reasons import ReasonKind
-from toolrelay.core import ChatMessage, ToolCallBatch, ToolRegistry
-from toolrelay.errors import ResumeError
-from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import (
     AssistantMessage,
     Interrupt,
     ResumeEntry,
     ToolMessage,
     UserMessage,
-)
-from toolrelay.runtime import (
-    Engine,
-    RunUnregistered,
-    StateChanged,
-    Turn,
 )
 from toolrelay.testing import (
     Gate,

@@ -10,12 +10,17 @@ import anyio
 import pytest
 from msgspec import UNSET
 
+from toolrelay import (
+    Engine,
+    RunStatus,
+    StreamDroppedError,
+    TextMessage,
+    ThreadKey,
+    ToolCallBatch,
+    ToolRegistry,
+)
 from toolrelay._reasons import ReasonKind
-from toolrelay.core import TextMessage, ThreadKey, ToolCallBatch, ToolRegistry
-from toolrelay.errors import StreamDroppedError
-from toolrelay.machines import RunStatus
 from toolrelay.protocol import Interrupt, Message, ResumeEntry, SystemMessage, UserMessage
-from toolrelay.runtime import Engine
 from toolrelay.store import (
     FencedStore,
     MemoryStore,

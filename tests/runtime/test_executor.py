@@ -8,9 +8,9 @@ import threading
 import anyio
 import pytest
 
-from toolrelay.core import ToolCallInfo, ToolRegistry, ToolResult, tool
-from toolrelay.machines import ToolCallEvent, ToolCallStatus
-from toolrelay.runtime import execute_batch
+from toolrelay import ToolCallInfo, ToolCallStatus, ToolRegistry, ToolResult, tool
+from toolrelay._machines import ToolCallEvent
+from toolrelay._runtime import execute_batch
 
 pytestmark = pytest.mark.anyio
 

@@ -9,12 +9,11 @@ from typing import Any
 import anyio
 import pytest
 
+from toolrelay import Engine, RunStatus, ToolCallStatus, ToolRegistry
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends._base import ThreadKey
-from toolrelay.core import EventProcessor, ToolRegistry
-from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import RunAgentInput
-from toolrelay.runtime import Engine
+from toolrelay.sansio import EventProcessor
 from toolrelay.testing import ScriptedAgent, text, tool_call
 
 pytestmark = pytest.mark.anyio
@@ -130,7 +129,7 @@ async def test_counting_starts_afresh_with_each_turn() -> None:
 def test_the_bound_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_repeated_calls"):
         Engine(ScriptedAgent(), max_repeated_calls=0)
-    from toolrelay.core import Conversation
+    from toolrelay import Conversation
 
     with pytest.raises(ValueError, match="max_repeats"):
         EventProcessor(Conversation("t"), max_repeats=0)

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from toolrelay.backends._base import ThreadKey
-from toolrelay.errors import ClosedError
-from toolrelay.runtime import (
+from toolrelay import (
+    ClosedError,
     RegistryChange,
     RunHandle,
     RunRegistered,
@@ -20,6 +19,7 @@ from toolrelay.runtime import (
     RunReplaced,
     RunUnregistered,
 )
+from toolrelay.backends._base import ThreadKey
 
 # The shared helper sits next to this file (importlib mode puts no test dir on sys.path).
 sys.path.insert(0, str(Path(__file__).parent))

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import anyio
 import pytest
 
+from toolrelay import RunAllocationError, StreamDroppedError
 from toolrelay.backends._base import AgentBackend, ThreadKey
-from toolrelay.errors import RunAllocationError, StreamDroppedError
 from toolrelay.protocol import (
     Event,
     RunAgentInput,

@@ -2,9 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolrelay.core import ToolRegistry
-from toolrelay.machines import RunStatus
-from toolrelay.runtime import Engine
+from toolrelay import Engine, RunStatus, ToolRegistry
 from toolrelay.testing import ScriptedAgent, text, tool_call
 
 pytestmark = pytest.mark.anyio

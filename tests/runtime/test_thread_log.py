@@ -8,9 +8,8 @@ from collections.abc import Sequence
 import anyio
 import pytest
 
-from toolrelay.core import ThreadKey
-from toolrelay.errors import StoreUnavailableError
-from toolrelay.runtime._durable import ThreadLog
+from toolrelay import StoreUnavailableError, ThreadKey
+from toolrelay._runtime._durable import ThreadLog
 from toolrelay.store import MemoryStore, Record, TurnStarted, replay
 
 pytestmark = pytest.mark.anyio

@@ -10,13 +10,24 @@ import anyio
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from toolrelay import ThreadKey
+from toolrelay import (
+    ActivityKind,
+    ApprovalError,
+    Engine,
+    Notification,
+    RunStatus,
+    StateChanged,
+    ThreadKey,
+    ToolCallBatch,
+    ToolCallFinished,
+    ToolCallInfo,
+    ToolCallStatus,
+    ToolRegistry,
+    Turn,
+    tool,
+)
 from toolrelay._reasons import ReasonKind
-from toolrelay.core import ActivityKind, ToolCallBatch, ToolCallInfo, ToolRegistry, tool
-from toolrelay.errors import ApprovalError
-from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import RunAgentInput, ToolMessage
-from toolrelay.runtime import Engine, Notification, StateChanged, ToolCallFinished, Turn
 from toolrelay.store import MemoryStore, SQLiteStore, Store, ToolsStarted
 from toolrelay.testing import ScriptedAgent, text, tool_call
 

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 import anyio
 import pytest
 
-from toolrelay.core import ToolContext, ToolRegistry, tool
+from toolrelay import Engine, ToolContext, ToolRegistry, tool
 from toolrelay.protocol import RunAgentInput, ToolMessage
-from toolrelay.runtime import Engine
 from toolrelay.testing import ScriptedAgent, text, tool_call
 
 pytestmark = pytest.mark.anyio

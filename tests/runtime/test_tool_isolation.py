@@ -22,11 +22,22 @@ from typing import Any
 import anyio
 import pytest
 
+from toolrelay import (
+    Engine,
+    RunStatus,
+    ToolCallBatch,
+    ToolCallInfo,
+    ToolCallStatus,
+    ToolOptions,
+    ToolRegistry,
+    ToolResult,
+    Turn,
+    tool,
+)
+from toolrelay._machines import ToolCallEvent
+from toolrelay._runtime import ToolThreads, execute_batch
 from toolrelay.backends._base import ThreadKey
-from toolrelay.core import ToolCallBatch, ToolCallInfo, ToolRegistry, ToolResult, tool
-from toolrelay.machines import RunStatus, ToolCallEvent, ToolCallStatus
 from toolrelay.protocol import RunAgentInput, ToolMessage
-from toolrelay.runtime import Engine, ToolOptions, ToolThreads, Turn, execute_batch
 from toolrelay.testing import Gate, ScriptedAgent, text, tool_call
 
 pytestmark = pytest.mark.anyio
@@ -322,7 +333,7 @@ async def test_a_generic_error_text_hides_the_exception_from_the_model() -> None
         raise ValueError("secret internals")
 
     async def refuse() -> str:
-        from toolrelay.core import ToolError
+        from toolrelay import ToolError
 
         raise ToolError("say it differently")
 

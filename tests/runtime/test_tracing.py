@@ -25,10 +25,9 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from opentelemetry.semconv.attributes import error_attributes, server_attributes
 from opentelemetry.trace import SpanKind, StatusCode
 
-from toolrelay import ThreadKey
+from toolrelay import Engine, EventReceived, RunStatus, StateChanged, ThreadKey, ToolRegistry, tool
+from toolrelay._runtime import _tracing
 from toolrelay.backends.providers import GoogleBackend
-from toolrelay.core import ToolRegistry, tool
-from toolrelay.machines import RunStatus
 from toolrelay.protocol import (
     RunAgentInput,
     RunFinishedEvent,
@@ -36,7 +35,6 @@ from toolrelay.protocol import (
     TokenUsage,
     ToolMessage,
 )
-from toolrelay.runtime import Engine, EventReceived, StateChanged, _tracing
 from toolrelay.testing import Gate, ScriptedAgent, text, tool_call
 from toolrelay.testing._scripted import Script
 
@@ -578,8 +576,9 @@ def test_without_the_opentelemetry_package_turns_run_untraced() -> None:
         sys.modules["opentelemetry"] = None  # the package is not installed
         import anyio
         from toolrelay.backends import _propagation
-        from toolrelay.runtime import Engine, EventReceived, StateChanged, _tracing
-        from toolrelay.core import ToolRegistry
+        from toolrelay import Engine, EventReceived, StateChanged
+        from toolrelay._runtime import _tracing
+        from toolrelay import ToolRegistry
         from toolrelay.testing import ScriptedAgent, text, tool_call
 
         def lookup(name: str) -> str:

@@ -23,7 +23,7 @@ SRC = HERE.parents[1] / "src"
 pytestmark = pytest.mark.slow
 
 TOOLS_MODULE = """
-from toolrelay.core import ToolRegistry
+from toolrelay import ToolRegistry
 from toolrelay.demo import get_weather, lookup_city
 
 TOOLS = ToolRegistry().register(lookup_city).register(get_weather)

@@ -10,7 +10,7 @@ import anyio
 import httpx
 import pytest
 
-from toolrelay.core import ThreadKey, ToolRegistry
+from toolrelay import ThreadKey, ToolRegistry
 from toolrelay.server import AguiServer
 from toolrelay.store import MemoryStore, TurnEnded
 from toolrelay.testing import Gate, ScriptedAgent, Sleep, text, tool_call
@@ -235,7 +235,7 @@ async def test_leaving_live_at_every_event_and_coming_back_loses_and_repeats_not
 
 @HTTPX_GC_ON_TRIO
 async def test_a_store_that_fails_mid_stream_ends_the_stream_and_catch_up_resumes() -> None:
-    from toolrelay.errors import StoreUnavailableError
+    from toolrelay import StoreUnavailableError
     from toolrelay.store import Entry
 
     class FlakyStore(MemoryStore):

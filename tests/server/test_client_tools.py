@@ -10,10 +10,9 @@ import anyio
 import httpx
 import pytest
 
+from toolrelay import Engine, TextMessage, ThreadKey, ToolRegistry
 from toolrelay.backends import AguiHttpBackend
-from toolrelay.core import TextMessage, ThreadKey, ToolRegistry
 from toolrelay.protocol import ToolMessage
-from toolrelay.runtime import Engine
 from toolrelay.server import AguiServer
 from toolrelay.store import MemoryStore, ToolFinished, TurnEnded, TurnStarted
 from toolrelay.testing import Gate, ScriptedAgent, text, tool_call

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from ag_ui_validate.pytest_plugin import validate_agui
 
-from toolrelay.core import ToolRegistry
+from toolrelay import ToolRegistry
 from toolrelay.server import AguiServer
 from toolrelay.testing import Gate, ScriptedAgent, text, tool_call
 

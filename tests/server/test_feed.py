@@ -10,7 +10,7 @@ import anyio
 import httpx
 import pytest
 
-from toolrelay.core import ThreadKey, ToolRegistry
+from toolrelay import ThreadKey, ToolRegistry
 from toolrelay.protocol import encode_event
 from toolrelay.server import AguiServer, LogFeed
 from toolrelay.store import Entry, MemoryStore

@@ -20,9 +20,9 @@ import httpx
 import msgspec
 import pytest
 
+from toolrelay import ThreadKey, ToolRegistry
 from toolrelay.cli import main
 from toolrelay.cli._inspect import capture_document, make_server as make_capture_server
-from toolrelay.core import ThreadKey, ToolRegistry
 from toolrelay.diagrams import MACHINES, render
 from toolrelay.server import AguiServer, BearerTokens, _inspector as inspector
 from toolrelay.store import MemoryStore

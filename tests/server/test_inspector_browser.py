@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from toolrelay import ThreadKey
-from toolrelay.core import ToolRegistry
+from toolrelay import ThreadKey, ToolRegistry
 from toolrelay.protocol import (
     Event,
     ReasoningEndEvent,

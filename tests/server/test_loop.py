@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from toolrelay.core import ThreadKey, ToolError, ToolRegistry
+from toolrelay import ThreadKey, ToolError, ToolRegistry
 from toolrelay.server import STOP_EVENT, AguiServer
 from toolrelay.store import (
     MemoryStore,

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from toolrelay.core import ToolError, ToolRegistry
+from toolrelay import ToolError, ToolRegistry
 from toolrelay.server import AguiServer
 from toolrelay.testing import ScriptedAgent, text, tool_call
 

@@ -15,9 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from toolrelay import Engine, RunRetrying, TextMessage, ThreadKey, ToolRegistry, Turn
 from toolrelay.backends import AguiHttpBackend, RetryPolicy
-from toolrelay.core import TextMessage, ThreadKey, ToolRegistry
-from toolrelay.runtime import Engine, RunRetrying, Turn
 from toolrelay.server import AguiServer
 from toolrelay.store import MemoryStore, TurnStarted
 from toolrelay.testing import ScriptedAgent, text, tool_call

@@ -29,7 +29,7 @@ import psycopg
 import pytest
 from _pg_cluster import PostgresServer
 
-from toolrelay.core import TextMessage
+from toolrelay import TextMessage
 from toolrelay.store import Entry, ToolFinished, TurnEnded, TurnStarted, decode_record, replay
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -41,7 +41,7 @@ LEASE = "1.5"
 # is counted in "executions", whichever process runs it.
 TOOLS = '''
 import asyncio, os
-from toolrelay.core import ToolRegistry, tool
+from toolrelay import ToolRegistry, tool
 from toolrelay.demo import get_weather
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from toolrelay.core import ThreadKey, ToolRegistry
+from toolrelay import ThreadKey, ToolRegistry
 from toolrelay.server import AguiServer, BearerTokens, Request
 from toolrelay.store import MemoryStore
 from toolrelay.testing import ScriptedAgent, text

@@ -16,8 +16,7 @@ import httpx
 import psycopg
 import pytest
 
-from toolrelay.core import ThreadKey, ToolRegistry
-from toolrelay.machines import RunStatus
+from toolrelay import RunStatus, ThreadKey, ToolRegistry
 from toolrelay.server import AguiServer
 from toolrelay.store import PostgresStore, ToolFinished, TurnEnded
 from toolrelay.testing import Gate, ScriptedAgent, text, tool_call

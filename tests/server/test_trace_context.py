@@ -16,9 +16,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from toolrelay import Engine, ToolRegistry
 from toolrelay.backends import AguiHttpBackend
-from toolrelay.core import ToolRegistry
-from toolrelay.runtime import Engine
 from toolrelay.server import AguiServer
 from toolrelay.testing import ScriptedAgent, text, tool_call
 

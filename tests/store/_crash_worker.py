@@ -19,8 +19,7 @@ from pathlib import Path
 
 import anyio
 
-from toolrelay import Engine, ToolRegistry, tool
-from toolrelay.core import ThreadKey
+from toolrelay import Engine, ThreadKey, ToolRegistry, tool
 from toolrelay.protocol import RunAgentInput, ToolMessage
 from toolrelay.store import SQLiteStore
 from toolrelay.testing import Hang, ScriptedAgent, text, tool_call

@@ -20,8 +20,7 @@ import sys
 
 import anyio
 
-from toolrelay.core import ThreadKey
-from toolrelay.errors import StaleClaimError, StoreUnavailableError
+from toolrelay import StaleClaimError, StoreUnavailableError, ThreadKey
 from toolrelay.store import PostgresStore, StateSaved, TurnStarted, hold
 
 

@@ -24,15 +24,16 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 import toolrelay
-from toolrelay.core import ThreadKey, ToolRegistry
-from toolrelay.errors import (
+from toolrelay import (
+    Engine,
+    RunStatus,
     StaleClaimError,
     StoreCorruptError,
     StoreUnavailableError,
     StoreVersionError,
+    ThreadKey,
+    ToolRegistry,
 )
-from toolrelay.machines import RunStatus
-from toolrelay.runtime import Engine
 from toolrelay.store import (
     ClaimingStore,
     Entry,

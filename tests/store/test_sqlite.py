@@ -8,12 +8,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from toolrelay.core import ThreadKey
-from toolrelay.errors import (
+from toolrelay import (
     StoreCorruptError,
     StoreError,
     StoreUnavailableError,
     StoreVersionError,
+    ThreadKey,
 )
 from toolrelay.store import SCHEMA_VERSION, SQLiteStore, TurnStarted
 from toolrelay.store._sqlite_schema import APPLICATION_ID

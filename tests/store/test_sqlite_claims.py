@@ -8,8 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from toolrelay.core import ThreadKey
-from toolrelay.errors import StaleClaimError
+from toolrelay import StaleClaimError, ThreadKey
 from toolrelay.store import (
     SCHEMA_VERSION,
     ClaimingStore,

@@ -7,8 +7,7 @@ from typing import Any, assert_type
 
 import anyio.to_thread
 
-from toolrelay.core import ToolContext, ToolRegistry, ToolResult, ToolSpec, tool
-from toolrelay.runtime import execute_tool
+from toolrelay import ToolContext, ToolRegistry, ToolResult, ToolSpec, execute_tool, tool
 
 
 def _add(a: int, b: int = 0) -> int:

@@ -15,11 +15,11 @@ SSE reader (:mod:`toolrelay.backends._readers`) over a body we decode ourselves
 
 (``decode_event`` with its fast path inlined: a typed msgspec decode, and
 ``decode_event`` itself only when that fails.) The bounds are the run's
-:class:`~toolrelay.core.Limits`: the driving engine's (see
+:class:`~toolrelay.Limits`: the driving engine's (see
 :class:`~toolrelay.backends.RunSettings`), else the backend's own.
 
 Everything that can go wrong on the wire ends as a typed
-:class:`~toolrelay.errors.RemoteProtocolError`, which the engine turns into the turn's
+:class:`~toolrelay.RemoteProtocolError`, which the engine turns into the turn's
 terminal reason, keeping every message already received (promise 7):
 
 =====================================  ====================  ====================
@@ -47,7 +47,7 @@ a ``data:`` that is not a valid event  InvalidEventError
 any other transport failure            TransportError        ``transport_error``
 =====================================  ====================  ====================
 
-The errors live in :mod:`toolrelay.errors`. httpx exceptions are translated in one
+The errors live in :mod:`toolrelay._errors`. httpx exceptions are translated in one
 place, :func:`map_transport_errors`, and chained (``raise ... from exc``), as httpx's own
 ``map_httpcore_exceptions`` does.
 
@@ -85,6 +85,8 @@ from typing import Final, Literal, TypeAlias
 import anyio
 import httpx
 
+from toolrelay._core import Limits
+from toolrelay._errors import ContentTypeError, DeadlineError, HTTPStatusError, RemoteProtocolError
 from toolrelay.backends._agui_run import RunEvents, RunStream
 from toolrelay.backends._base import ClosedOnExit, EventStream, ThreadKey, effective_limits
 from toolrelay.backends._propagation import inject_trace_context
@@ -92,8 +94,6 @@ from toolrelay.backends._readers import SseReader
 from toolrelay.backends._retry import NO_RETRY, RetryPolicy, parse_retry_after, start_with_retries
 from toolrelay.backends._transport import map_transport_errors
 from toolrelay.backends._wire import ACCEPT_ENCODING, body_excerpt, bound_body, run_deadline
-from toolrelay.core import Limits
-from toolrelay.errors import ContentTypeError, DeadlineError, HTTPStatusError, RemoteProtocolError
 from toolrelay.protocol import RunAgentInput, encode
 
 __all__ = (
@@ -254,11 +254,11 @@ class AguiHttpBackend(ClosedOnExit):
                 could not start; raised on entering the context.
 
         The iterator raises, while streaming, the errors in the module's table:
-        :class:`~toolrelay.errors.StreamDroppedError`,
-        :class:`~toolrelay.errors.ReadTimeoutError`,
-        :class:`~toolrelay.errors.LimitExceededError`,
-        :class:`~toolrelay.errors.MalformedEventError` and
-        :class:`~toolrelay.errors.InvalidEventError`. It ends quietly when the server
+        :class:`~toolrelay.StreamDroppedError`,
+        :class:`~toolrelay.ReadTimeoutError`,
+        :class:`~toolrelay.LimitExceededError`,
+        :class:`~toolrelay.MalformedEventError` and
+        :class:`~toolrelay.InvalidEventError`. It ends quietly when the server
         closes the stream; deciding whether that was early is the processor's job.
         """
         limits = effective_limits(self.limits)

@@ -11,7 +11,7 @@ sent event ids (``id:``), from a server that said it resumes (the response heade
 ``Toolrelay-Resume: last-event-id``, or ``resume="ids"``), is resumed, not restarted:
 the same POST goes again with ``Last-Event-ID`` set to the last id received, within
 the ``reconnect`` policy's attempts and seconds, each attempt reported like a retry
-(:class:`~toolrelay.runtime.RunRetrying` with ``resume_from``). A server that resumes
+(:class:`~toolrelay.RunRetrying` with ``resume_from``). A server that resumes
 sends, under that same id, what it had sent after it, so the part of a message or call
 cut in the middle may come again whole; :class:`_Replay` drops what was already
 delivered (equal events, a repeated ``RUN_STARTED``, the text and argument characters
@@ -32,11 +32,11 @@ from typing import Any, Final
 import anyio
 import msgspec
 
+from toolrelay._errors import LimitExceededError, RemoteProtocolError, StreamDroppedError
 from toolrelay.backends._base import RetryNotice, current_run_settings
 from toolrelay.backends._readers import SseReader
 from toolrelay.backends._retry import RetryPolicy
 from toolrelay.backends._transport import map_transport_errors
-from toolrelay.errors import LimitExceededError, RemoteProtocolError, StreamDroppedError
 from toolrelay.protocol import (
     Event,
     RunErrorEvent,

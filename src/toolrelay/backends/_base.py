@@ -7,12 +7,12 @@ cancellation and on error alike). A backend may also allocate runs on the server
 first (the reference design's ``createRun(room, thread)``); AG-UI servers that do
 not allocate runs return ``None`` and the client chooses the run id.
 
-Backends raise :class:`~toolrelay.errors.RemoteProtocolError` subclasses for
+Backends raise :class:`~toolrelay.RemoteProtocolError` subclasses for
 everything the agent or the wire does wrong; the engine turns them into the
 terminal reason of the turn.
 
 One configuration: the engine that drives a run tells the backend its
-:class:`RunSettings` (its :class:`~toolrelay.core.Limits`, where to report a retry)
+:class:`RunSettings` (its :class:`~toolrelay.Limits`, where to report a retry)
 for the duration of the run. The protocol stays two methods: the settings travel in a
 context variable that the engine sets in each turn's task, and a backend reads them
 with :func:`current_run_settings` inside :meth:`AgentBackend.run` (and
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
-from toolrelay.core import Limits, ThreadKey
+from toolrelay._core import Limits, ThreadKey
 from toolrelay.protocol import Event, RunAgentInput, UnknownEvent
 
 __all__ = (

@@ -3,7 +3,7 @@
 Opt-in: without ``opentelemetry-api`` both functions do nothing. With it, the
 propagators are the API's global ones (W3C ``traceparent``/``tracestate`` and
 ``baggage`` unless configured otherwise), so the header names the span current when
-the run starts (a turn's run span, see :mod:`toolrelay.runtime._tracing`).
+the run starts (a turn's run span, see :mod:`toolrelay._runtime._tracing`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ the server's ``Retry-After`` (seconds or an HTTP date). The policy bounds both t
 number of retries and the total time spent waiting; a ``Retry-After`` longer than the
 time left is not waited for: the error is raised at once. Each retry is reported
 through the engine's :class:`~toolrelay.backends.RunSettings` (observers receive a
-:class:`~toolrelay.runtime.RunRetrying`) and logged on ``toolrelay.backends``.
+:class:`~toolrelay.RunRetrying`) and logged on ``toolrelay.backends``.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from typing import Final, TypeVar
 
 import anyio
 
-from toolrelay.backends._base import RetryNotice, current_run_settings
-from toolrelay.errors import (
+from toolrelay._errors import (
     AgentRunError,
     HTTPStatusError,
     RemoteProtocolError,
     StreamDroppedError,
     TransportError,
 )
+from toolrelay.backends._base import RetryNotice, current_run_settings
 
 __all__ = ("NO_RETRY", "RetryPolicy", "parse_retry_after", "start_with_retries")
 

@@ -30,14 +30,14 @@ from types import MappingProxyType
 
 import msgspec
 
+from toolrelay._core import Limits, ThreadKey
+from toolrelay._errors import UnknownServerError
 from toolrelay.backends._base import (
     AgentBackend,
     ClosedOnExit,
     EventStream,
     current_run_settings,
 )
-from toolrelay.core import Limits, ThreadKey
-from toolrelay.errors import UnknownServerError
 from toolrelay.protocol import ReasoningMessage, RunAgentInput
 
 __all__ = ("RoutingBackend",)
@@ -52,7 +52,7 @@ class RoutingBackend(ClosedOnExit):
 
     Any backend can be a route: :class:`~toolrelay.backends.AguiHttpBackend`, a provider
     backend, a :class:`~toolrelay.testing.ScriptedAgent`. A thread whose server has no
-    route fails its turn with :class:`~toolrelay.errors.UnknownServerError` (terminal
+    route fails its turn with :class:`~toolrelay.UnknownServerError` (terminal
     reason ``backend_error``, code ``unknown_server``) before any request is made. See
     the module docstring for limits, reasoning and retries.
 

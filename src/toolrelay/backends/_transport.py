@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import httpx
 from httpx_sse import SSEError
 
-from toolrelay.errors import (
+from toolrelay._errors import (
     ConnectError,
     MalformedEventError,
     ReadTimeoutError,
@@ -24,8 +24,8 @@ def map_transport_errors() -> Iterator[None]:
     """Translate httpx and httpx-sse exceptions into toolrelay's typed errors.
 
     The one boundary where third-party transport exceptions are caught; each is
-    re-raised as a :class:`~toolrelay.errors.TransportError` subclass (or, for a broken
-    SSE framing, :class:`~toolrelay.errors.MalformedEventError`) chained to the original.
+    re-raised as a :class:`~toolrelay.TransportError` subclass (or, for a broken
+    SSE framing, :class:`~toolrelay.MalformedEventError`) chained to the original.
     Anything else passes through untouched, cancellation included.
 
     Raises:

@@ -38,7 +38,7 @@ from typing import Any, Final, Protocol, Self
 import anyio
 import httpx
 
-from toolrelay.errors import LimitExceededError, MalformedEventError, RemoteProtocolError
+from toolrelay._errors import LimitExceededError, MalformedEventError, RemoteProtocolError
 
 __all__ = (
     "ACCEPT_ENCODING",

@@ -27,6 +27,7 @@ from typing import Any, Final, TextIO
 
 import anyio
 
+from toolrelay._machines import RunStatus
 from toolrelay._reasons import ReasonKind
 from toolrelay.backends import AguiHttpBackend
 from toolrelay.cli._args import add_max_depth, add_output
@@ -36,7 +37,6 @@ from toolrelay.cli._terminal import reported_violations
 from toolrelay.cli._turn import TurnOutcome, run_turn
 from toolrelay.demo import DEMO_TOOLS, SCENARIOS, DemoAgent, serve_demo
 from toolrelay.diagrams import trace_diagram_for_turn
-from toolrelay.machines import RunStatus
 
 __all__ = ("register", "run")
 

@@ -29,9 +29,9 @@ import httpx
 import msgspec
 from httpx_sse import EventSource
 
+from toolrelay._core import Limits
 from toolrelay.cli._exit import ExitCode
 from toolrelay.cli._replay import Finding, capture_lines, replay_capture
-from toolrelay.core import Limits
 
 __all__ = ("MAX_EVENTS", "capture_document", "make_server", "register", "run")
 

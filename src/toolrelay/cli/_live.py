@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from toolrelay._core import Activity, ActivityKind, ToolResult
+from toolrelay._runtime import EventReceived, RunRetrying, StateChanged, ToolCallFinished
 from toolrelay.cli._terminal import Colour, Palette, neutralise
-from toolrelay.core import Activity, ActivityKind, ToolResult
 from toolrelay.protocol import (
     TextMessageChunkEvent,
     TextMessageContentEvent,
@@ -14,7 +15,6 @@ from toolrelay.protocol import (
     ToolCallArgsEvent,
     ToolCallStartEvent,
 )
-from toolrelay.runtime import EventReceived, RunRetrying, StateChanged, ToolCallFinished
 
 __all__ = ("NAMES_SHOWN", "LivePrinter")
 

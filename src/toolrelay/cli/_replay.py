@@ -9,7 +9,7 @@ A capture is the raw body of one AG-UI response (``text/event-stream`` bytes, as
 ``curl -N`` or a proxy records them). It goes through the same path a live run takes,
 with no network: httpx-sse's parser (fed by an :class:`httpx.Response` over the
 file's bytes), :func:`~toolrelay.protocol.decode_event` and an
-:class:`~toolrelay.core.EventProcessor`. Unlike a live run, a replay does not stop at
+:class:`~toolrelay.sansio.EventProcessor`. Unlike a live run, a replay does not stop at
 the first bad event: every problem is reported, with the SSE event's index and the line
 it starts on:
 
@@ -44,11 +44,7 @@ import httpx
 import msgspec
 from httpx_sse import EventSource
 
-from toolrelay._reasons import TerminalReason
-from toolrelay.cli._exit import ExitCode
-from toolrelay.cli._summary import reason_json
-from toolrelay.cli._terminal import SafeOut, reported_violations, summarise_counts
-from toolrelay.core import (
+from toolrelay._core import (
     Conversation,
     Effect,
     EventProcessor,
@@ -64,9 +60,13 @@ from toolrelay.core import (
     ViolationRaised,
     to_agui_messages,
 )
+from toolrelay._errors import InvalidEventError, LimitExceededError, MalformedEventError
+from toolrelay._machines import RunStatus, ToolCallStatus
+from toolrelay._reasons import TerminalReason
+from toolrelay.cli._exit import ExitCode
+from toolrelay.cli._summary import reason_json
+from toolrelay.cli._terminal import SafeOut, reported_violations, summarise_counts
 from toolrelay.diagrams import trace_diagram
-from toolrelay.errors import InvalidEventError, LimitExceededError, MalformedEventError
-from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import Event, RunStartedEvent, UnknownEvent, decode_event, encode
 
 __all__ = (

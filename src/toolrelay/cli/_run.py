@@ -6,8 +6,8 @@
     toolrelay run URL --tools pkg.tools:get_weather --message "Weather in Paris?" --json
     toolrelay run URL --tools mytools:TOOLS --message "..." --header "Authorization: Bearer x"
 
-``--tools MODULE:ATTR`` names a :class:`~toolrelay.core.ToolRegistry`, a
-:class:`~toolrelay.core.ToolSpec`, a tool function, or a list of those, importable from
+``--tools MODULE:ATTR`` names a :class:`~toolrelay.ToolRegistry`, a
+:class:`~toolrelay.ToolSpec`, a tool function, or a list of those, importable from
 the current directory or the installed packages. Without ``--json`` the turn is printed
 live (streamed text, "Calling: ...", "Executing: ..." with each tool's outcome, each
 continuation) and summed up; with ``--json`` stdout gets the final state alone: status,
@@ -35,6 +35,8 @@ from typing import Any, TextIO
 import anyio
 import httpx
 
+from toolrelay._core import Limits, ToolRegistry
+from toolrelay._errors import RunAllocationError
 from toolrelay.backends import AguiHttpBackend, RetryPolicy
 from toolrelay.backends._base import AgentBackend
 from toolrelay.backends.providers import PROVIDERS, ProviderBackend, provider_backend
@@ -44,8 +46,6 @@ from toolrelay.cli._summary import exit_code, state_json, write_summary
 from toolrelay.cli._terminal import neutralise, reported_violations
 from toolrelay.cli._tools import ToolsUsageError, load_tools
 from toolrelay.cli._turn import TurnOutcome, run_turn
-from toolrelay.core import Limits, ToolRegistry
-from toolrelay.errors import RunAllocationError
 
 __all__ = ("httpx_timeout", "register", "run")
 

@@ -33,14 +33,14 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
+from toolrelay._core import ThreadKey, ToolRegistry
+from toolrelay._errors import StreamDroppedError
 from toolrelay.backends import AguiHttpBackend, EventStream
 from toolrelay.backends._base import AgentBackend
 from toolrelay.backends.providers import PROVIDERS, provider_backend
 from toolrelay.cli._exit import ExitCode
 from toolrelay.cli._tools import ToolsUsageError, load_tools
-from toolrelay.core import ThreadKey, ToolRegistry
 from toolrelay.demo import DEMO_TOOLS, plan_reply
-from toolrelay.errors import StreamDroppedError
 from toolrelay.protocol import RunAgentInput, decode_event
 from toolrelay.store import ClaimingStore, MemoryStore, NotifyingStore, SQLiteStore, Store
 

@@ -8,15 +8,15 @@ from typing import TextIO
 
 import msgspec
 
+from toolrelay._core import TextMessage, to_agui_messages
+from toolrelay._machines import RunStatus, ToolCallStatus
 from toolrelay._reasons import ReasonKind, TerminalReason
+from toolrelay._runtime import Turn
 from toolrelay.cli._exit import ExitCode
 from toolrelay.cli._live import NAMES_SHOWN
 from toolrelay.cli._terminal import SafeOut, summarise_counts
 from toolrelay.cli._turn import TurnOutcome
-from toolrelay.core import TextMessage, to_agui_messages
-from toolrelay.machines import RunStatus, ToolCallStatus
 from toolrelay.protocol import encode
-from toolrelay.runtime import Turn
 
 __all__ = ("call_counts", "exit_code", "reason_json", "state_json", "write_summary")
 

@@ -6,8 +6,8 @@ import importlib
 import os
 import sys
 
-from toolrelay.core import ToolRegistry, ToolSpec
-from toolrelay.errors import ToolDefinitionError
+from toolrelay._core import ToolRegistry, ToolSpec
+from toolrelay._errors import ToolDefinitionError
 
 __all__ = ("ToolsUsageError", "load_tools")
 

@@ -14,10 +14,10 @@ from typing import Any, TextIO
 import anyio
 import anyio.abc
 
+from toolrelay._core import Limits, ThreadKey, ToolRegistry
+from toolrelay._runtime import StateChanged, Turn
 from toolrelay.backends._base import AgentBackend
 from toolrelay.cli._live import LivePrinter
-from toolrelay.core import Limits, ThreadKey, ToolRegistry
-from toolrelay.runtime import StateChanged, Turn
 
 __all__ = ("TurnOutcome", "run_turn")
 
@@ -50,13 +50,13 @@ async def run_turn(
     limits: Limits | None = None,
     ctrl_c: bool = False,
 ) -> TurnOutcome:
-    """Run one turn with an :class:`~toolrelay.runtime.Engine`; print it live to ``out``.
+    """Run one turn with an :class:`~toolrelay.Engine`; print it live to ``out``.
 
     With ``ctrl_c`` (the main thread only), the first SIGINT cancels the turn, which
     ends ``cancelled`` and is returned (``TurnOutcome.ctrl_c``) for its summary; a
     second one interrupts as Python does (the handler is restored after the first).
     """
-    from toolrelay.runtime import Engine
+    from toolrelay._runtime import Engine
 
     key = ThreadKey(thread_id)
     printer = LivePrinter(out) if out is not None else None

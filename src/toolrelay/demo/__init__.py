@@ -5,7 +5,7 @@
 - :func:`serve_demo`: serves it on 127.0.0.1 with uvicorn (an ephemeral port) and
   yields its URL; :class:`DemoServer` does the same from synchronous code, in a thread.
 - :data:`DEMO_TOOLS`: the tools it calls (``get_secret_number``, ``lookup_city``,
-  ``get_weather``, ``list_people``), as a :class:`~toolrelay.core.ToolRegistry`.
+  ``get_weather``, ``list_people``), as a :class:`~toolrelay.ToolRegistry`.
 
 ``toolrelay demo`` runs a turn against it; the tests use it for real-HTTP integration
 tests and to record SSE captures. Serving needs uvicorn (the ``demo`` extra).

@@ -22,8 +22,8 @@ from typing import Any, Final, TypeAlias
 import anyio
 import msgspec
 
+from toolrelay._errors import InvalidEventError, MalformedEventError
 from toolrelay.demo._scenarios import SCENARIOS, choose_scenario, plan, reply_delay
-from toolrelay.errors import InvalidEventError, MalformedEventError
 from toolrelay.protocol import Event, RunAgentInput, decode_run_input, encode_event
 
 __all__ = ("DemoAgent",)

@@ -1,13 +1,13 @@
 """The demo's tools: small, deterministic lookups the demo agent knows how to use.
 
-They are ordinary toolrelay tools (:func:`~toolrelay.core.tool`), collected in
+They are ordinary toolrelay tools (:func:`~toolrelay.tool`), collected in
 :data:`DEMO_TOOLS`; the demo agent calls them by name, and only when the client
 declares them in ``RunAgentInput.tools``.
 """
 
 from __future__ import annotations
 
-from toolrelay.core import ToolError, ToolRegistry, tool
+from toolrelay._core import ToolError, ToolRegistry, tool
 
 __all__ = (
     "CITIES",

@@ -3,7 +3,7 @@
 Machine diagrams (STYLE point 15: build outputs, never hand-drawn)::
 
     from toolrelay.diagrams import MACHINES, check, render, render_image, write_all
-    from toolrelay.machines import RunLifecycle
+    from toolrelay._machines import RunLifecycle
 
     render(RunLifecycle, "mermaid")      # stateDiagram-v2 text (python-statemachine's own)
     render(RunLifecycle, "dot")          # Graphviz source; needs neither pydot nor Graphviz
@@ -15,7 +15,7 @@ Machine diagrams (STYLE point 15: build outputs, never hand-drawn)::
 
 Trace diagrams draw the path one turn took as a Mermaid ``sequenceDiagram``:
 :func:`trace_diagram` from a conversation, :func:`trace_diagram_for_turn` from a
-:class:`~toolrelay.runtime.Turn`.
+:class:`~toolrelay.Turn`.
 """
 
 from __future__ import annotations

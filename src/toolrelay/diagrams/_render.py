@@ -1,7 +1,7 @@
 """The machines' diagrams: mermaid and DOT text, SVG and PNG images, and their files.
 
 Diagrams are build outputs, never hand-drawn (STYLE point 15): every one is drawn
-from the declared classes in ``toolrelay.machines``, the same classes the compiled
+from the declared classes in ``toolrelay._machines``, the same classes the compiled
 tables are read from. ``toolrelay diagrams`` writes them into ``diagrams/`` and
 ``toolrelay diagrams --check`` fails when a committed file has drifted.
 
@@ -46,8 +46,8 @@ from statemachine.contrib.diagram.graphviz import (
     run_graphviz,
 )
 
+from toolrelay._machines import RunLifecycle, ToolCallLifecycle
 from toolrelay.diagrams._dot import render_dot
-from toolrelay.machines import RunLifecycle, ToolCallLifecycle
 
 __all__ = (
     "DiagramError",

@@ -4,7 +4,7 @@ Where the machine diagrams show every path a turn *may* take, a trace shows the 
 one turn *took*: the user's message, each run of the agent and what it said, each
 tool call with its outcome, each continuation, and the terminal state with its
 reason. It is drawn from the conversation the turn left behind (plus its status and
-reason), so it can be drawn for a live :class:`~toolrelay.runtime.Turn` or for a
+reason), so it can be drawn for a live :class:`~toolrelay.Turn` or for a
 conversation restored from anywhere.
 
 States are drawn as they are spelled in the machines (``turn completed``, ``still
@@ -35,20 +35,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Final
 
-from toolrelay._reasons import TerminalReason
-from toolrelay.core import (
+from toolrelay._core import (
     Conversation,
     ReasoningRecord,
     TextMessage,
     ToolCallBatch,
     ToolCallInfo,
 )
-from toolrelay.machines import RunStatus, ToolCallStatus
+from toolrelay._machines import RunStatus, ToolCallStatus
+from toolrelay._reasons import TerminalReason
 from toolrelay.protocol import AssistantMessage, Interrupt, ResumeEntry, TextPart, UserMessage
 
 if TYPE_CHECKING:
-    from toolrelay.core import ChatMessage
-    from toolrelay.runtime import Turn
+    from toolrelay._core import ChatMessage
+    from toolrelay._runtime import Turn
 
 __all__ = ("DEFAULT_MAX_TEXT", "escape_mermaid", "trace_diagram", "trace_diagram_for_turn")
 
@@ -248,9 +248,9 @@ def trace_diagram(
 
 
 def trace_diagram_for_turn(turn: Turn, *, max_text: int = DEFAULT_MAX_TEXT) -> str:
-    """:func:`trace_diagram` of a :class:`~toolrelay.runtime.Turn`, read as it stands.
+    """:func:`trace_diagram` of a :class:`~toolrelay.Turn`, read as it stands.
 
-    Draws its messages (:attr:`~toolrelay.runtime.Turn.messages`, so a turn that only
+    Draws its messages (:attr:`~toolrelay.Turn.messages`, so a turn that only
     answers interrupts starts at its answers), status, reason, run count, abandoned
     calls, interrupts and resume entries.
     """

@@ -3,7 +3,7 @@
 Every AG-UI 1.0 event, message and request shape is a frozen msgspec Struct with snake_case
 attributes and camelCase JSON. Decode with :func:`decode_event` (an unknown ``type``
 becomes :class:`UnknownEvent`; a known type with a bad body raises
-:class:`~toolrelay.errors.InvalidEventError`), encode with :func:`encode_event` or
+:class:`~toolrelay.InvalidEventError`), encode with :func:`encode_event` or
 :func:`encode`, and dispatch with ``match``::
 
     match decode_event(payload):
@@ -12,7 +12,7 @@ becomes :class:`UnknownEvent`; a known type with a bad body raises
         case UnknownEvent():
             ...
 
-This package imports nothing from toolrelay but :mod:`toolrelay.errors`.
+This package imports nothing from toolrelay but :mod:`toolrelay._errors`.
 """
 
 from __future__ import annotations

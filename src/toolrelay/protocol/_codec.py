@@ -8,10 +8,10 @@ failure (AG-UI gives no other way to tell "unknown event" from "broken event"):
 1. Decode a one-field envelope ``{"type": str}``. msgspec cannot fall back to a default
    type on an unknown tag, so this is how an unknown ``type`` is told apart. If the
    envelope does not decode either, the payload is not a JSON object with a string
-   ``type``: :class:`~toolrelay.errors.MalformedEventError`.
+   ``type``: :class:`~toolrelay.MalformedEventError`.
 2. An unknown ``type`` becomes :class:`UnknownEvent` carrying the payload's bytes as
    received; the caller decides whether to skip it.
-3. A known ``type`` with a bad body is :class:`~toolrelay.errors.InvalidEventError`,
+3. A known ``type`` with a bad body is :class:`~toolrelay.InvalidEventError`,
    carrying the event type and the JSON path msgspec reports (``"$.delta"``; for a missing
    field, the path of the field itself: ``"$.toolCallId"``).
 
@@ -36,7 +36,7 @@ from typing import Any, TypeVar, Union
 
 import msgspec
 
-from toolrelay.errors import InvalidEventError, MalformedEventError
+from toolrelay._errors import InvalidEventError, MalformedEventError
 
 from ._event_base import EVENT_TYPES, UnknownEvent
 from ._events import Event

@@ -4,7 +4,7 @@ client can catch up (reference 004).
 - :class:`AguiServer`: a plain ASGI application; a ``POST`` of a ``RunAgentInput``
   starts a turn that runs in the server (the model is any
   :class:`~toolrelay.backends.AgentBackend`, the server's tools a
-  :class:`~toolrelay.core.ToolRegistry`, the client's tools are handed back to it),
+  :class:`~toolrelay.ToolRegistry`, the client's tools are handed back to it),
   and answers with the turn's AG-UI events, each with its log sequence number as SSE
   ``id``; ``GET /threads/{id}/events`` catches up from any of them.
 - :class:`BearerTokens`, :class:`Authenticator`: who owns a thread.

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-The server owns one :class:`~toolrelay.runtime.Engine` whose backend is the model
+The server owns one :class:`~toolrelay.Engine` whose backend is the model
 (wrapped in :class:`~toolrelay.server._rounds.RoundLimit`) and whose store is the
 server's log (wrapped in :class:`~toolrelay.server._watch.WatchedStore`). A ``POST``
 of a ``RunAgentInput`` starts a turn in the engine (``_runs``); the response is the log
@@ -39,10 +39,10 @@ from typing import Any, Self
 
 import anyio
 
+from toolrelay._core import ThreadKey
+from toolrelay._runtime import Engine, Turn
 from toolrelay._version import __version__
 from toolrelay.backends._base import ClosedOnExit
-from toolrelay.core import ThreadKey
-from toolrelay.runtime import Engine, Turn
 from toolrelay.server._asgi import (
     Disconnected,
     HTTPError,

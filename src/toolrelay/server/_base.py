@@ -22,11 +22,11 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
+from toolrelay._core import ThreadKey, ToolRegistry, ToolResult
+from toolrelay._errors import StoreError
+from toolrelay._runtime import Engine
 from toolrelay.backends._base import AgentBackend
-from toolrelay.core import ThreadKey, ToolRegistry, ToolResult
-from toolrelay.errors import StoreError
 from toolrelay.protocol import Event
-from toolrelay.runtime import Engine
 from toolrelay.server._asgi import HTTPError
 from toolrelay.server._auth import Anonymous, Authenticator, BearerTokens
 from toolrelay.server._feed import LogFeed

@@ -11,7 +11,7 @@ from __future__ import annotations
 import urllib.parse
 from collections.abc import Mapping
 
-from toolrelay.core import ThreadKey
+from toolrelay._core import ThreadKey
 from toolrelay.protocol import Event, RunErrorEvent, RunFinishedEvent, RunStartedEvent
 from toolrelay.server._asgi import HTTPError, Receive, Scope, Send, respond
 from toolrelay.server._auth import Request

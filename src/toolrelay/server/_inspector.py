@@ -39,7 +39,7 @@ import importlib.resources
 from collections.abc import Mapping
 from typing import Any, Final
 
-from toolrelay.core import ThreadKey
+from toolrelay._core import ThreadKey
 from toolrelay.store import Entry, Store, ThreadInfo, ToolFinished, ToolsStarted
 
 __all__ = (

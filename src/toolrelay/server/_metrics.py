@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolrelay.core import ThreadKey
+from toolrelay._core import ThreadKey
 from toolrelay.server._feed import SERVER_STOPS, StopReason
 from toolrelay.store import Entry, ToolFinished, ToolsStarted, TurnEnded, TurnStarted
 

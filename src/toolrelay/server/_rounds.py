@@ -20,9 +20,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import anyio
 
+from toolrelay._core import ThreadKey
 from toolrelay.backends import EventStream
 from toolrelay.backends._base import AgentBackend
-from toolrelay.core import ThreadKey
 from toolrelay.protocol import (
     AssistantMessage,
     RunAgentInput,

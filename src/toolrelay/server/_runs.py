@@ -19,9 +19,9 @@ from typing import Any
 import anyio
 import msgspec
 
+from toolrelay._core import ThreadKey, ToolRegistry, ToolResult, ToolSpec
+from toolrelay._errors import InvalidEventError, MalformedEventError, ToolDefinitionError
 from toolrelay.backends._propagation import continued_trace
-from toolrelay.core import ThreadKey, ToolRegistry, ToolResult, ToolSpec
-from toolrelay.errors import InvalidEventError, MalformedEventError, ToolDefinitionError
 from toolrelay.protocol import (
     AssistantMessage,
     RunAgentInput,
@@ -228,7 +228,7 @@ def _call_id_of_current_task(name: str) -> str:
     """The id of the tool call the current task runs.
 
     The engine runs each call of a batch in a task named ``tool <name> (<call id>)``
-    (:func:`toolrelay.runtime.execute_batch`); a tool handler is not given its call
+    (:func:`toolrelay._runtime.execute_batch`); a tool handler is not given its call
     id, so a client tool reads it there.
     """
     task = anyio.get_current_task().name or ""

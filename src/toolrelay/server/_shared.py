@@ -20,8 +20,8 @@ import time
 import anyio
 from anyio.abc import TaskStatus
 
-from toolrelay.core import ThreadKey
-from toolrelay.errors import ClosedError, StaleClaimError, StoreError
+from toolrelay._core import ThreadKey
+from toolrelay._errors import ClosedError, StaleClaimError, StoreError
 from toolrelay.server._asgi import HTTPError
 from toolrelay.server._base import Holder, ServerBase
 from toolrelay.store import Claim, FencedStore, NotifyingStore

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from toolrelay.core import ThreadKey
+from toolrelay._core import ThreadKey
+from toolrelay._runtime import EventReceived, Notification
 from toolrelay.protocol import (
     Event,
     RunErrorEvent,
@@ -23,7 +24,6 @@ from toolrelay.protocol import (
     TextMessageContentEvent,
     TextMessageStartEvent,
 )
-from toolrelay.runtime import EventReceived, Notification
 from toolrelay.server._asgi import HTTPError, Receive, Scope, Send, send_more
 from toolrelay.server._base import READ_PAGE, ServerBase
 from toolrelay.server._feed import LogFeed

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 import anyio
 import msgspec
 
-from toolrelay.core import ThreadKey
+from toolrelay._core import ThreadKey
 from toolrelay.store import Entry, Record, Store, TurnEnded, TurnStarted
 from toolrelay.store._forwarding import ForwardingStore
 

@@ -26,8 +26,8 @@ from typing import Protocol, runtime_checkable
 import anyio
 import msgspec
 
-from toolrelay.core import ThreadKey
-from toolrelay.errors import StaleClaimError, StoreError
+from toolrelay._core import ThreadKey
+from toolrelay._errors import StaleClaimError, StoreError
 from toolrelay.store._contract import Entry, Store
 from toolrelay.store._forwarding import ForwardingStore
 from toolrelay.store._records import Record
@@ -159,7 +159,7 @@ async def hold(
 
     The body writes with ``held.claim``. When a renewal is refused (the worker was
     paused past its lease and another took the thread), the body is cancelled and
-    :class:`~toolrelay.errors.StaleClaimError` leaves the block; a write the body
+    :class:`~toolrelay.StaleClaimError` leaves the block; a write the body
     makes with the stale claim is refused the same way.
 
     Raises:
@@ -205,7 +205,7 @@ class FencedStore(ForwardingStore[ClaimingStore]):
     Give it to code that writes without knowing about claims (the engine): the
     worker claims a thread and runs its turn inside :meth:`holding`, and every
     ``append`` to that thread carries the claim, so a write made after the claim was
-    lost raises :class:`~toolrelay.errors.StaleClaimError` and lands nowhere. An
+    lost raises :class:`~toolrelay.StaleClaimError` and lands nowhere. An
     append to a thread this worker does not hold is refused the same way (a
     multi-worker server writes under claims only). Everything else is the wrapped
     store's.

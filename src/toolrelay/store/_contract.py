@@ -15,7 +15,7 @@ checks):
 5. A thread's *live turn* is the last ``TurnStarted`` with no ``TurnEnded`` of the
    same id after it; ``threads(live=True)`` lists the threads that have one (what
    recovery resumes).
-6. Failures are typed: :class:`~toolrelay.errors.StoreError` and its subclasses,
+6. Failures are typed: :class:`~toolrelay.StoreError` and its subclasses,
    never a driver's exception.
 """
 
@@ -26,7 +26,7 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
-from toolrelay.core import ThreadKey
+from toolrelay._core import ThreadKey
 from toolrelay.store._records import Record, TurnEnded, TurnStarted
 
 __all__ = ("Entry", "Store", "ThreadInfo", "live_turn_after")

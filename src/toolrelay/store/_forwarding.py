@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from toolrelay.core import ThreadKey
+from toolrelay._core import ThreadKey
 from toolrelay.store._contract import Entry, Store, ThreadInfo
 
 __all__ = ("ForwardingStore",)

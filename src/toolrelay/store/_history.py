@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolrelay.core import ChatMessage, ToolResult
+from toolrelay._core import ChatMessage, ToolResult
 from toolrelay.protocol import Interrupt, ResumeEntry
 from toolrelay.store._contract import Entry
 from toolrelay.store._records import (

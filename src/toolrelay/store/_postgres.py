@@ -7,7 +7,7 @@ so the store serves asyncio and trio alike; a capacity limiter (``pool_size``) b
 how many threads use one at a time, so the pool (``_postgres_pool``) never holds more
 than ``pool_size`` connections and no thread ever waits for one inside it. A read that
 meets a broken connection is tried once more on a fresh one; a write is not (whether
-it committed is unknown), it raises :class:`~toolrelay.errors.StoreUnavailableError`.
+it committed is unknown), it raises :class:`~toolrelay.StoreUnavailableError`.
 ``open`` creates and migrates the schema (``_postgres_schema``).
 
 An append without a claim is one statement (one round trip): it creates or moves
@@ -34,8 +34,8 @@ import anyio.to_thread
 import psycopg
 from psycopg import conninfo
 
-from toolrelay.core import ThreadKey
-from toolrelay.errors import StoreCorruptError, StoreUnavailableError
+from toolrelay._core import ThreadKey
+from toolrelay._errors import StoreCorruptError, StoreUnavailableError
 from toolrelay.store._claims import Claim, check_append
 from toolrelay.store._contract import Entry, ThreadInfo, live_turn_after
 from toolrelay.store._postgres_claims import (

@@ -13,8 +13,8 @@ from typing import Any
 
 import psycopg
 
-from toolrelay.core import ThreadKey
-from toolrelay.errors import StaleClaimError
+from toolrelay._core import ThreadKey
+from toolrelay._errors import StaleClaimError
 from toolrelay.store._claims import Claim
 from toolrelay.store._postgres_schema import KEY, NOW, key_parameters
 

@@ -15,7 +15,7 @@ import anyio
 import anyio.to_thread
 import psycopg
 
-from toolrelay.errors import StoreUnavailableError
+from toolrelay._errors import StoreUnavailableError
 from toolrelay.store._postgres_pool import store_error
 
 __all__ = ("Listener",)

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import psycopg.errors
 
-from toolrelay.errors import StoreCorruptError, StoreError, StoreUnavailableError
+from toolrelay._errors import StoreCorruptError, StoreError, StoreUnavailableError
 
 __all__ = ("Pool", "store_error")
 

@@ -5,8 +5,8 @@ Every table lives in one schema (``toolrelay`` by default). ``schema_version`` h
 one row per applied migration. :func:`migrate` reads it; when a migration is due it
 takes an advisory lock (one per schema), reads it again and migrates in one
 transaction, so workers that start together migrate once. A newer version is refused
-(:class:`~toolrelay.errors.StoreVersionError`), tables of ours in a schema with no
-version are another application's (:class:`~toolrelay.errors.StoreCorruptError`).
+(:class:`~toolrelay.StoreVersionError`), tables of ours in a schema with no
+version are another application's (:class:`~toolrelay.StoreCorruptError`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import psycopg
 
-from toolrelay.core import ThreadKey
-from toolrelay.errors import StoreCorruptError, StoreVersionError
+from toolrelay._core import ThreadKey
+from toolrelay._errors import StoreCorruptError, StoreVersionError
 
 __all__ = (
     "KEY",

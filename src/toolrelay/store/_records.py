@@ -29,8 +29,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from toolrelay._reasons import TerminalReason
-from toolrelay.core import (
+from toolrelay._core import (
     ChatMessage,
     ReasoningRecord,
     TextMessage,
@@ -38,7 +37,8 @@ from toolrelay.core import (
     ToolCallInfo,
     ToolResult,
 )
-from toolrelay.machines import ToolCallStatus
+from toolrelay._machines import ToolCallStatus
+from toolrelay._reasons import TerminalReason
 from toolrelay.protocol import Interrupt, Message, ResumeEntry
 
 __all__ = (

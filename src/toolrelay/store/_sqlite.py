@@ -33,8 +33,8 @@ from typing import TypeVar, cast
 import anyio
 import anyio.to_thread
 
-from toolrelay.core import ThreadKey
-from toolrelay.errors import StoreCorruptError, StoreUnavailableError
+from toolrelay._core import ThreadKey
+from toolrelay._errors import StoreCorruptError, StoreUnavailableError
 from toolrelay.store._claims import Claim, check_append
 from toolrelay.store._contract import Entry, ThreadInfo, live_turn_after
 from toolrelay.store._records import Record, decode_record, encode_record
@@ -67,7 +67,7 @@ class SQLiteStore:
     Args:
         path: The database file (``":memory:"`` for a private in-memory database).
         timeout: Seconds a write waits for another process's lock before it fails
-            with :class:`~toolrelay.errors.StoreUnavailableError`.
+            with :class:`~toolrelay.StoreUnavailableError`.
         durable: ``synchronous=FULL``: every commit also survives a power cut (each
             one waits for the disk).
     """

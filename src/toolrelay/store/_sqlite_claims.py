@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from toolrelay.core import ThreadKey
-from toolrelay.errors import StaleClaimError
+from toolrelay._core import ThreadKey
+from toolrelay._errors import StaleClaimError
 from toolrelay.store._claims import Claim
 
 __all__ = (

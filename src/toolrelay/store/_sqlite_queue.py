@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 import anyio
 import anyio.to_thread
 
-from toolrelay.core import ThreadKey
-from toolrelay.errors import StoreUnavailableError
+from toolrelay._core import ThreadKey
+from toolrelay._errors import StoreUnavailableError
 from toolrelay.store._claims import Claim
 from toolrelay.store._records import Record, TurnEnded, TurnStarted
 from toolrelay.store._sqlite_schema import sqlite_error

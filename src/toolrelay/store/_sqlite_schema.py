@@ -12,8 +12,8 @@ import sqlite3
 import time
 from pathlib import Path
 
-from toolrelay.core import ThreadKey
-from toolrelay.errors import (
+from toolrelay._core import ThreadKey
+from toolrelay._errors import (
     StoreCorruptError,
     StoreError,
     StoreUnavailableError,

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import anyio
 import msgspec
 
+from toolrelay._errors import RunAllocationError
 from toolrelay.backends._base import EventStream, ThreadKey
-from toolrelay.errors import RunAllocationError
 from toolrelay.protocol import (
     Event,
     RunAgentInput,

@@ -1,7 +1,7 @@
 """The stateful suite's crash points: an engine on a durable store, "killed" at any step.
 
 :class:`CrashMachine` is a Hypothesis ``RuleBasedStateMachine`` that drives a real
-:class:`~toolrelay.runtime.Engine` on a real :class:`~toolrelay.store.SQLiteStore`
+:class:`~toolrelay.Engine` on a real :class:`~toolrelay.store.SQLiteStore`
 file. Its agent plays a plan per turn (rounds of tool calls, then an answer) whose
 runs and tools wait on gates the machine opens; its ``crash`` rule kills the engine
 where it stands and opens a new one on the same file, which recovers what the log
@@ -48,11 +48,11 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from toolrelay.core import ThreadKey, ToolRegistry, tool
-from toolrelay.errors import StoreUnavailableError
-from toolrelay.machines import RunStatus
+from toolrelay._core import ThreadKey, ToolRegistry, tool
+from toolrelay._errors import StoreUnavailableError
+from toolrelay._machines import RunStatus
+from toolrelay._runtime import Engine, Turn
 from toolrelay.protocol import RunAgentInput, ToolMessage, UserMessage
-from toolrelay.runtime import Engine, Turn
 from toolrelay.store import (
     Entry,
     MessageSaved,

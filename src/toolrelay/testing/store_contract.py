@@ -24,10 +24,10 @@ from typing import Any
 import anyio
 import pytest
 
+from toolrelay._core import ThreadKey, ToolResult
+from toolrelay._errors import StaleClaimError
+from toolrelay._machines import ToolCallStatus
 from toolrelay._reasons import ReasonKind, TerminalReason
-from toolrelay.core import ThreadKey, ToolResult
-from toolrelay.errors import StaleClaimError
-from toolrelay.machines import ToolCallStatus
 from toolrelay.protocol import Interrupt, ResumeEntry, UserMessage
 from toolrelay.store import (
     Claim,

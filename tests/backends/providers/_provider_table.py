@@ -17,9 +17,8 @@ from typing import Any
 
 import msgspec
 
+from toolrelay import ToolCallStatus, Turn
 from toolrelay.backends.providers import ProviderBackend
-from toolrelay.machines import ToolCallStatus
-from toolrelay.runtime import Turn
 
 # The helpers sit next to this file (importlib mode puts no test dir on sys.path).
 sys.path.insert(0, str(Path(__file__).parent))

@@ -21,9 +21,9 @@ from _provider_table import (
     named_frame,
 )
 
+from toolrelay import Turn
 from toolrelay.backends.providers import AnthropicBackend
 from toolrelay.protocol import SystemMessage
-from toolrelay.runtime import Turn
 
 
 def message_start(message_id: str = "msg_01") -> dict[str, Any]:

@@ -20,8 +20,8 @@ from _provider_table import (
     function_names,
 )
 
+from toolrelay import Turn
 from toolrelay.backends.providers import CohereBackend
-from toolrelay.runtime import Turn
 
 MODEL = "command-a-03-2025"
 

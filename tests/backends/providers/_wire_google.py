@@ -18,8 +18,8 @@ from _provider_table import (
     dave_error,
 )
 
+from toolrelay import Turn
 from toolrelay.backends.providers import GoogleBackend
-from toolrelay.runtime import Turn
 
 MODEL = "gemini-2.5-flash"
 

@@ -20,8 +20,8 @@ from _provider_table import (
     function_names,
 )
 
+from toolrelay import Turn
 from toolrelay.backends.providers import OllamaBackend
-from toolrelay.runtime import Turn
 
 MODEL = "qwen3"
 

@@ -23,8 +23,8 @@ from _provider_table import (
     named_frame,
 )
 
+from toolrelay import Turn
 from toolrelay.backends.providers import OpenAIChatBackend, OpenAIResponsesBackend
-from toolrelay.runtime import Turn
 
 
 def chunk(

@@ -18,6 +18,7 @@ import httpx
 import msgspec
 import pytest
 
+from toolrelay import ConversationError
 from toolrelay.backends.providers._anthropic import (
     ANTHROPIC_VERSION,
     AnthropicBackend,
@@ -25,7 +26,6 @@ from toolrelay.backends.providers._anthropic import (
 )
 from toolrelay.backends.providers._base import Capabilities
 from toolrelay.demo import DEMO_TOOLS
-from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     AssistantMessage,
     AudioPart,

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from toolrelay import ConversationError, Engine, InvalidEventError, MalformedEventError, RunStatus
 from toolrelay.backends.providers._base import Capabilities
 from toolrelay.backends.providers._google import (
     GoogleBackend,
@@ -20,12 +21,6 @@ from toolrelay.backends.providers._google import (
     _Turn,
 )
 from toolrelay.demo import DEMO_TOOLS
-from toolrelay.errors import (
-    ConversationError,
-    InvalidEventError,
-    MalformedEventError,
-)
-from toolrelay.machines import RunStatus
 from toolrelay.protocol import (
     AssistantMessage,
     DataSource,
@@ -45,7 +40,6 @@ from toolrelay.protocol import (
     UrlSource,
     UserMessage,
 )
-from toolrelay.runtime import Engine
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _gc_servers import (

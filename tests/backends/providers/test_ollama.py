@@ -12,14 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
+from toolrelay import ConversationError, InvalidEventError, MalformedEventError
 from toolrelay.backends.providers._base import Capabilities
 from toolrelay.backends.providers._ollama import OllamaBackend, OllamaTranslator
 from toolrelay.demo import DEMO_TOOLS
-from toolrelay.errors import (
-    ConversationError,
-    InvalidEventError,
-    MalformedEventError,
-)
 from toolrelay.protocol import (
     AssistantMessage,
     AudioPart,

@@ -18,6 +18,7 @@ import httpx
 import msgspec
 import pytest
 
+from toolrelay import ConversationError
 from toolrelay.backends.providers import (
     Capabilities,
     OpenAIChatBackend,
@@ -27,7 +28,6 @@ from toolrelay.backends.providers import (
     ProviderBackend,
 )
 from toolrelay.demo import DEMO_TOOLS
-from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     AssistantMessage,
     AudioPart,

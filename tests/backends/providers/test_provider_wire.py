@@ -16,7 +16,17 @@ from typing import Any
 import anyio
 import pytest
 
-from toolrelay import Limits, ReasonKind, TextMessage
+from toolrelay import (
+    Engine,
+    LimitExceededError,
+    Limits,
+    ReasonKind,
+    RunAllocationError,
+    RunRetrying,
+    RunStatus,
+    TextMessage,
+    Turn,
+)
 from toolrelay.backends import NO_RETRY, RetryPolicy
 from toolrelay.backends.providers import (
     CohereTranslator,
@@ -25,9 +35,6 @@ from toolrelay.backends.providers import (
     OpenAIChatTranslator,
     ProviderBackend,
 )
-from toolrelay.errors import LimitExceededError, RunAllocationError
-from toolrelay.machines import RunStatus
-from toolrelay.runtime import Engine, RunRetrying, Turn
 
 # The shared helpers sit next to the tests (importlib mode puts no test dir on sys.path).
 sys.path.insert(0, str(Path(__file__).parent.parent))

@@ -24,13 +24,10 @@ import httpx
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from toolrelay import AgentRunError, Engine, RunStatus, TextMessage, ToolCallBatch, Turn
 from toolrelay.backends.providers import ProviderBackend
-from toolrelay.core import TextMessage, ToolCallBatch
 from toolrelay.demo import DEMO_TOOLS
-from toolrelay.errors import AgentRunError
-from toolrelay.machines import RunStatus
 from toolrelay.protocol import Event, RunFinishedEvent, RunStartedEvent
-from toolrelay.runtime import Engine, Turn
 
 # The shared helpers and the providers' wire modules sit next to this file (importlib
 # mode puts no test dir on sys.path).

@@ -43,7 +43,7 @@ messages to alternate, starting with ``user``. :class:`AnthropicBackend` maps:
 - consecutive messages of one role -> one message (their blocks in order).
 
 It then checks, before any network call, that tool calls and results pair up and that
-the messages start with ``user`` (:class:`~toolrelay.errors.ConversationError`).
+the messages start with ``user`` (:class:`~toolrelay.ConversationError`).
 - a ``reasoning`` message with an encrypted value (a thinking block's signature, kept
   from REASONING_ENCRYPTED_VALUE) -> a ``thinking`` block with its ``signature``, first
   in the assistant message that follows it: extended thinking together with tool use
@@ -60,6 +60,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from toolrelay._errors import ConversationError
 from toolrelay.backends.providers._base import Capabilities, ProviderBackend, nonempty
 from toolrelay.backends.providers._messages import (
     check_tool_results,
@@ -67,7 +68,6 @@ from toolrelay.backends.providers._messages import (
     text_of,
     unsupported_part,
 )
-from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     ActivityMessage,
     AssistantMessage,

@@ -26,7 +26,7 @@ response (``[DONE]``, trailing usage chunks), boundedly, so that the connection 
 back to the pool and no generator of httpx's is left suspended; every generator it
 opens is closed explicitly. Stop reasons travel in ``RUN_FINISHED.result`` as
 ``{"stopReason": ...}``; a provider error becomes RUN_ERROR with the provider's
-message and status, or :class:`~toolrelay.errors.AgentRunError` for a non-2xx answer.
+message and status, or :class:`~toolrelay.AgentRunError` for a non-2xx answer.
 
 API keys come from a parameter or the provider's environment variable; they are sent
 only in the request headers and never logged (``repr`` hides them).
@@ -47,13 +47,8 @@ import anyio
 import httpx
 import msgspec
 
-from toolrelay.backends._base import EventStream, ThreadKey, effective_limits
-from toolrelay.backends._readers import LineReader, SseReader
-from toolrelay.backends._retry import RetryPolicy, parse_retry_after, start_with_retries
-from toolrelay.backends._transport import map_transport_errors
-from toolrelay.backends._wire import ACCEPT_ENCODING, body_excerpt, bound_body, run_deadline
-from toolrelay.core import Limits
-from toolrelay.errors import (
+from toolrelay._core import Limits
+from toolrelay._errors import (
     AgentRunError,
     ContentTypeError,
     ConversationError,
@@ -64,6 +59,11 @@ from toolrelay.errors import (
     RemoteProtocolError,
     RunAllocationError,
 )
+from toolrelay.backends._base import EventStream, ThreadKey, effective_limits
+from toolrelay.backends._readers import LineReader, SseReader
+from toolrelay.backends._retry import RetryPolicy, parse_retry_after, start_with_retries
+from toolrelay.backends._transport import map_transport_errors
+from toolrelay.backends._wire import ACCEPT_ENCODING, body_excerpt, bound_body, run_deadline
 from toolrelay.protocol import (
     AssistantMessage,
     Event,
@@ -151,7 +151,7 @@ class BuffersArguments(Protocol):
     """A translator that holds argument pieces before it emits them (a call's name
     not come yet, a provider that sends a call whole at its end): the backend sets the
     bound on what it may hold, ``Limits.max_argument_bytes``; past it the translator
-    raises :class:`~toolrelay.errors.LimitExceededError`."""
+    raises :class:`~toolrelay.LimitExceededError`."""
 
     max_argument_bytes: int
 

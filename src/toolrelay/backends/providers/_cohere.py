@@ -47,6 +47,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from toolrelay._core import Limits
+from toolrelay._errors import ConversationError, InvalidEventError
 from toolrelay.backends.providers._base import (
     Capabilities,
     MessageStreams,
@@ -58,8 +60,6 @@ from toolrelay.backends.providers._base import (
     uuid_id,
 )
 from toolrelay.backends.providers._messages import function_tools
-from toolrelay.core import Limits
-from toolrelay.errors import ConversationError, InvalidEventError
 from toolrelay.protocol import (
     AssistantMessage,
     ContentPart,

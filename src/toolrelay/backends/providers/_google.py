@@ -65,6 +65,7 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
+from toolrelay._errors import ConversationError
 from toolrelay.backends.providers._base import (
     Capabilities,
     MessageStreams,
@@ -75,7 +76,6 @@ from toolrelay.backends.providers._base import (
     uuid_id,
 )
 from toolrelay.backends.providers._messages import arguments_object
-from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     AssistantMessage,
     ContentPart,

@@ -19,8 +19,8 @@ from typing import Any
 
 import msgspec
 
+from toolrelay._errors import ConversationError
 from toolrelay.backends.providers._base import tool_results_after
-from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     ActivityMessage,
     AssistantMessage,

@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from toolrelay._errors import ConversationError
 from toolrelay.backends.providers._base import (
     Capabilities,
     MessageStreams,
@@ -56,7 +57,6 @@ from toolrelay.backends.providers._messages import (
     function_tools,
     text_of,
 )
-from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     AssistantMessage,
     ContentPart,

@@ -39,6 +39,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from toolrelay._core import Limits
+from toolrelay._errors import ConversationError
 from toolrelay.backends.providers._base import hold_piece, nonempty
 from toolrelay.backends.providers._messages import (
     check_tool_results,
@@ -55,8 +57,6 @@ from toolrelay.backends.providers._openai_base import (
     error_event,
     finished,
 )
-from toolrelay.core import Limits
-from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     AssistantMessage,
     AudioPart,

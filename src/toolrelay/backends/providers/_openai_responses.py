@@ -34,6 +34,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from toolrelay._errors import ConversationError
 from toolrelay.backends.providers._base import nonempty
 from toolrelay.backends.providers._messages import (
     check_tool_results,
@@ -49,7 +50,6 @@ from toolrelay.backends.providers._openai_base import (
     error_event,
     finished,
 )
-from toolrelay.errors import ConversationError
 from toolrelay.protocol import (
     AssistantMessage,
     ContentPart,

@@ -1,7 +1,7 @@
 """The stateful property suite of toolrelay's eight promises, shipped for users.
 
 :class:`PromisesMachine` is a Hypothesis ``RuleBasedStateMachine`` that drives a real
-:class:`~toolrelay.runtime.Engine` with a :class:`~toolrelay.testing.ScriptedAgent`
+:class:`~toolrelay.Engine` with a :class:`~toolrelay.testing.ScriptedAgent`
 (whose ``respond`` callback plays the behaviour drawn for each run). Its rules are what
 users do; its invariants are the promises of ``ARCHITECTURE.md``, checked once the
 engine is quiet after every step.
@@ -15,14 +15,14 @@ Rules (user actions):
 - ``answer``: answer the interrupts of a thread whose turn ended ``interrupted``: a
   new turn whose first run carries one resume entry per interrupt (with or without a
   message of its own), or a wrong answer (an unknown id, one answered twice, one left
-  out), which must be refused with :class:`~toolrelay.errors.ResumeError` and change
+  out), which must be refused with :class:`~toolrelay.ResumeError` and change
   nothing.
 - ``cancel``: cancel a thread's turn, live or not (``cancel`` says which).
 - ``focus``: show a thread, or none; optionally through a view subscribed just before.
 - ``release_one`` / ``release_all``: open gates that a stream or a slow tool waits on.
 - ``decide``: approve or deny one tool call that awaits approval (``probe_guarded``).
 - ``close``: close the engine with its turns in flight; after it only
-  ``send_after_close`` (which must raise :class:`~toolrelay.errors.ClosedError`),
+  ``send_after_close`` (which must raise :class:`~toolrelay.ClosedError`),
   ``cancel`` and ``focus`` run.
 
 Agent behaviours (one :class:`RunPlan` per run, :class:`RunKind`): a text answer; one
@@ -86,7 +86,7 @@ other run. Promise 8 (constant cost per event) is the benchmarks'.
 
 Run it against your own tools::
 
-    from toolrelay.core import ToolRegistry
+    from toolrelay._core import ToolRegistry
     from toolrelay.testing.stateful import PromisesMachine
 
     class MyToolsPromises(PromisesMachine):

@@ -11,15 +11,15 @@ import anyio
 from anyio.abc import ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from toolrelay._errors import RunAllocationError
 from toolrelay._reasons import ReasonKind
-from toolrelay.backends._base import ThreadKey
-from toolrelay.errors import RunAllocationError
-from toolrelay.protocol import Interrupt, ResumeEntry, RunAgentInput
-from toolrelay.runtime import (
+from toolrelay._runtime import (
     RunHandle,
     RunRegistry,
     Turn,
 )
+from toolrelay.backends._base import ThreadKey
+from toolrelay.protocol import Interrupt, ResumeEntry, RunAgentInput
 from toolrelay.testing._scripted import Gate, ScriptedAgent, Step
 from toolrelay.testing.stateful._plans import CallPlan, RunPlan, T, TurnPlan
 

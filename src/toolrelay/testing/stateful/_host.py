@@ -19,14 +19,14 @@ from hypothesis.stateful import (
     RuleBasedStateMachine,
 )
 
-from toolrelay.backends._base import ThreadKey
-from toolrelay.core import ToolRegistry, ToolSpec, tool
-from toolrelay.machines import RunStatus
-from toolrelay.runtime import (
+from toolrelay._core import ToolRegistry, ToolSpec, tool
+from toolrelay._machines import RunStatus
+from toolrelay._runtime import (
     Engine,
     Notification,
     RegistryChange,
 )
+from toolrelay.backends._base import ThreadKey
 from toolrelay.testing.stateful._doubles import (
     Abort,
     FlakyRegistry,

@@ -8,21 +8,21 @@ from hypothesis.stateful import (
     invariant,
 )
 
+from toolrelay._machines import RunStatus, ToolCallStatus
 from toolrelay._reasons import ReasonKind
-from toolrelay.backends._base import ThreadKey
-from toolrelay.machines import RunStatus, ToolCallStatus
-from toolrelay.protocol import (
-    Interrupt,
-    RunAgentInput,
-    ToolMessage,
-)
-from toolrelay.runtime import (
+from toolrelay._runtime import (
     EventReceived,
     RunRegistered,
     RunReplaced,
     RunUnregistered,
     StateChanged,
     ToolCallFinished,
+)
+from toolrelay.backends._base import ThreadKey
+from toolrelay.protocol import (
+    Interrupt,
+    RunAgentInput,
+    ToolMessage,
 )
 from toolrelay.testing.stateful._doubles import drain
 from toolrelay.testing.stateful._host import MachineBase

@@ -10,7 +10,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from toolrelay.core import ToolRegistry
+from toolrelay._core import ToolRegistry
 from toolrelay.testing.stateful._invariants import Invariants
 from toolrelay.testing.stateful._rules import Rules
 

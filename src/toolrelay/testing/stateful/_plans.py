@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 import msgspec
 from hypothesis import strategies as st
 
+from toolrelay._core import ToolSpec
+from toolrelay._core._processor import _canonical_arguments
 from toolrelay._reasons import ReasonKind
-from toolrelay.core import ToolSpec
-from toolrelay.core._processor import _canonical_arguments
 from toolrelay.testing.strategies import json_values
 
 __all__ = (
@@ -132,7 +132,7 @@ class Malformation(enum.StrEnum):
     events_after_finish = "events_after_finish"
 
 
-#: Malformations recorded as a :class:`~toolrelay.core.ProtocolViolation` as soon as
+#: Malformations recorded as a :class:`~toolrelay.ProtocolViolation` as soon as
 #: they are received.
 VIOLATING = frozenset(
     {

@@ -10,8 +10,8 @@ import anyio
 from anyio.abc import ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from toolrelay.machines import RunStatus, ToolCallStatus
-from toolrelay.runtime import Notification
+from toolrelay._machines import RunStatus, ToolCallStatus
+from toolrelay._runtime import Notification
 from toolrelay.testing.stateful._doubles import Hold, PlanAgent, RunRecord, TurnModel
 from toolrelay.testing.stateful._plans import PROBE_PREFIX, T
 

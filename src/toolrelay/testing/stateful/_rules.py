@@ -10,17 +10,17 @@ from hypothesis.stateful import (
     rule,
 )
 
+from toolrelay._errors import ClosedError, ResumeError
+from toolrelay._machines import RunStatus
 from toolrelay._reasons import ReasonKind
-from toolrelay.errors import ClosedError, ResumeError
-from toolrelay.machines import RunStatus
+from toolrelay._runtime import (
+    StateChanged,
+    Turn,
+)
 from toolrelay.protocol import (
     Interrupt,
     ResumeEntry,
     UserMessage,
-)
-from toolrelay.runtime import (
-    StateChanged,
-    Turn,
 )
 from toolrelay.testing.stateful._doubles import TurnModel, drain
 from toolrelay.testing.stateful._host import MachineBase

@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 from typing import Any, ClassVar
 
+from toolrelay._errors import StreamDroppedError
 from toolrelay.backends._base import ThreadKey
-from toolrelay.errors import StreamDroppedError
 from toolrelay.protocol import (
     Event,
     Interrupt,

@@ -1,0 +1,393 @@
+"""The conversation model of one thread: its messages and the tool calls of a turn.
+
+A :class:`Conversation` is the thread's history. It holds AG-UI messages the embedding
+code supplied (``UserMessage``, ``SystemMessage``, earlier ``AssistantMessage`` and
+``ToolMessage`` records) beside the records toolrelay builds while it streams:
+
+- :class:`TextMessage`: text streamed by the agent (TEXT_MESSAGE_* or *_CHUNK).
+- :class:`ReasoningRecord`: reasoning / thinking text (REASONING_*, legacy THINKING_*).
+- :class:`ToolCallBatch`: the tool calls of one run, every call final
+  (completed or failed) with its result; the mapper turns it into the assistant
+  message with ``toolCalls`` and one ``tool`` message per call.
+
+Records that are still streaming are mutable and already in the list, so a UI sees
+text appear; nothing is copied per event (promise 8). Once a record is final it is
+not changed again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence, Set as AbstractSet
+
+import msgspec
+
+from toolrelay._core._arguments import TextAccumulator
+from toolrelay._core._tool_result import ToolResult
+from toolrelay._machines import TOOL_CALL_MACHINE, ToolCallEvent, ToolCallStatus
+from toolrelay.protocol import AssistantMessage, Message, ToolMessage
+
+__all__ = (
+    "ChatMessage",
+    "Conversation",
+    "ReasoningRecord",
+    "TextMessage",
+    "ToolCallBatch",
+    "ToolCallInfo",
+)
+
+
+class ToolCallInfo:
+    """One tool call of a run, from TOOL_CALL_START to its result.
+
+    Its status is driven by the declared ``ToolCallLifecycle`` (through its compiled
+    table); argument deltas are appended without a transition.
+
+    Attributes:
+        id: The ``toolCallId``.
+        name: The ``toolCallName``.
+        parent_message_id: The assistant message the call belongs to, when the agent said.
+        result: The outcome once the call is final (``None`` before).
+        run_id: The run that asked for the call.
+    """
+
+    __slots__ = (
+        "_args",
+        "_cursor",
+        "encrypted_value",
+        "id",
+        "name",
+        "parent_message_id",
+        "result",
+        "run_id",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        name: str,
+        *,
+        parent_message_id: str | None = None,
+        run_id: str | None = None,
+        arguments: str = "",
+        status: ToolCallStatus | None = None,
+    ) -> None:
+        """``status``: where the call starts in its machine (``streaming`` unless a
+        store restores a call it saved)."""
+        self.id = id
+        self.name = name
+        self.parent_message_id = parent_message_id
+        self.run_id = run_id
+        self.result: ToolResult | None = None
+        #: An opaque artefact the provider attached to the call (REASONING_ENCRYPTED_VALUE
+        #: with subtype ``tool-call``, e.g. a thought signature), sent back with it.
+        self.encrypted_value: str | None = None
+        self._args = TextAccumulator(arguments)
+        self._cursor = TOOL_CALL_MACHINE.cursor(status)
+
+    @property
+    def status(self) -> ToolCallStatus:
+        """The call's state in the tool-call machine."""
+        return self._cursor.state
+
+    @property
+    def arguments(self) -> str:
+        """The raw argument JSON received so far (``""`` when none arrived)."""
+        return self._args.text
+
+    @property
+    def argument_bytes(self) -> int:
+        """UTF-8 size of the arguments received so far."""
+        return self._args.byte_count
+
+    def replace_arguments(self, arguments: str) -> None:
+        """Put ``arguments`` in place of what streamed (the server's own record won)."""
+        self._args = TextAccumulator(arguments)
+
+    def append_arguments(self, delta: str) -> int:
+        """Append an argument delta (no transition); returns the new byte count."""
+        return self._args.append(delta)
+
+    @property
+    def argument_sink(self) -> list[str]:
+        """The argument chunk list (see :attr:`TextAccumulator.sink`), for the hot path."""
+        return self._args.sink
+
+    def send(self, event: ToolCallEvent) -> ToolCallStatus:
+        """Move the call through its machine; raises ``IllegalTransition`` if refused."""
+        return self._cursor.send(event)
+
+    def __repr__(self) -> str:
+        return (
+            f"ToolCallInfo(id={self.id!r}, name={self.name!r}, status={self.status.value!r}, "
+            f"arguments={self.arguments!r})"
+        )
+
+
+class TextMessage:
+    """Text of one message, as the agent streamed it; mutable while ``complete`` is False.
+
+    One built by the embedding code (earlier history, say) is complete unless it says
+    otherwise; the processor builds the ones it streams open, and closes them.
+
+    Attributes:
+        id: The ``messageId``.
+        role: The role the agent gave (``assistant`` unless it said otherwise).
+        complete: True once TEXT_MESSAGE_END (or the end of the run) closed it. While
+            it is False the text may still grow, so the mapper does not keep its mapping.
+        interrupted: True when the run ended before the message was closed: the text is
+            what arrived, kept (promise 7), but may be cut short.
+    """
+
+    __slots__ = ("_text", "complete", "id", "interrupted", "role")
+
+    def __init__(
+        self, id: str, role: str = "assistant", text: str = "", *, complete: bool = True
+    ) -> None:
+        self.id = id
+        self.role = role
+        self._text = TextAccumulator(text)
+        self.complete = complete
+        self.interrupted = False
+
+    @property
+    def text(self) -> str:
+        return self._text.text
+
+    def append(self, delta: str) -> int:
+        return self._text.append(delta)
+
+    @property
+    def byte_count(self) -> int:
+        """UTF-8 size of the text received so far."""
+        return self._text.byte_count
+
+    @property
+    def sink(self) -> list[str]:
+        """The text chunk list (see :attr:`TextAccumulator.sink`), for the hot path."""
+        return self._text.sink
+
+    def __repr__(self) -> str:
+        return f"TextMessage(id={self.id!r}, role={self.role!r}, text={self.text!r})"
+
+
+class ReasoningRecord:
+    """Reasoning or thinking text the agent streamed (not sent back by default).
+
+    Complete unless built otherwise, like :class:`TextMessage`.
+
+    Attributes:
+        encrypted_value: The provider's signature or encrypted form of the reasoning
+            (REASONING_ENCRYPTED_VALUE), which some providers require back with it
+            (Anthropic's signed thinking blocks, when tools are used).
+    """
+
+    __slots__ = ("_text", "complete", "encrypted_value", "id")
+
+    def __init__(
+        self,
+        id: str,
+        text: str = "",
+        *,
+        complete: bool = True,
+        encrypted_value: str | None = None,
+    ) -> None:
+        self.id = id
+        self._text = TextAccumulator(text)
+        self.complete = complete
+        self.encrypted_value = encrypted_value
+
+    @property
+    def text(self) -> str:
+        return self._text.text
+
+    def append(self, delta: str) -> int:
+        return self._text.append(delta)
+
+    def __repr__(self) -> str:
+        return f"ReasoningRecord(id={self.id!r}, text={self.text!r})"
+
+
+class ToolCallBatch(msgspec.Struct, frozen=True):
+    """The tool calls of one run, every one final, with their results.
+
+    Attributes:
+        id: A message id for the batch.
+        calls: The calls in the order the agent streamed them.
+        result_message_ids: For each call, the ``tool`` message id to use (the agent's
+            ``messageId`` when it sent TOOL_CALL_RESULT itself, otherwise generated).
+    """
+
+    id: str
+    calls: tuple[ToolCallInfo, ...]
+    result_message_ids: tuple[str, ...]
+
+
+ChatMessage = Message | TextMessage | ReasoningRecord | ToolCallBatch
+"""Anything a conversation holds."""
+
+
+class Conversation:
+    """The history of one thread: an append-only list of messages plus thread state.
+
+    Attributes:
+        thread_id: The AG-UI ``threadId``.
+        messages: Everything said so far, in order.
+        state: The agent state to send with the next run (updated by STATE_SNAPSHOT
+            and STATE_DELTA events).
+        last_snapshot: The last MESSAGES_SNAPSHOT the agent sent, kept for the
+            embedding code; toolrelay does not rewrite its history from it.
+    """
+
+    __slots__ = (
+        "_batches",
+        "_call_ids",
+        "_indexed",
+        "_known",
+        "_mapping",
+        "last_snapshot",
+        "messages",
+        "state",
+        "thread_id",
+    )
+
+    def __init__(
+        self,
+        thread_id: str,
+        messages: Sequence[ChatMessage] = (),
+        *,
+        state: object = None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.messages: list[ChatMessage] = list(messages)
+        self.state: object = {} if state is None else state
+        self.last_snapshot: tuple[Message, ...] | None = None
+        # Sets of ids kept as dicts (id -> True): a dict of strings is not tracked by
+        # the cycle collector and an empty one is a quarter of an empty set's size.
+        self._call_ids: dict[str, bool] = {}
+        self._known: dict[str, bool] = {}
+        self._batches: dict[str, int] = {}
+        self._indexed = 0
+        # What core._mapper keeps between runs, which it alone reads and writes; the
+        # conversation only empties it when its history changes other than by append.
+        self._mapping: dict[object, object] = {}
+
+    def append(self, message: ChatMessage) -> None:
+        self.messages.append(message)
+
+    def __iter__(self) -> Iterator[ChatMessage]:
+        return iter(self.messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def tool_calls(self) -> Iterator[ToolCallInfo]:
+        """Every committed tool call of the thread, oldest first."""
+        for message in self.messages:
+            if isinstance(message, ToolCallBatch):
+                yield from message.calls
+
+    def _catch_up(self) -> None:
+        """Index the messages appended since the last call, each message once.
+
+        The index (call ids, message ids, which batch holds a call) makes the
+        questions below amortised O(1) (promise 8): asking never walks the history.
+        """
+        messages = self.messages
+        if len(messages) < self._indexed:  # the list was cut: index it again
+            self._forget_index()
+        ids = self._call_ids
+        known = self._known
+        for i in range(self._indexed, len(messages)):
+            message = messages[i]
+            known[message.id] = True
+            if isinstance(message, ToolCallBatch):
+                self._index_batch(i, message)
+            elif isinstance(message, AssistantMessage):
+                for call in message.tool_calls or ():
+                    ids[call.id] = True
+            elif isinstance(message, ToolMessage):
+                ids[message.tool_call_id] = True
+        self._indexed = len(messages)
+
+    def _forget_index(self) -> None:
+        self._call_ids.clear()
+        self._known.clear()
+        self._batches.clear()
+        self._indexed = 0
+
+    def _index_batch(self, position: int, batch: ToolCallBatch) -> None:
+        known = self._known
+        known.update(dict.fromkeys(batch.result_message_ids, True))
+        for call in batch.calls:
+            self._call_ids[call.id] = True
+            self._batches[call.id] = position
+            if call.parent_message_id:
+                known[call.parent_message_id] = True
+
+    def holds_tool_call(self, call_id: str) -> bool:
+        """Whether the thread already holds the tool call ``call_id``: committed by
+        toolrelay, or in an AG-UI ``assistant`` / ``tool`` message the embedding code
+        supplied. Amortised O(1)."""
+        self._catch_up()
+        return call_id in self._call_ids
+
+    def replace_head(self, count: int, messages: Sequence[ChatMessage]) -> None:
+        """Replace the first ``count`` messages by ``messages`` (a thread's history read
+        from a store, in place of what the embedding code supplied); what the
+        conversation indexed and mapped is computed afresh."""
+        self.messages[0:count] = messages
+        self._forget_index()
+        self._mapping.clear()
+
+    def remap(self) -> None:
+        """Forget the mapping kept for the next run: a record that was settled changed
+        (say, a signature arrived for closed reasoning), so map the thread afresh."""
+        self._mapping.clear()
+
+    def known_ids(self) -> AbstractSet[str]:
+        """Every message id the conversation would send or has seen: its messages',
+        its batches' and their tool results' (a live view; amortised O(1))."""
+        self._catch_up()
+        return self._known.keys()
+
+    def adopt_result_ids(self, stored: Mapping[str, str]) -> list[ToolCallBatch]:
+        """Send each committed tool result under the id the server stored it under.
+
+        O(``len(stored)``): the batches are found through the index, not by a walk.
+
+        Args:
+            stored: ``toolCallId -> message id`` of the ``tool`` messages of the agent's
+                last ``MESSAGES_SNAPSHOT``.
+
+        Returns:
+            The renamed batches: each replaced in :attr:`messages` by a copy (batches
+            are immutable).
+        """
+        self._catch_up()
+        positions = sorted({self._batches[c] for c in stored if c in self._batches})
+        renamed: list[ToolCallBatch] = []
+        messages = self.messages
+        for i in positions:
+            message = messages[i]
+            if not isinstance(message, ToolCallBatch):  # the list was edited in place
+                self._forget_index()
+                return renamed + self.adopt_result_ids(stored)
+            ids = tuple(
+                stored.get(call.id, current)
+                for call, current in zip(message.calls, message.result_message_ids, strict=True)
+            )
+            if ids != message.result_message_ids:
+                batch = msgspec.structs.replace(message, result_message_ids=ids)
+                messages[i] = batch
+                self._index_batch(i, batch)
+                renamed.append(batch)
+        return renamed
+
+    def texts(self) -> Iterator[TextMessage]:
+        """Every streamed text message, oldest first."""
+        for message in self.messages:
+            if isinstance(message, TextMessage):
+                yield message
+
+    def __repr__(self) -> str:
+        return f"Conversation(thread_id={self.thread_id!r}, messages={len(self.messages)})"

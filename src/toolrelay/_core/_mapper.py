@@ -1,0 +1,304 @@
+"""Conversation -> AG-UI messages for the next run's ``RunAgentInput.messages``.
+
+Strict in what we send (AG-UI "Conventions of the wire"):
+
+- A :class:`ToolCallBatch` becomes one ``assistant`` message carrying ``toolCalls``
+  followed by one ``tool`` message per call, in the order the agent streamed them.
+  Completed and failed calls alike get a ``tool`` message (a failed call's content
+  is the error text, so the model sees it; promise 2).
+- Empty arguments are sent as ``"{}"`` (a zero-argument tool streams no ARGS).
+- When the calls name, as ``parentMessageId``, the assistant text message just
+  before them, the text and the calls are sent as ONE assistant message (content
+  and ``toolCalls``), as OpenAI-shaped servers expect.
+- Two messages never share an id. A record toolrelay built whose id is already taken
+  (a ``parentMessageId`` naming an earlier message, an agent reusing a ``messageId``)
+  is sent under the first free id of ``<id>-2``, ``<id>-3``...; messages the
+  embedding code supplied keep theirs.
+- Streamed text becomes a message of its role. Reasoning is kept locally and not
+  sent back unless asked (servers on AG-UI < 1.0 reject the ``reasoning`` role).
+- Messages the embedding code supplied as AG-UI messages pass through unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import msgspec
+
+from toolrelay._core._conversation import (
+    ChatMessage,
+    Conversation,
+    ReasoningRecord,
+    TextMessage,
+    ToolCallBatch,
+    ToolCallInfo,
+)
+from toolrelay._machines import TOOL_CALL_MACHINE
+from toolrelay.protocol import (
+    AssistantMessage,
+    DeveloperMessage,
+    FunctionCall,
+    Message,
+    ReasoningMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+
+__all__ = (
+    "ConversationMapper",
+    "conversation_to_agui",
+    "to_agui_messages",
+    "tool_call_to_agui",
+)
+
+
+def tool_call_to_agui(call: ToolCallInfo) -> ToolCall:
+    """The wire ``ToolCall`` of ``call``, with empty arguments sent as ``"{}"``."""
+    arguments = call.arguments
+    if not arguments.strip():
+        arguments = "{}"
+    function = FunctionCall(name=call.name, arguments=arguments)
+    if call.encrypted_value is not None:
+        return ToolCall(id=call.id, function=function, encrypted_value=call.encrypted_value)
+    return ToolCall(id=call.id, function=function)
+
+
+def _text_to_agui(message: TextMessage, id: str) -> Message:
+    text = message.text
+    match message.role:
+        case "user":
+            return UserMessage(id=id, content=text)
+        case "system":
+            return SystemMessage(id=id, content=text)
+        case "developer":
+            return DeveloperMessage(id=id, content=text)
+        case _:
+            return AssistantMessage(id=id, content=text)
+
+
+def to_agui_messages(
+    messages: Iterable[ChatMessage], *, include_reasoning: bool = False
+) -> list[Message]:
+    """Map a conversation to the AG-UI messages a continuation run sends.
+
+    Args:
+        messages: The conversation's messages, oldest first.
+        include_reasoning: Send reasoning records as ``reasoning`` messages.
+
+    Returns:
+        A new list; the conversation is not changed.
+    """
+    messages = list(messages)
+    # Ids of the messages passed through: those are never renamed, so reserve them.
+    ids = _Ids(m.id for m in messages if not isinstance(m, _BUILT))
+    out: list[Message] = []
+    _map_into(out, messages, ids, None, include_reasoning=include_reasoning)
+    return out
+
+
+def _map_into(
+    out: list[Message],
+    messages: Iterable[ChatMessage],
+    ids: _Ids,
+    last_id: str | None,
+    *,
+    include_reasoning: bool,
+) -> str | None:
+    """Append the mapping of ``messages`` to ``out``; returns the new ``last_id``.
+
+    ``last_id`` is the id the agent gave the last message sent, before any renaming:
+    what a batch's ``parentMessageId`` names when the text and the calls are one
+    message. Every id a passed-through message of the whole conversation uses must
+    already be reserved in ``ids``.
+    """
+    for message in messages:
+        if isinstance(message, TextMessage):
+            out.append(_text_to_agui(message, ids.claim(message.id)))
+            last_id = message.id
+        elif isinstance(message, ToolCallBatch):
+            if _append_tool_batch(out, message, ids, last_id):
+                last_id = None
+        elif isinstance(message, ReasoningRecord):
+            if include_reasoning:
+                out.append(
+                    ReasoningMessage(
+                        id=ids.claim(message.id),
+                        content=message.text,
+                        encrypted_value=message.encrypted_value,
+                    )
+                )
+                last_id = None
+        else:
+            out.append(message)
+            last_id = message.id
+    return last_id
+
+
+def conversation_to_agui(
+    conversation: Conversation, *, include_reasoning: bool = False
+) -> list[Message]:
+    """``to_agui_messages(conversation.messages)``, through the conversation's own
+    :class:`ConversationMapper`, so that each run maps only what is new.
+
+    The mapper lives in a slot of the conversation that this module alone fills (by
+    ``include_reasoning``): the conversation empties it when its history is edited,
+    and never needs to know what it holds, so the import runs one way.
+    """
+    mapper = conversation._mapping.get(include_reasoning)
+    if not isinstance(mapper, ConversationMapper):
+        mapper = ConversationMapper(include_reasoning=include_reasoning)
+        conversation._mapping[include_reasoning] = mapper
+    return mapper.map(conversation.messages)
+
+
+class ConversationMapper:
+    """Maps one growing conversation, each settled message once (promise 8).
+
+    A continuation sends the whole conversation again, so mapping it from scratch
+    for every run makes a long thread's runs ever slower to start. This mapper keeps
+    what it produced and, when asked again, maps only the messages appended since:
+    its result is always equal to :func:`to_agui_messages` of the same messages (a
+    property test holds it to that), at the cost of a list copy and an identity
+    check of the prefix instead of a full mapping.
+
+    It falls back to a full mapping when the result could differ:
+
+    - the list was not only appended to (a message replaced or removed): start over;
+    - a new passed-through message takes an id a built message of the prefix was
+      sent under (the full mapping would have renamed that one): start over;
+    - a new message is still streaming (a text or reasoning record not complete):
+      that call is mapped in full and nothing is kept from it.
+    """
+
+    __slots__ = ("_ids", "_include_reasoning", "_last_id", "_out", "_sources")
+
+    def __init__(self, *, include_reasoning: bool = False) -> None:
+        self._include_reasoning = include_reasoning
+        self._sources: list[ChatMessage] = []
+        self._out: list[Message] = []
+        self._ids = _Ids(())
+        self._last_id: str | None = None
+
+    def _restart(self) -> None:
+        self._sources = []
+        self._out = []
+        self._ids = _Ids(())
+        self._last_id = None
+
+    def map(self, messages: Sequence[ChatMessage]) -> list[Message]:
+        """The AG-UI messages of ``messages``, as :func:`to_agui_messages` gives them.
+
+        Returns:
+            A new list, which the caller may keep or change.
+        """
+        if type(messages) is not list:
+            messages = list(messages)
+        known = len(self._sources)
+        # list != list compares item by item with an identity shortcut: the C loop is
+        # the only per-message cost of a run that appended nothing new.
+        if len(messages) < known or messages[:known] != self._sources:
+            self._restart()
+            known = 0
+        new = messages[known:]
+        supplied: list[str] = []
+        for message in new:
+            if isinstance(message, _STREAMED):
+                if not message.complete:
+                    return to_agui_messages(messages, include_reasoning=self._include_reasoning)
+            elif not isinstance(message, ToolCallBatch):
+                supplied.append(message.id)
+        if supplied and not self._ids.reserve(supplied):
+            self._restart()
+            return self.map(messages)
+        self._last_id = _map_into(
+            self._out,
+            new,
+            self._ids,
+            self._last_id,
+            include_reasoning=self._include_reasoning,
+        )
+        self._sources.extend(new)
+        return list(self._out)
+
+
+_BUILT = (TextMessage, ToolCallBatch, ReasoningRecord)
+_STREAMED = (TextMessage, ReasoningRecord)
+_FINAL = TOOL_CALL_MACHINE.finals
+
+
+class _Ids:
+    """The message ids of one mapping: reserved (passed-through) and claimed (built)."""
+
+    __slots__ = ("_last_suffix", "_reserved", "_used")
+
+    def __init__(self, reserved: Iterable[str]) -> None:
+        # Sets of ids kept as dicts (id -> True): not tracked by the cycle collector.
+        self._reserved: dict[str, bool] = dict.fromkeys(reserved, True)
+        self._used: dict[str, bool] = {}
+        # The last suffix given to each id, so that an agent reusing one id for every
+        # message does not make the mapping quadratic.
+        self._last_suffix: dict[str, int] = {}
+
+    def reserve(self, supplied: list[str]) -> bool:
+        """Reserve more passed-through ids; False (nothing reserved) if one was claimed."""
+        if not self._used.keys().isdisjoint(supplied):
+            return False
+        self._reserved.update(dict.fromkeys(supplied, True))
+        return True
+
+    def _taken(self, candidate: str) -> bool:
+        return candidate in self._used or candidate in self._reserved
+
+    def claim(self, wanted: str) -> str:
+        """``wanted`` if it is free, else the first free ``wanted-2``, ``wanted-3``..."""
+        candidate = wanted
+        if self._taken(candidate):
+            n = self._last_suffix.get(wanted, 1)
+            while True:
+                n += 1
+                candidate = f"{wanted}-{n}"
+                if not self._taken(candidate):
+                    break
+            self._last_suffix[wanted] = n
+        self._used[candidate] = True
+        return candidate
+
+
+def _append_tool_batch(
+    out: list[Message], batch: ToolCallBatch, ids: _Ids, last_id: str | None
+) -> bool:
+    """Append the batch's assistant message and tool messages; False if none was sent."""
+    sent = [
+        (call, result_id)
+        for call, result_id in zip(batch.calls, batch.result_message_ids, strict=True)
+        if call.status in _FINAL and call.result is not None
+    ]
+    if not sent:
+        return False
+    tool_calls = [tool_call_to_agui(call) for call, _ in sent]
+    parent = sent[0][0].parent_message_id
+    previous = out[-1] if out else None
+    if (
+        parent is not None
+        and parent == last_id
+        and isinstance(previous, AssistantMessage)
+        and not previous.tool_calls
+    ):
+        # One assistant message with the text and the calls; its other fields are kept.
+        out[-1] = msgspec.structs.replace(previous, tool_calls=tool_calls)
+    else:
+        out.append(AssistantMessage(id=ids.claim(parent or batch.id), tool_calls=tool_calls))
+    for call, result_id in sent:
+        result = call.result
+        assert result is not None
+        out.append(
+            ToolMessage(
+                id=ids.claim(result_id),
+                tool_call_id=call.id,
+                content=result.content,
+                error=result.error,
+            )
+        )
+    return True

@@ -1,0 +1,315 @@
+"""The processor's state: one slotted object holding everything a turn tracks, its
+per-run reset, and the read-only views of it; the constants the parts share.
+
+Every field is declared here once (``__slots__``), given its first value in
+``__init__`` and, for the per-run ones, its value at each run's start in
+``_reset_run``. The parts of the processor (lifecycle, limits, the hot path, the
+event handlers) are mixins over :class:`ProcessorState` that only read and write it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections import deque
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+from toolrelay._core._conversation import (
+    ChatMessage,
+    Conversation,
+    ReasoningRecord,
+    TextMessage,
+    ToolCallInfo,
+)
+from toolrelay._core._effects import (
+    Activity,
+    ActivityKind,
+    ProtocolViolation,
+)
+from toolrelay._core._limits import Limits
+from toolrelay._core._patch import BoundedState
+from toolrelay._machines import (
+    RUN_MACHINE,
+    TOOL_CALL_MACHINE,
+    RunStatus,
+    ToolCallEvent,
+    ToolCallStatus,
+)
+from toolrelay._reasons import TerminalReason
+from toolrelay.protocol import (
+    Context,
+    Interrupt,
+    ResumeEntry,
+    Tool,
+)
+
+__all__ = ("ProcessorState",)
+
+# A call still open: any state its declared machine does not call final.
+_OPEN_CALL = TOOL_CALL_MACHINE.states - TOOL_CALL_MACHINE.finals
+_AWAITING_APPROVAL = ToolCallStatus.awaiting_approval
+_EXECUTING = ToolCallStatus.executing
+# The calls the agent still holds (streaming, pending): those its TOOL_CALL_RESULT is
+# taken for, as the declared machine says, and those the activity shows as calling.
+_CALLING = TOOL_CALL_MACHINE.accepting(ToolCallEvent.receive_result)
+
+# Members read at every run boundary, bound once: on Python 3.11 reading an enum
+# member from its class costs a metaclass lookup each time.
+_STREAMING = ToolCallStatus.streaming
+_PENDING = ToolCallStatus.pending
+_FAILED = ToolCallStatus.failed
+_EXECUTING_TOOLS = RunStatus.executing_tools
+
+# The activities without tool names, built once (they are immutable).
+_IDLE = Activity(ActivityKind.IDLE)
+_AWAITING = Activity(ActivityKind.AWAITING)
+_STREAMING_TEXT = Activity(ActivityKind.STREAMING_TEXT)
+_REASONING = Activity(ActivityKind.REASONING)
+_DONE = Activity(ActivityKind.DONE)
+
+# The hot path's sink while no message or call is hot: never appended to (the id it
+# goes with is None, which no delta's id equals).
+_NO_SINK: list[str] = []
+
+
+_ID_PREFIX = uuid.uuid4().hex[:16]
+_ID_COUNTER = itertools.count(1)
+
+
+def _new_id() -> str:
+    # Unique per process by the counter and across processes by the random prefix,
+    # at a fraction of a uuid4's cost (one is made for every message and tool result).
+    return f"{_ID_PREFIX}-{next(_ID_COUNTER)}"
+
+
+class ProcessorState:
+    """The processor's state; see :class:`~toolrelay.sansio.EventProcessor`."""
+
+    __slots__ = (
+        "_activity",
+        "_arg_char_safe",
+        "_arg_chars",
+        "_arg_exact",
+        "_arg_sinks",
+        "_calling_count",
+        "_calling_shown",
+        "_calling_waiting",
+        "_executing_left",
+        "_late_args",
+        "_message_count",
+        "_reasoning_bytes",
+        "_run_call_count",
+        "_run_reasoning",
+        "_run_texts",
+        "_from_snapshot",
+        "_snapshot_checked",
+        "_state",
+        "_text_exact",
+        "_text_full_bytes",
+        "_text_hot_budget",
+        "_text_hot_chars",
+        "_text_results",
+        "_turn_calls",
+        "_turn_texts",
+        "violations_dropped",
+        "_exact_arg_bytes",
+        "_hot_call_id",
+        "_hot_call_sink",
+        "_hot_text_id",
+        "_hot_text_sink",
+        "_text_sinks",
+        "_calls",
+        "_chunk_call",
+        "_chunk_reasoning",
+        "_chunk_text",
+        "_context",
+        "_ended",
+        "_left",
+        "_forwarded_props",
+        "_id_factory",
+        "_include_reasoning",
+        "_limits",
+        "_open_reasoning",
+        "_open_texts",
+        "_result_ids",
+        "_resume",
+        "_run_first_message",
+        "_run",
+        "_run_started_seen",
+        "_settled",
+        "_thinking",
+        "_tools",
+        "_wire_ended",
+        "abandoned",
+        "conversation",
+        "interrupts",
+        "max_depth",
+        "max_repeats",
+        "_approval_tools",
+        "_requested",
+        "reason",
+        "run_count",
+        "run_id",
+        "server_run_id",
+        "violations",
+    )
+
+    def __init__(
+        self,
+        conversation: Conversation,
+        *,
+        tools: Sequence[Tool] = (),
+        max_depth: int = 10,
+        limits: Limits | None = None,
+        context: Sequence[Context] = (),
+        forwarded_props: Any = None,
+        id_factory: Callable[[], str] = _new_id,
+        include_reasoning: bool = False,
+        resume: Sequence[ResumeEntry] = (),
+        max_repeats: int | None = None,
+        approval_tools: Collection[str] = (),
+    ) -> None:
+        if max_depth < 0:
+            raise ValueError("max_depth must be >= 0")
+        if max_repeats is not None and max_repeats < 1:
+            raise ValueError("max_repeats must be >= 1 (None turns loop detection off)")
+        self.conversation = conversation
+        self.max_depth = max_depth
+        self.max_repeats = max_repeats
+        self._approval_tools = frozenset(approval_tools)
+        # Per (tool name, canonical arguments), how many times this turn asked for it.
+        self._requested: dict[tuple[str, str], int] = {}
+        self._tools = list(tools)
+        self._limits = limits if limits is not None else Limits()
+        self._context = list(context)
+        self._forwarded_props: Any = {} if forwarded_props is None else forwarded_props
+        self._id_factory = id_factory
+        self._include_reasoning = include_reasoning
+        self._resume = tuple(resume)
+        self._run = RUN_MACHINE.cursor()
+        #: Why the turn ended (``None`` while it runs).
+        self.reason: TerminalReason | None = None
+        #: The run id the client chose for the current run.
+        self.run_id: str | None = None
+        #: The run id the server reported in RUN_STARTED (some servers choose their own).
+        self.server_run_id: str | None = None
+        #: How many runs were started (1 + continuations).
+        self.run_count = 0
+        #: Every protocol violation tolerated during the turn, in order.
+        self.violations: list[ProtocolViolation] = []
+        #: Tool calls that were open when the turn was aborted (cleared from the run).
+        self.abandoned: list[ToolCallInfo] = []
+        #: What the agent asks, once the turn ended ``interrupted`` (the AG-UI
+        #: ``interrupt`` outcome, one id each); empty otherwise.
+        self.interrupts: tuple[Interrupt, ...] = ()
+        self._activity = _IDLE
+        # Messages that reached their final form since the last effects were returned
+        # (reported once, as MessagesSettled, by _with_settled).
+        self._settled: list[ChatMessage] = []
+        # Argument characters of the whole turn. No call's UTF-8 arguments, nor the
+        # turn's, can pass their byte limit while these (4 bytes at most each) stay
+        # under a quarter of the smaller one; past that, bytes are counted exactly.
+        self._arg_chars = 0
+        self._arg_exact: int | None = None
+        limits = self._limits
+        self._arg_char_safe = min(limits.max_argument_bytes, limits.max_turn_argument_bytes) // 4
+        self._turn_calls: list[ToolCallInfo] = []
+        # The turn's text, counted the same way: the hot path counts characters
+        # within a budget that keeps 4 bytes each plus the full path's exact bytes
+        # under the bound; past it, the whole turn's text is counted exactly, once,
+        # and then delta by delta (the hot path is closed: budget -1).
+        self._turn_texts: list[TextMessage] = []
+        self._text_hot_chars = 0
+        self._text_full_bytes = 0
+        self._text_hot_budget = limits.max_text_bytes // 4
+        self._text_exact: int | None = None
+        self._text_results = 0
+        self._reasoning_bytes = 0
+        self._message_count = 0
+        #: Violations past ``Limits.max_violations``: counted, not kept.
+        self.violations_dropped = 0
+        # The hot path's message and call chunk lists (their ids: see _reset_run).
+        self._hot_text_sink: list[str] = _NO_SINK
+        self._hot_call_sink: list[str] = _NO_SINK
+        self._reset_run()
+
+    @property
+    def status(self) -> RunStatus:
+        """The turn's state in the run lifecycle."""
+        return self._run.state
+
+    @property
+    def depth(self) -> int:
+        """Continuations started so far."""
+        return self._run.depth
+
+    @property
+    def activity(self) -> Activity:
+        """What a UI shows for the turn now."""
+        return self._activity
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallInfo, ...]:
+        """The tool calls of the run in flight (cleared once committed or aborted)."""
+        return tuple(self._calls.values())
+
+    @property
+    def resume(self) -> tuple[ResumeEntry, ...]:
+        """The answers to earlier interrupts this turn's first run carries (often none)."""
+        return self._resume
+
+    @property
+    def run_ended(self) -> bool:
+        """True once the current run's stream said RUN_FINISHED or RUN_ERROR, or the
+        turn is over: nothing more from that stream is processed."""
+        return self._ended
+
+    def _reset_run(self) -> None:
+        """Give every per-run field its value at a run's start (the first one's too)."""
+        # Where the current run's own messages start in the conversation.
+        self._run_first_message = len(self.conversation.messages)
+        self._calls: dict[str, ToolCallInfo] = {}
+        self._open_texts: dict[str, TextMessage] = {}
+        self._open_reasoning: dict[str, ReasoningRecord] = {}
+        self._result_ids: dict[str, str] = {}
+        self._chunk_call: ToolCallInfo | None = None
+        self._chunk_text: TextMessage | None = None
+        self._chunk_reasoning: ReasoningRecord | None = None
+        self._thinking: ReasoningRecord | None = None
+        # Events this run may still take before max_events_per_run (the hot path and
+        # the full path count down the same number).
+        self._left = self._limits.max_events_per_run
+        self._ended = False
+        self._wire_ended = False
+        self._run_started_seen = False
+        # The hot path (see receive): the chunk lists of the open text messages and of
+        # the streaming calls, by id; exact argument bytes of the calls past the
+        # character bound.
+        self._text_sinks: dict[str, list[str]] = {}
+        self._arg_sinks: dict[str, list[str]] = {}
+        self._exact_arg_bytes: dict[str, int] = {}
+        # The hot path's message and call; an id is None when there is none (no
+        # delta's id compares equal); see _hot_text.
+        self._hot_text_id: str | None = None
+        self._hot_call_id: str | None = None
+        self._run_call_count = 0
+        # Calls still calling (streaming or pending), for the activity: the first
+        # MAX_ACTIVITY_NAMES shown, the rest waiting in order (amortised O(1) each).
+        self._calling_count = 0
+        self._calling_shown: list[ToolCallInfo] = []
+        # Made when a call has to wait (past MAX_ACTIVITY_NAMES calling at once).
+        self._calling_waiting: deque[ToolCallInfo] | None = None
+        # Calls of the batch still executing (record_result commits at 0).
+        self._executing_left = 0
+        # Reasoning records of the run by id (open or closed), for signatures.
+        self._run_reasoning: dict[str, ReasoningRecord] = {}
+        self._run_texts = False
+        # Call ids, as dicts (id -> True) rather than sets: a dict of strings is not
+        # tracked by the cycle collector and an empty one is a quarter of an empty set.
+        self._late_args: dict[str, bool] = {}
+        self._snapshot_checked: dict[str, bool] = {}
+        self._from_snapshot: dict[str, bool] = {}
+        # The agent's state, patched in place within its bounds; built at the first
+        # delta of a run (a copy: the RunAgentInput sent holds the previous one).
+        self._state: BoundedState | None = None

@@ -1,0 +1,587 @@
+"""The task that drives one turn: feed each run's events to the processor, act on its effects.
+
+A :class:`TurnDriver` is a :class:`~toolrelay.Turn`'s working half: a thin
+loop that streams each run into the turn's sans-IO
+:class:`~toolrelay.sansio.EventProcessor` (the one the turn reads) and dispatches on the
+effects it answers with, so the run's end is known in one place. It runs the tool
+batches, writes the turn's records (with a store) and tells observers.
+docs/concepts.md, "The core answers with effects", draws the loop and lists the safety
+checks (0 to 7) that the comments below refer to by number.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import anyio
+
+from toolrelay._core import (
+    ActivityChanged,
+    Effect,
+    EventProcessor,
+    MessagesSettled,
+    ThreadKey,
+    ToolCallInfo,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    ToolsReady,
+    TurnCompleted,
+    TurnEnded,
+    TurnInterrupted,
+    ViolationRaised,
+)
+from toolrelay._errors import RemoteProtocolError, StoreError
+from toolrelay._machines import RunStatus
+from toolrelay._reasons import ReasonKind, TerminalReason
+from toolrelay._runtime._approvals import ApprovalQueue
+from toolrelay._runtime._durable import ThreadLog
+from toolrelay._runtime._executor import execute_batch, execute_batch_with_approvals
+from toolrelay._runtime._host import TurnHost
+from toolrelay._runtime._recovery import INTERRUPTED, restored_calls, split_for_rerun
+from toolrelay._runtime._registry import RunHandle
+from toolrelay._runtime._tracing import TurnTrace, start_turn
+from toolrelay._runtime._views import EventReceived, StateChanged, ToolCallFinished, TurnSnapshot
+from toolrelay.backends._base import EventBatches, using_run_settings
+from toolrelay.protocol import Event, RunAgentInput, UnknownEvent
+from toolrelay.store import LiveTurn, ToolFinished
+
+__all__ = ("RunEnding", "TurnDriver")
+
+logger = logging.getLogger("toolrelay.runtime")
+
+#: The effects that end a run: the turn goes on with tools, or it is over.
+RunEnding = ToolsReady | TurnCompleted | TurnInterrupted | TurnEnded
+
+#: What an untraced turn enters instead of its span's context.
+_UNTRACED = contextlib.nullcontext()
+
+
+def _describe(exc: BaseException) -> str:
+    """``"Type: message"`` of ``exc``, looking through groups that wrap one exception
+    (a task group's), so the reason names the real error."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
+class TurnDriver:
+    """What one turn's task does, and the state it does it with (see the module
+    docstring). Its :class:`~toolrelay.Turn` reads the processor, and asks
+    the driver to act: :meth:`run` (the task), :meth:`end`, :meth:`approve`,
+    :meth:`deny`, :meth:`publish_state`.
+
+    Attributes:
+        handle: The turn's run in the registry (``None`` before its first run).
+        trace: The turn's spans (``None``: not traced, decided once when the task
+            starts).
+    """
+
+    __slots__ = (
+        "_approved",
+        "_ending",
+        "_host",
+        "_last_published",
+        "_log",
+        "_processor",
+        "_recovered",
+        "_scope",
+        "_tool_context",
+        "_tools",
+        "handle",
+        "key",
+        "trace",
+        "turn_id",
+    )
+
+    def __init__(
+        self,
+        host: TurnHost[Any],  # the driver never calls host.finished: its turn does
+        key: ThreadKey,
+        processor: EventProcessor,
+        tools: ToolRegistry,
+        *,
+        turn_id: str,
+        log: ThreadLog | None,
+        recovered: LiveTurn | None,
+        tool_context: object,
+    ) -> None:
+        self._host = host
+        self._tool_context = tool_context
+        # While calls await approval: where approved calls go to run.
+        self._approved = ApprovalQueue()
+        self.key = key
+        self.turn_id = turn_id
+        # Where the turn's records go (None: the engine has no store), and, for a turn
+        # a crash left live, what the log says of it.
+        self._log = log
+        self._recovered = recovered
+        self._processor = processor
+        self._tools = tools
+        self._scope = anyio.CancelScope()
+        self.handle: RunHandle | None = None
+        self._last_published: TurnSnapshot | None = None
+        # How the current run ended (None while it streams).
+        self._ending: RunEnding | None = None
+        self.trace: TurnTrace | None = None
+
+    # -- what the turn asks of its driver ------------------------------------------
+
+    def snapshot(self) -> TurnSnapshot:
+        p = self._processor
+        return TurnSnapshot(
+            key=self.key,
+            status=p.status,
+            activity=p.activity,
+            depth=p.depth,
+            run_id=p.run_id,
+            run_count=p.run_count,
+            reason=p.reason,
+            interrupts=p.interrupts,
+        )
+
+    def publish_state(self, *, force: bool = False) -> None:
+        """Tell subscribers the turn's state, unless it is the one they were last told
+        (``force``: a newly focused view wants it again)."""
+        host = self._host
+        if not host.notifications:
+            return
+        snapshot = self.snapshot()
+        if not force and snapshot == self._last_published:
+            return
+        self._last_published = snapshot
+        host.notifications.publish(StateChanged(snapshot))
+
+    def end(self, reason: TerminalReason) -> bool:
+        """End the turn from outside its task (cancel, supersede, the engine closing),
+        with ``reason``.
+
+        A turn that already ended but whose task still works (a store failure ended
+        it while its tools ran) has that work stopped too; ``False`` says it had ended.
+        """
+        processor = self._processor
+        if processor.status.is_final:
+            self._scope.cancel()
+            return False
+        if reason.kind is ReasonKind.SUPERSEDED:
+            effects = processor.supersede(reason.message)
+        else:
+            effects = processor.cancel(reason.message, kind=reason.kind)
+        self._scope.cancel()
+        self._perform(effects)
+        return True
+
+    def approve(self, call: ToolCallInfo) -> None:
+        """``call``, awaiting approval, is approved: it runs."""
+        self._perform(self._processor.approve(call))
+        self._approved.put(call)
+        self._decided()
+
+    def deny(self, call: ToolCallInfo, message: str) -> None:
+        """``call``, awaiting approval, is denied: it ends ``failed`` with ``message``."""
+        effects = self._processor.deny(call, message)
+        if call.result is not None:
+            if self._log is not None:  # written when the batch ends (TurnDriver._execute)
+                self._log.add(
+                    ToolFinished(turn_id=self.turn_id, call_id=call.id, result=call.result)
+                )
+            self._host.notifications.publish(
+                ToolCallFinished(self.key, call.id, call.name, call.result)
+            )
+        self._perform(effects)
+        self._decided()
+
+    def _decided(self) -> None:
+        if not self._processor.awaiting_approval:
+            self._approved.all_decided()
+
+    # -- the task --------------------------------------------------------------------
+
+    async def run(self, over: Callable[[], None]) -> None:
+        """The turn's task; it ends with the turn in a final state, and calls ``over``
+        last, whatever happened (the turn tells its engine, then its waiters)."""
+        processor = self._processor
+        host = self._host
+        turn_seconds = host.engine.limits.turn_seconds
+        trace = self.trace = start_turn(
+            host.tracer_provider, host.engine.backend, self.key, self.turn_id
+        )
+        scope = self._scope
+        if turn_seconds is not None:
+            # The deadline is the turn's own scope's (one scope fewer per live turn):
+            # what else cancels it ends the turn first, so a turn still on is late.
+            scope.deadline = anyio.current_time() + turn_seconds
+        try:
+            with (
+                scope,
+                using_run_settings(host.run_settings(self.key)),
+                trace.current() if trace is not None else _UNTRACED,
+            ):
+                if await self._prepare():
+                    await self._run_all()
+            if scope.cancelled_caught and not processor.status.is_final:
+                self._perform(processor.fail(host.deadline_reason()))
+        except StoreError as exc:
+            self._perform(processor.fail(exc.reason))
+        except Exception as exc:
+            self._internal_error(exc)
+        finally:
+            if not processor.status.is_final:
+                # Only a cancellation from outside toolrelay's own calls gets here.
+                self._perform(processor.cancel("the turn's task was cancelled"))
+            if trace is not None:
+                trace.end(processor.status, processor.reason, processor.run_count, processor.depth)
+            self._approved.close()
+            if self._log is not None:
+                await self._last_flush(self._log)
+            over()
+
+    async def _prepare(self) -> bool:
+        """With a store: load the thread if the engine does not hold it yet, then write
+        that the turn started. Returns whether the turn is still on."""
+        log = self._log
+        if log is None:
+            return True
+        await self._host.load(self.key, log)
+        await log.flush()
+        return not self._processor.status.is_final
+
+    async def _flush(self) -> None:
+        """Write what the turn added to the log; a store failure fails the turn
+        (``store_error``) and does not raise."""
+        log = self._log
+        if log is None or not log.pending:
+            return
+        try:
+            await log.flush()
+        except StoreError as exc:
+            logger.error("the store failed for %s: %s", self.key, exc)
+            self._perform(self._processor.fail(exc.reason))
+            self._scope.cancel()  # the turn is over: its tools and stream stop too
+
+    async def _last_flush(self, log: ThreadLog) -> None:
+        """The turn's last write (its end), whatever cancelled it; a store that still
+        fails is reported, and what it did commit stays."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await log.flush()
+            except StoreError as exc:
+                logger.error("the end of the turn on %s was not written: %s", self.key, exc)
+
+    def _perform(self, effects: Sequence[Effect]) -> None:
+        """Act on the processor's effects (the one place they are read)."""
+        if not effects:
+            return
+        if self._log is not None:
+            self._log.add_effects(self.turn_id, self._processor, effects)
+        for effect in effects:
+            match effect:
+                case ToolsReady() | TurnCompleted() | TurnInterrupted() | TurnEnded():
+                    self._ending = effect
+                case ActivityChanged() | ViolationRaised() | MessagesSettled():
+                    pass  # observers read the new state; the store's records are added
+        self.publish_state()
+
+    def _internal_error(self, exc: Exception) -> None:
+        """Safety check 7: log an unexpected exception and fail the turn ``internal_error``
+        (unless it already ended: the processor fails itself before raising)."""
+        logger.error("turn on %s failed unexpectedly", self.key, exc_info=exc)
+        processor = self._processor
+        if not processor.status.is_final:
+            self._perform(
+                processor.fail(
+                    TerminalReason(kind=ReasonKind.INTERNAL_ERROR, message=_describe(exc))
+                )
+            )
+
+    async def _allocate(self) -> str | None:
+        processor = self._processor
+        try:
+            run_id = await self._host.engine.backend.allocate_run(self.key)
+        except RemoteProtocolError as exc:
+            self._perform(processor.fail(exc.reason))
+            return None
+        except Exception as exc:
+            self._perform(
+                processor.fail(
+                    TerminalReason(
+                        kind=ReasonKind.BACKEND_ERROR,
+                        message=f"run allocation failed: {type(exc).__name__}: {exc}",
+                    )
+                )
+            )
+            return None
+        if processor.status.is_final:
+            return None
+        return run_id or self._host.new_run_id()
+
+    def _stale(self, handle: RunHandle) -> bool:
+        """Safety check 4: is ``handle`` still the thread's registered run?"""
+        if self._host.engine.registry.is_registered(handle):
+            return False
+        self._perform(self._processor.supersede("the run was replaced on its thread"))
+        return True
+
+    async def _take_result(self, call: ToolCallInfo, result: ToolResult) -> None:
+        """Hand one tool's result to the processor (once; the last commits the batch),
+        and write it to the store before anything else happens to the turn."""
+        if self._log is not None and not self._processor.status.is_final:
+            self._log.add(ToolFinished(turn_id=self.turn_id, call_id=call.id, result=result))
+        effects = self._processor.record_result(call, result)
+        if not self._processor.status.is_final:
+            self._host.notifications.publish(ToolCallFinished(self.key, call.id, call.name, result))
+        self._perform(effects)
+        await self._flush()
+
+    async def _run_all(self) -> None:
+        processor = self._processor
+        engine = self._host.engine
+        recovered, self._recovered = self._recovered, None
+        restored = recovered is not None and recovered.tools is not None
+        if recovered is not None and recovered.tools is not None:
+            tools = recovered.tools
+            handle = RunHandle(self.key, tools.run_id, depth=tools.depth)
+            engine.registry.register_run(handle)
+            self.handle = handle
+            ending = self._restore(recovered)
+        else:
+            run_id = await self._allocate()
+            if run_id is None:
+                return
+            handle = RunHandle(self.key, run_id)
+            engine.registry.register_run(handle)
+            self.handle = handle
+            run_input = processor.start_run(run_id)
+            self.publish_state()
+            ending = await self._stream(handle, run_input)
+        while True:
+            match ending:
+                case ToolsReady(calls=calls, awaiting=awaiting):
+                    await self._execute(calls, recovering=restored, awaiting=bool(awaiting))
+                case None if restored and processor.status is RunStatus.executing_tools:
+                    pass  # restored after its batch was committed: continue
+                case _:
+                    return
+            if self._stale(handle):
+                return
+            next_run_id = await self._allocate()
+            if next_run_id is None or self._stale(handle):
+                return
+            next_handle = RunHandle(self.key, next_run_id, depth=processor.depth + 1)
+            if not engine.registry.replace_run(handle, next_handle):
+                next_handle.dispose()
+                self._perform(processor.supersede("the run was replaced on its thread"))
+                return
+            handle = next_handle
+            self.handle = handle
+            run_input = processor.start_run(next_run_id)
+            self.publish_state()
+            restored = False
+            ending = await self._stream(handle, run_input)
+
+    async def _execute(
+        self, calls: tuple[ToolCallInfo, ...], *, recovering: bool, awaiting: bool = False
+    ) -> None:
+        """Run a batch; after a crash, a call that was running is run again only if its
+        tool is idempotent, the others get the "interrupted" error (promise 10). With
+        calls ``awaiting`` approval, each one approved runs too, until all are decided."""
+        if recovering:
+            calls, interrupted = split_for_rerun(calls, self._tools)
+            for call in interrupted:
+                await self._take_result(call, INTERRUPTED)
+            if not calls and not awaiting:
+                return
+        host = self._host
+        timeout = host.engine.tool_timeout
+        context = ToolContext(
+            deps=self._tool_context, thread_id=self.key.thread_id, run_id=self._processor.run_id
+        )
+        if not awaiting:
+            await execute_batch(
+                self._tools,
+                calls,
+                default_timeout=timeout,
+                on_result=self._take_result,
+                limiter=host.tool_limiter,
+                threads=host.tool_threads,
+                context=context,
+                options=host.tool_options,
+                trace=self.trace,
+            )
+            return
+        # With calls awaiting approval, each one approved runs too (Turn.approve).
+        receive = self._approved.receive()
+        try:
+            await execute_batch_with_approvals(
+                self._tools,
+                calls,
+                receive,
+                default_timeout=timeout,
+                on_result=self._take_result,
+                limiter=host.tool_limiter,
+                threads=host.tool_threads,
+                context=context,
+                options=host.tool_options,
+                trace=self.trace,
+            )
+        finally:
+            self._approved.close()
+        await self._flush()  # the denials
+
+    def _restore(self, live: LiveTurn) -> RunEnding | None:
+        """Put the processor where the log left the turn: running its last tool batch
+        (the calls with a stored result keep it), or between that batch and the
+        continuation."""
+        tools = live.tools
+        assert tools is not None
+        self._ending = None
+        effects = self._processor.restore(
+            run_id=tools.run_id, depth=tools.depth, runs=tools.runs, calls=restored_calls(live)
+        )
+        self._perform(effects)
+        self.publish_state()
+        return self._ending
+
+    def _run_over(self) -> bool:
+        """Whether the current run ended: an ending effect was performed."""
+        return self._ending is not None
+
+    async def _stream(self, handle: RunHandle, run_input: RunAgentInput) -> RunEnding | None:
+        """Stream one run into the processor; returns the effect that ended it."""
+        trace = self.trace
+        if trace is None:
+            return await self._stream_run(handle, run_input)
+        with trace.run(run_input.run_id, self._processor.depth, self._run_ending, self._reason):
+            return await self._stream_run(handle, run_input)
+
+    def _run_ending(self) -> RunEnding | None:
+        return self._ending
+
+    def _reason(self) -> TerminalReason | None:
+        return self._processor.reason
+
+    async def _stream_run(self, handle: RunHandle, run_input: RunAgentInput) -> RunEnding | None:
+        processor = self._processor
+        host = self._host
+        log = self._log
+        self._ending = None
+        with anyio.CancelScope() as scope:
+            handle.on_dispose(scope.cancel)
+            try:
+                async with host.engine.backend.run(self.key, run_input) as events:
+                    if self.trace is None and isinstance(events, EventBatches):
+                        # A read's events at once (no observer needs them one by one).
+                        await self._receive_batches(events.batches())
+                    else:
+                        if self.trace is not None:
+                            events = self.trace.watch(events)
+                        # Once per event: the lookups are bound once.
+                        receive = processor.receive
+                        notifications = host.notifications
+                        async for event in events:
+                            if self._run_over():
+                                # Ended from outside (cancelled, superseded) while the
+                                # backend already had this event: not processed, not shown.
+                                break
+                            # An exception here is ours (processor, observers), not the
+                            # backend's: safety check 7, then stop reading the stream.
+                            try:
+                                effects = receive(event)
+                                if notifications.marked:
+                                    notifications.publish(EventReceived(self.key, event))
+                                if effects:
+                                    self._perform(effects)
+                            except Exception as exc:
+                                self._internal_error(exc)
+                                break
+                            if log is not None and log.pending:
+                                await self._flush()  # what settled, the moment it exists
+                            if self._run_over():
+                                break
+                if not self._run_over():
+                    try:
+                        effects = processor.end_stream()
+                    except Exception as exc:
+                        self._internal_error(exc)
+                    else:
+                        self._perform(effects)
+            except RemoteProtocolError as exc:
+                self._perform(processor.fail(exc.reason))
+            except Exception as exc:
+                if processor.status.is_final:
+                    raise  # the turn had already ended (say, closing failed): the catch-all logs it
+                self._perform(
+                    processor.fail(
+                        TerminalReason(
+                            kind=ReasonKind.BACKEND_ERROR,
+                            message=f"the backend failed: {type(exc).__name__}: {exc}",
+                        )
+                    )
+                )
+        if scope.cancelled_caught and not processor.status.is_final:
+            # The handle was disposed by someone else: the run no longer owns the thread.
+            self._perform(processor.supersede("the run was replaced on its thread"))
+        # Before a batch runs, its calls are in the store (promise 10's write-ahead).
+        await self._flush()
+        return self._ending
+
+    async def _receive_batches(
+        self, batches: AsyncIterator[Sequence[Event | UnknownEvent]]
+    ) -> None:
+        """_stream_run's loop for a backend that gives a read's events at once: the
+        processor takes them in one call up to each event with effects, which are
+        acted on as after that event alone. A read's last event, and every event while
+        someone observes events, goes to receive, as one by one."""
+        processor = self._processor
+        receive = processor.receive
+        receive_many = processor.receive_many
+        notifications = self._host.notifications
+        log = self._log
+        async for events in batches:
+            if self._run_over():
+                return  # ended from outside: the rest is not processed, not shown
+            end = len(events)
+            if end == 1:
+                # A read of one event (a server that flushes event by event): the
+                # loop of _stream_run, written out for it.
+                event = events[0]
+                try:
+                    effects = receive(event)
+                    if notifications.marked:
+                        notifications.publish(EventReceived(self.key, event))
+                    if effects:
+                        self._perform(effects)
+                except Exception as exc:
+                    self._internal_error(exc)
+                    return
+                if log is not None and log.pending:
+                    await self._flush()
+                if self._run_over():
+                    return
+                continue
+            position = 0
+            while position < end:
+                # An exception here is ours (processor, observers), not the backend's.
+                try:
+                    if position + 1 == end or notifications.marked:
+                        # One event left (a read of one event is common), or an
+                        # observer that wants each: receive, as one by one.
+                        event = events[position]
+                        position += 1
+                        effects = receive(event)
+                        if notifications.marked:
+                            notifications.publish(EventReceived(self.key, event))
+                    else:
+                        effects, position = receive_many(events, position)
+                    if effects:
+                        self._perform(effects)
+                except Exception as exc:
+                    self._internal_error(exc)
+                    return
+                if log is not None and log.pending:
+                    await self._flush()  # what settled, the moment it exists
+                if self._run_over():
+                    return
