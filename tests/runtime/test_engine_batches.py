@@ -29,7 +29,7 @@ from toolrelay.protocol import (
     encode_event,
 )
 from toolrelay.sansio import EventProcessor
-from toolrelay.store import MemoryStore
+from toolrelay.store import MemoryStore, Record
 from toolrelay.testing import run_finished, run_started, text, tool_call
 
 pytestmark = pytest.mark.anyio
@@ -283,3 +283,33 @@ async def test_what_a_batched_read_settles_reaches_the_store(cuts: list[int] | N
     after = [(type(m).__name__, m.id) for m in again.conversation.messages]
     assert after[: len(before)] == before
     assert [m.text for m in again.conversation.texts()] == ["looking", "found it", "again"]
+
+
+class _CountingStore(MemoryStore):
+    """The in-memory store, keeping what each append wrote."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.appends: list[list[str]] = []
+
+    async def append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> int:
+        self.appends.append([type(record).__name__ for record in records])
+        return await super().append(key, records, owner=owner)
+
+
+@pytest.mark.parametrize("cuts", [[], None], ids=["one read", "a read per event"])
+async def test_what_one_read_settles_is_written_at_once(cuts: list[int] | None) -> None:
+    # The answer's end and the run's end in one read are one write (nothing is awaited
+    # from the network between them); read by read, each is written as it settles.
+    body = _body([run_started("t", "r1"), *text("done", id="m1"), run_finished("t", "r1")])
+    store = _CountingStore()
+    async with Engine(_backend([body], cuts), store=store) as engine:
+        turn = await engine.run_turn("t", "go")
+    assert turn.status.value == "completed"
+    written = [names for names in store.appends if "TurnStarted" not in names]
+    if cuts is None:
+        assert written == [["MessageSaved"], ["TurnEnded"]]
+    else:
+        assert written == [["MessageSaved", "TurnEnded"]]

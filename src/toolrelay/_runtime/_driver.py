@@ -581,7 +581,9 @@ class TurnDriver:
                 except Exception as exc:
                     self._internal_error(exc)
                     return
-                if log is not None and log.pending:
-                    await self._flush()  # what settled, the moment it exists
                 if self._run_over():
-                    return
+                    return  # what it settled is written as the run's stream ends
+            if log is not None and log.pending:
+                # What a read settled, in one write before the next read is awaited:
+                # nothing waits on the network with a block unwritten.
+                await self._flush()
