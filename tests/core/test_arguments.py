@@ -132,12 +132,12 @@ def test_tool_call_initial_arguments_are_kept() -> None:
     assert call.argument_bytes == 8
 
 
-def test_deltas_appended_to_the_sink_are_counted_after_a_join() -> None:
-    # The hot path appends to the sink; a join then drops the count, which the next
+def test_deltas_added_on_the_hot_path_are_counted_after_a_join() -> None:
+    # The hot path adds deltas uncounted; a join then drops the count, which the next
     # question settles in one encode of the joined text.
     acc = TextAccumulator("a")
-    acc.sink.append("é")
-    acc.sink.append("€")
+    acc.add("é")
+    acc.add("€")
     assert acc.text == "aé€"
     assert acc.byte_count == 1 + 2 + 3
     assert acc.append("b") == 7

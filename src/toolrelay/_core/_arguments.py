@@ -6,18 +6,16 @@ list is collapsed (in place) to that one string. A stream of n deltas therefore 
 O(n) in total, whether it has 10 deltas or 100,000, instead of the O(n^2) of
 ``s += delta`` on a string that something else also holds a reference to.
 
-The chunk list is the accumulator's :attr:`~TextAccumulator.sink`: the event
-processor's hot path appends deltas to it directly (one C-level ``list.append`` per
-event, no Python call). Everything else reads through the accumulator, which settles
-what was appended directly before it answers.
-
-The byte count is settled lazily, only when asked: deltas appended through
-:meth:`~TextAccumulator.append` are counted as they come (an ASCII delta by its length,
-anything else by its UTF-8 encoding); deltas appended to the sink are counted when
-someone asks, in one encode of the joined text if a join came first.
+Two ways in, one primitive: :meth:`~TextAccumulator.append` counts the delta's bytes
+as it comes (an ASCII delta by its length, anything else by its UTF-8 encoding), and
+:attr:`~TextAccumulator.add` is the event processor's hot path, one C-level call per
+delta (the chunk list's own ``append``), whose bytes are counted when someone asks, in
+one encode of the joined text if a join came first. The chunk list stays private.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 __all__ = ("TextAccumulator",)
 
@@ -34,13 +32,19 @@ def utf8_len(text: str) -> int:
 
 
 class TextAccumulator:
-    """An append-only string built from deltas, with O(1) appends and a lazy join."""
+    """An append-only string built from deltas, with O(1) appends and a lazy join.
 
-    __slots__ = ("_bytes", "_chunks", "_counted")
+    Attributes:
+        add: Appends a non-empty delta in one C-level call, its bytes counted when
+            asked (the hot path's way in; :meth:`append` counts as it goes). It stays
+            valid for the accumulator's whole life.
+    """
+
+    __slots__ = ("_bytes", "_chunks", "_counted", "add")
 
     def __init__(self, initial: str = "") -> None:
         # UTF-8 size of _chunks[:_counted], or None when nothing is counted yet (a join
-        # over deltas appended to the sink drops the count: one encode of the joined
+        # over deltas that came through add drops the count: one encode of the joined
         # string is cheaper than one per delta, and often nobody asks).
         self._bytes: int | None
         if initial:
@@ -51,15 +55,8 @@ class TextAccumulator:
             self._chunks = []
             self._bytes = 0
             self._counted = 0
-
-    @property
-    def sink(self) -> list[str]:
-        """The chunk list itself: appending a non-empty string to it appends a delta.
-
-        It stays the same list object for the accumulator's whole life (joins collapse
-        it in place), so a hot path may keep a reference to it.
-        """
-        return self._chunks
+        # Joins collapse the list in place, so its append stays the way in.
+        self.add: Callable[[str], None] = self._chunks.append
 
     def _settle(self) -> int:
         chunks = self._chunks
@@ -96,8 +93,8 @@ class TextAccumulator:
         if len(chunks) > 1:
             joined = "".join(chunks)
             if self._counted != len(chunks):
-                self._bytes = None  # deltas came through the sink: count the whole later
-            # In place: whoever holds the sink keeps appending to the same list.
+                self._bytes = None  # deltas came through add: count the whole later
+            # In place: whoever holds add keeps appending to the same list.
             chunks[:] = (joined,)
             self._counted = 1
         return chunks[0] if chunks else ""

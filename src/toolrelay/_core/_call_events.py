@@ -52,7 +52,7 @@ class CallEvents(ProcessorBase):
         call = ToolCallInfo(call_id, name, parent_message_id=parent_message_id, run_id=self.run_id)
         self._calls[call_id] = call
         self._turn_calls.append(call)
-        self._arg_sinks[call_id] = call.argument_sink
+        self._arg_adders[call_id] = call.argument_adder
         self._calling_started(call)
         return self._calling_activity()
 
@@ -68,7 +68,7 @@ class CallEvents(ProcessorBase):
     def _append_args(self, call: ToolCallInfo, delta: str) -> None:
         if not delta:
             return
-        call.argument_sink.append(delta)
+        call.argument_adder(delta)
         self._arg_chars += len(delta)
         if self._arg_chars <= self._arg_char_safe:
             return

@@ -17,7 +17,7 @@ not changed again.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence, Set as AbstractSet
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set as AbstractSet
 
 import msgspec
 
@@ -108,9 +108,10 @@ class ToolCallInfo:
         return self._args.append(delta)
 
     @property
-    def argument_sink(self) -> list[str]:
-        """The argument chunk list (see :attr:`TextAccumulator.sink`), for the hot path."""
-        return self._args.sink
+    def argument_adder(self) -> Callable[[str], None]:
+        """Appends a non-empty argument delta, counted when asked (the event
+        processor's hot path; see :attr:`TextAccumulator.add`)."""
+        return self._args.add
 
     def send(self, event: ToolCallEvent) -> ToolCallStatus:
         """Move the call through its machine; raises ``IllegalTransition`` if refused."""
@@ -162,9 +163,10 @@ class TextMessage:
         return self._text.byte_count
 
     @property
-    def sink(self) -> list[str]:
-        """The text chunk list (see :attr:`TextAccumulator.sink`), for the hot path."""
-        return self._text.sink
+    def adder(self) -> Callable[[str], None]:
+        """Appends a non-empty text delta, counted when asked (the event processor's hot
+        path; see :attr:`TextAccumulator.add`)."""
+        return self._text.add
 
     def __repr__(self) -> str:
         return f"TextMessage(id={self.id!r}, role={self.role!r}, text={self.text!r})"

@@ -66,7 +66,7 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                     self._left = left - 1
                     self._text_hot_chars = chars
                     if delta:
-                        self._hot_text_sink.append(delta)
+                        self._hot_text_add(delta)
                     return ()  # NO_EFFECTS, as a constant
         elif cls is ToolCallArgsEvent:
             args: ToolCallArgsEvent = event  # type: ignore[assignment]
@@ -78,7 +78,7 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                     self._left = left - 1
                     self._arg_chars = chars
                     if delta:
-                        self._hot_call_sink.append(delta)
+                        self._hot_call_add(delta)
                     return ()  # NO_EFFECTS, as a constant
         # The full path may close the hot message or call, end the run or open a
         # *_CHUNK stream: the next delta asks _hot_text / _hot_call again.
@@ -146,12 +146,12 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                         self._left = left - len(parts)
                         self._text_hot_chars = chars
                         if joined:
-                            self._hot_text_sink.append(joined)
+                            self._hot_text_add(joined)
                         continue
                     # A bound is near: delta by delta, as receive takes them, up to
                     # the one that passes it, which the full path takes.
                     chars = self._text_hot_chars
-                    append = self._hot_text_sink.append
+                    append = self._hot_text_add
                     position = first
                     while True:
                         content = events[position]  # type: ignore[assignment]
@@ -191,11 +191,11 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                         self._left = left - len(parts)
                         self._arg_chars = chars
                         if joined:
-                            self._hot_call_sink.append(joined)
+                            self._hot_call_add(joined)
                         continue
                     # A bound is near: delta by delta, as above.
                     chars = self._arg_chars
-                    append = self._hot_call_sink.append
+                    append = self._hot_call_add
                     position = first
                     while True:
                         args = events[position]  # type: ignore[assignment]
@@ -279,22 +279,22 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
         the full path, and by the two methods that change it from outside receive
         (_end, which ends the turn; _reset_run, which opens a run). Outside
         receive, calls change status only there or once they have left ``streaming``
-        (record_result), so their sinks are already gone.
+        (record_result), so their adders are already gone.
         """
-        sink = self._text_sinks.get(message_id)
-        if sink is None or not self._hot_allowed():
+        adder = self._text_adders.get(message_id)
+        if adder is None or not self._hot_allowed():
             return False
         self._hot_text_id = message_id
-        self._hot_text_sink = sink
+        self._hot_text_add = adder
         return True
 
     def _hot_call(self, call_id: str) -> bool:
         """Like :meth:`_hot_text`, for a streaming call's arguments."""
-        sink = self._arg_sinks.get(call_id)
-        if sink is None or not self._hot_allowed():
+        adder = self._arg_adders.get(call_id)
+        if adder is None or not self._hot_allowed():
             return False
         self._hot_call_id = call_id
-        self._hot_call_sink = sink
+        self._hot_call_add = adder
         return True
 
     def _hot_allowed(self) -> bool:

@@ -313,8 +313,8 @@ class TurnLifecycle(ProcessorState):
 
     def _send_call(self, call: ToolCallInfo, event: ToolCallEvent) -> None:
         # Every transition of a call goes through here, so a call that leaves
-        # `streaming` also leaves the hot path's sinks.
-        self._arg_sinks.pop(call.id, None)
+        # `streaming` also leaves the hot path's adders.
+        self._arg_adders.pop(call.id, None)
         call.send(event)
 
     def _set_activity(self, activity: Activity) -> Sequence[Effect]:
@@ -359,7 +359,7 @@ class TurnLifecycle(ProcessorState):
             text.interrupted = interrupted
             self._settle(text)
         self._open_texts.clear()
-        self._text_sinks.clear()
+        self._text_adders.clear()
         self._chunk_text = None
         for record in self._open_reasoning.values():
             record.complete = True
@@ -392,7 +392,7 @@ class TurnLifecycle(ProcessorState):
         text = self._chunk_text
         if text is not None:
             self._chunk_text = None
-            self._text_sinks.pop(text.id, None)
+            self._text_adders.pop(text.id, None)
             # Only closing the chunk first lets an END event close its text.
             if self._open_texts.pop(text.id, None) is not None:  # pragma: no branch - open
                 text.complete = True

@@ -68,9 +68,10 @@ _STREAMING_TEXT = Activity(ActivityKind.STREAMING_TEXT)
 _REASONING = Activity(ActivityKind.REASONING)
 _DONE = Activity(ActivityKind.DONE)
 
-# The hot path's sink while no message or call is hot: never appended to (the id it
-# goes with is None, which no delta's id equals).
-_NO_SINK: list[str] = []
+# The hot path's adder while no message or call is hot: never called (the id it goes
+# with is None, which no delta's id equals).
+_NEVER_ADDED: list[str] = []
+_NO_ADDER: Callable[[str], None] = _NEVER_ADDED.append
 
 
 _ID_PREFIX = uuid.uuid4().hex[:16]
@@ -91,7 +92,7 @@ class ProcessorState:
         "_arg_char_safe",
         "_arg_chars",
         "_arg_exact",
-        "_arg_sinks",
+        "_arg_adders",
         "_calling_count",
         "_calling_shown",
         "_calling_waiting",
@@ -115,10 +116,10 @@ class ProcessorState:
         "violations_dropped",
         "_exact_arg_bytes",
         "_hot_call_id",
-        "_hot_call_sink",
+        "_hot_call_add",
         "_hot_text_id",
-        "_hot_text_sink",
-        "_text_sinks",
+        "_hot_text_add",
+        "_text_adders",
         "_calls",
         "_chunk_call",
         "_chunk_reasoning",
@@ -229,9 +230,9 @@ class ProcessorState:
         self._message_count = 0
         #: Violations past ``Limits.max_violations``: counted, not kept.
         self.violations_dropped = 0
-        # The hot path's message and call chunk lists (their ids: see _reset_run).
-        self._hot_text_sink: list[str] = _NO_SINK
-        self._hot_call_sink: list[str] = _NO_SINK
+        # The hot path's message and call adders (their ids: see _reset_run).
+        self._hot_text_add: Callable[[str], None] = _NO_ADDER
+        self._hot_call_add: Callable[[str], None] = _NO_ADDER
         self._reset_run()
 
     @property
@@ -286,8 +287,8 @@ class ProcessorState:
         # The hot path (see receive): the chunk lists of the open text messages and of
         # the streaming calls, by id; exact argument bytes of the calls past the
         # character bound.
-        self._text_sinks: dict[str, list[str]] = {}
-        self._arg_sinks: dict[str, list[str]] = {}
+        self._text_adders: dict[str, Callable[[str], None]] = {}
+        self._arg_adders: dict[str, Callable[[str], None]] = {}
         self._exact_arg_bytes: dict[str, int] = {}
         # The hot path's message and call; an id is None when there is none (no
         # delta's id compares equal); see _hot_text.

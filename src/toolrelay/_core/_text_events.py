@@ -30,7 +30,7 @@ class TextEvents(ProcessorBase):
         self._count_message()
         text = TextMessage(message_id, role or "assistant", complete=False)
         self._open_texts[message_id] = text
-        self._text_sinks[message_id] = text.sink
+        self._text_adders[message_id] = text.adder
         self._turn_texts.append(text)
         self._run_texts = True
         self.conversation.append(text)
@@ -63,7 +63,7 @@ class TextEvents(ProcessorBase):
 
     def _on_text_end(self, event: TextMessageEndEvent) -> Sequence[Effect]:
         text = self._open_texts.pop(event.message_id, None)
-        self._text_sinks.pop(event.message_id, None)
+        self._text_adders.pop(event.message_id, None)
         if text is None:
             return self._violation(
                 "end_for_unknown_message",
