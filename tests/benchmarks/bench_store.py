@@ -69,8 +69,9 @@ def _cpu(work: Callable[[], None]) -> float:
     return time.process_time() - started
 
 
-def _raw_inserts(path: Path, blocks: list[Record], threads: int) -> None:
-    """The floor: the same rows, one transaction per block, plain sqlite3."""
+def _raw_log(path: Path) -> sqlite3.Connection:
+    """The floor's file: a hand-written durable log's two tables, in WAL mode with
+    ``synchronous=NORMAL`` (as the store's)."""
     connection = sqlite3.connect(path, isolation_level=None)
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute("PRAGMA synchronous=NORMAL")
@@ -81,6 +82,12 @@ def _raw_inserts(path: Path, blocks: list[Record], threads: int) -> None:
         "CREATE TABLE records (thread INTEGER, seq INTEGER, body BLOB, "
         "PRIMARY KEY (thread, seq)) WITHOUT ROWID"
     )
+    return connection
+
+
+def _raw_inserts(path: Path, blocks: list[Record], threads: int) -> None:
+    """The floor: the same rows, one transaction per block, plain sqlite3."""
+    connection = _raw_log(path)
     for t in range(threads):
         connection.execute("INSERT INTO threads VALUES (?, ?, 0)", (t, f"t{t}"))
     for i, block in enumerate(blocks):
@@ -227,16 +234,7 @@ def _turn_appends(turns: int) -> dict[ThreadKey, list[tuple[Record, ...]]]:
 def _raw_turn_writes(path: Path, threads: dict[ThreadKey, list[tuple[Record, ...]]]) -> None:
     """The floor: each append's rows in a transaction of its own, plain sqlite3, the
     threads taking turns as concurrent turns do."""
-    connection = sqlite3.connect(path, isolation_level=None)
-    connection.execute("PRAGMA journal_mode=WAL")
-    connection.execute("PRAGMA synchronous=NORMAL")
-    connection.execute(
-        "CREATE TABLE threads (id INTEGER PRIMARY KEY, thread TEXT UNIQUE, last_seq INTEGER)"
-    )
-    connection.execute(
-        "CREATE TABLE records (thread INTEGER, seq INTEGER, body BLOB, "
-        "PRIMARY KEY (thread, seq)) WITHOUT ROWID"
-    )
+    connection = _raw_log(path)
     ids = {key: number for number, key in enumerate(threads)}
     for key, number in ids.items():
         connection.execute("INSERT INTO threads VALUES (?, ?, 0)", (number, key.thread_id))

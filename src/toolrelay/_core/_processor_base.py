@@ -150,23 +150,9 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                         continue
                     # A bound is near: delta by delta, as receive takes them, up to
                     # the one that passes it, which the full path takes.
-                    chars = self._text_hot_chars
-                    append = self._hot_text_add
-                    position = first
-                    while True:
-                        content = events[position]  # type: ignore[assignment]
-                        position += 1
-                        delta = content.delta
-                        more = chars + len(delta)
-                        if left <= 0 or more > budget:
-                            break
-                        left -= 1
-                        chars = more
-                        if delta:
-                            append(delta)
-                    self._left = left
-                    self._text_hot_chars = chars
-                    event = content
+                    event, position, self._left, self._text_hot_chars = _until_a_bound(
+                        events, first, left, self._text_hot_chars, budget, self._hot_text_add
+                    )
             elif cls is ToolCallArgsEvent:
                 args: ToolCallArgsEvent = event  # type: ignore[assignment]
                 hot = args.tool_call_id
@@ -194,23 +180,9 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                             self._hot_call_add(joined)
                         continue
                     # A bound is near: delta by delta, as above.
-                    chars = self._arg_chars
-                    append = self._hot_call_add
-                    position = first
-                    while True:
-                        args = events[position]  # type: ignore[assignment]
-                        position += 1
-                        delta = args.delta
-                        more = chars + len(delta)
-                        if left <= 0 or more > budget:
-                            break
-                        left -= 1
-                        chars = more
-                        if delta:
-                            append(delta)
-                    self._left = left
-                    self._arg_chars = chars
-                    event = args
+                    event, position, self._left, self._arg_chars = _until_a_bound(
+                        events, first, left, self._arg_chars, budget, self._hot_call_add
+                    )
             self._hot_text_id = self._hot_call_id = None
             effects = self._receive(event)
             if effects:
@@ -301,6 +273,31 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
         return not self._ended and (
             self._chunk_call is None and self._chunk_text is None and self._chunk_reasoning is None
         )
+
+
+def _until_a_bound(
+    events: Sequence[Event | UnknownEvent],
+    position: int,
+    left: int,
+    chars: int,
+    budget: int,
+    add: Callable[[str], None],
+) -> tuple[Any, int, int, int]:
+    """The deltas from ``position`` (a run of one message's text or one call's
+    arguments) one by one, as receive's hot path takes them, up to the first that a
+    bound refuses (the run is known to hold one). Returns that delta's event, the
+    position after it, and the events left and the characters taken."""
+    while True:
+        event: Any = events[position]
+        position += 1
+        delta = event.delta
+        more = chars + len(delta)
+        if left <= 0 or more > budget:
+            return event, position, left, chars
+        left -= 1
+        chars = more
+        if delta:
+            add(delta)
 
 
 def _type_of(event: Event | UnknownEvent) -> str:
