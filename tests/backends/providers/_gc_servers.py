@@ -27,7 +27,8 @@ import httpx
 import uvicorn
 
 from toolrelay import ThreadKey
-from toolrelay.backends.providers._base import ProviderBackend, StreamTranslator
+from toolrelay.backends.providers._base import ProviderBackend
+from toolrelay.backends.providers._translator import StreamTranslator
 from toolrelay.protocol import (
     Event,
     Message,

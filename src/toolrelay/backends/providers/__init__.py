@@ -15,10 +15,8 @@ from toolrelay.backends.providers._anthropic import (
     AnthropicTranslator as AnthropicTranslator,
 )
 from toolrelay.backends.providers._base import (
-    BuffersArguments as BuffersArguments,
     Capabilities as Capabilities,
     ProviderBackend as ProviderBackend,
-    StreamTranslator as StreamTranslator,
 )
 from toolrelay.backends.providers._cohere import (
     CohereBackend as CohereBackend,
@@ -39,6 +37,10 @@ from toolrelay.backends.providers._openai_chat import (
 from toolrelay.backends.providers._openai_responses import (
     OpenAIResponsesBackend as OpenAIResponsesBackend,
     OpenAIResponsesTranslator as OpenAIResponsesTranslator,
+)
+from toolrelay.backends.providers._translator import (
+    BuffersArguments as BuffersArguments,
+    StreamTranslator as StreamTranslator,
 )
 
 __all__ = (

@@ -61,13 +61,14 @@ from typing import Any, ClassVar
 import msgspec
 
 from toolrelay._errors import ConversationError
-from toolrelay.backends.providers._base import Capabilities, ProviderBackend, nonempty
+from toolrelay.backends.providers._base import Capabilities, ProviderBackend
 from toolrelay.backends.providers._messages import (
     check_tool_results,
     sendable_messages,
     text_of,
     unsupported_part,
 )
+from toolrelay.backends.providers._translator import nonempty
 from toolrelay.protocol import (
     ActivityMessage,
     AssistantMessage,

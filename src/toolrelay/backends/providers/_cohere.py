@@ -49,17 +49,16 @@ import msgspec
 
 from toolrelay._core import Limits
 from toolrelay._errors import ConversationError, InvalidEventError
-from toolrelay.backends.providers._base import (
-    Capabilities,
+from toolrelay.backends.providers._base import Capabilities, ProviderBackend
+from toolrelay.backends.providers._messages import function_tools
+from toolrelay.backends.providers._translator import (
     MessageStreams,
-    ProviderBackend,
     StreamTranslator,
     convert_chunk,
     counter,
     hold_piece,
     uuid_id,
 )
-from toolrelay.backends.providers._messages import function_tools
 from toolrelay.protocol import (
     AssistantMessage,
     ContentPart,

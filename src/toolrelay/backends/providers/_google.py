@@ -66,16 +66,15 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 
 from toolrelay._errors import ConversationError
-from toolrelay.backends.providers._base import (
-    Capabilities,
+from toolrelay.backends.providers._base import Capabilities, ProviderBackend
+from toolrelay.backends.providers._messages import arguments_object
+from toolrelay.backends.providers._translator import (
     MessageStreams,
-    ProviderBackend,
     StreamTranslator,
     convert_chunk,
     counter,
     uuid_id,
 )
-from toolrelay.backends.providers._messages import arguments_object
 from toolrelay.protocol import (
     AssistantMessage,
     ContentPart,

@@ -20,7 +20,6 @@ from typing import Any
 import msgspec
 
 from toolrelay._errors import ConversationError
-from toolrelay.backends.providers._base import tool_results_after
 from toolrelay.protocol import (
     ActivityMessage,
     AssistantMessage,
@@ -42,12 +41,23 @@ __all__ = (
     "sendable_messages",
     "text_of",
     "tool_arguments",
+    "tool_results_after",
     "unsupported_part",
 )
 
 _JSON_DECODER = msgspec.json.Decoder()
 
 _UNSENT = (ActivityMessage, ReasoningMessage)
+
+
+def tool_results_after(messages: Sequence[Message], index: int) -> list[ToolMessage]:
+    """The consecutive ``tool`` messages that follow ``messages[index]``."""
+    out: list[ToolMessage] = []
+    for message in messages[index + 1 :]:
+        if not isinstance(message, ToolMessage):
+            break
+        out.append(message)
+    return out
 
 
 def sendable_messages(messages: Sequence[Message]) -> list[Message]:

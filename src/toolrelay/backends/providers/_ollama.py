@@ -43,19 +43,18 @@ from typing import Any, ClassVar
 import msgspec
 
 from toolrelay._errors import ConversationError
-from toolrelay.backends.providers._base import (
-    Capabilities,
-    MessageStreams,
-    ProviderBackend,
-    StreamTranslator,
-    convert_chunk,
-    counter,
-    uuid_id,
-)
+from toolrelay.backends.providers._base import Capabilities, ProviderBackend
 from toolrelay.backends.providers._messages import (
     arguments_object,
     function_tools,
     text_of,
+)
+from toolrelay.backends.providers._translator import (
+    MessageStreams,
+    StreamTranslator,
+    convert_chunk,
+    counter,
+    uuid_id,
 )
 from toolrelay.protocol import (
     AssistantMessage,

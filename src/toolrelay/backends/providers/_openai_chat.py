@@ -41,7 +41,6 @@ from typing import Any, ClassVar
 
 from toolrelay._core import Limits
 from toolrelay._errors import ConversationError
-from toolrelay.backends.providers._base import hold_piece, nonempty
 from toolrelay.backends.providers._messages import (
     check_tool_results,
     data_url,
@@ -57,6 +56,7 @@ from toolrelay.backends.providers._openai_base import (
     error_event,
     finished,
 )
+from toolrelay.backends.providers._translator import hold_piece, nonempty
 from toolrelay.protocol import (
     AssistantMessage,
     AudioPart,

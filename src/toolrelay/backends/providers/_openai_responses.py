@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from toolrelay._errors import ConversationError
-from toolrelay.backends.providers._base import nonempty
 from toolrelay.backends.providers._messages import (
     check_tool_results,
     data_url,
@@ -50,6 +49,7 @@ from toolrelay.backends.providers._openai_base import (
     error_event,
     finished,
 )
+from toolrelay.backends.providers._translator import nonempty
 from toolrelay.protocol import (
     AssistantMessage,
     ContentPart,
