@@ -138,21 +138,17 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                             break
                         add(following.delta)
                         position += 1
-                    joined = "".join(parts)
-                    left = self._left
-                    chars = self._text_hot_chars + len(joined)
-                    budget = self._text_hot_budget
-                    if len(parts) <= left and chars <= budget:
-                        self._left = left - len(parts)
-                        self._text_hot_chars = chars
-                        if joined:
-                            self._hot_text_add(joined)
-                        continue
-                    # A bound is near: delta by delta, as receive takes them, up to
-                    # the one that passes it, which the full path takes.
-                    event, position, self._left, self._text_hot_chars = _until_a_bound(
-                        events, first, left, self._text_hot_chars, budget, self._hot_text_add
+                    event, position, self._text_hot_chars = self._take_deltas(
+                        events,
+                        first,
+                        position,
+                        parts,
+                        self._text_hot_chars,
+                        self._text_hot_budget,
+                        self._hot_text_add,
                     )
+                    if event is None:
+                        continue
             elif cls is ToolCallArgsEvent:
                 args: ToolCallArgsEvent = event  # type: ignore[assignment]
                 hot = args.tool_call_id
@@ -169,25 +165,49 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                             break
                         add(following.delta)
                         position += 1
-                    joined = "".join(parts)
-                    left = self._left
-                    chars = self._arg_chars + len(joined)
-                    budget = self._arg_char_safe
-                    if len(parts) <= left and chars <= budget:
-                        self._left = left - len(parts)
-                        self._arg_chars = chars
-                        if joined:
-                            self._hot_call_add(joined)
-                        continue
-                    # A bound is near: delta by delta, as above.
-                    event, position, self._left, self._arg_chars = _until_a_bound(
-                        events, first, left, self._arg_chars, budget, self._hot_call_add
+                    event, position, self._arg_chars = self._take_deltas(
+                        events,
+                        first,
+                        position,
+                        parts,
+                        self._arg_chars,
+                        self._arg_char_safe,
+                        self._hot_call_add,
                     )
+                    if event is None:
+                        continue
             self._hot_text_id = self._hot_call_id = None
             effects = self._receive(event)
             if effects:
                 return effects, position
         return NO_EFFECTS, end
+
+    def _take_deltas(
+        self,
+        events: Sequence[Event | UnknownEvent],
+        first: int,
+        position: int,
+        parts: list[str],
+        chars: int,
+        budget: int,
+        add: Callable[[str], None],
+    ) -> tuple[Any, int, int]:
+        """Take one message's (or call's) run of deltas, ``events[first:position]``
+        with their ``parts``, as receive's hot path would: joined, when the events left
+        to the run and the characters (``chars`` so far, at most ``budget``) allow them
+        all; otherwise delta by delta up to the one that passes a bound. Returns the
+        event the full path must take (``None`` when all were taken), the position
+        after it and the characters taken."""
+        joined = "".join(parts)
+        left = self._left
+        total = chars + len(joined)
+        if len(parts) <= left and total <= budget:
+            self._left = left - len(parts)
+            if joined:
+                add(joined)
+            return None, position, total
+        event, position, self._left, chars = _until_a_bound(events, first, left, chars, budget, add)
+        return event, position, chars
 
     def _receive(self, event: Event | UnknownEvent) -> Sequence[Effect]:
         if self._ended:
