@@ -1,5 +1,7 @@
 """One thread's log: flushes of a thread never overlap, and what a flush took is
-written once, in order, whatever else waits or is cancelled meanwhile."""
+written once, in order, whatever else waits or is cancelled meanwhile: shielded for a
+store that does not settle a cancelled append, settled by the next flush for one that
+does (``ordered_cancellation``)."""
 
 from __future__ import annotations
 
@@ -19,15 +21,20 @@ KEY = ThreadKey("t1")
 
 class HeldStore(MemoryStore):
     """A memory store whose appends wait at a gate the test opens, and which says
-    whether two appends of one thread were ever under way at once."""
+    whether two appends of one thread were ever under way at once. Not ordered: the
+    log shields its writes (``landing`` makes it one that writes, then waits, as an
+    ordered store's append whose work had begun)."""
 
-    def __init__(self) -> None:
+    ordered_cancellation = False
+
+    def __init__(self, *, landing: bool = False) -> None:
         super().__init__()
         self.gate = anyio.Event()
         self.entered = anyio.Event()
         self.under_way = 0
         self.overlapped = False
         self.fail_next = False
+        self.landing = landing
 
     async def append(
         self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
@@ -36,6 +43,11 @@ class HeldStore(MemoryStore):
         self.overlapped |= self.under_way > 1
         self.entered.set()
         try:
+            if self.landing:
+                written = await super().append(key, records, owner=owner)
+                with anyio.fail_after(5):
+                    await self.gate.wait()
+                return written
             with anyio.fail_after(5):  # a broken log fails the test instead of hanging it
                 await self.gate.wait()
             if self.fail_next:
@@ -44,6 +56,13 @@ class HeldStore(MemoryStore):
             return await super().append(key, records, owner=owner)
         finally:
             self.under_way -= 1
+
+
+class OrderedHeldStore(HeldStore):
+    """:class:`HeldStore`, saying it settles a cancelled append (as it does: the next
+    call sees whether the append wrote)."""
+
+    ordered_cancellation = True
 
 
 async def _written(store: MemoryStore) -> list[str]:
@@ -118,5 +137,53 @@ async def test_a_cancelled_flush_still_writes_what_it_took() -> None:
             with anyio.CancelScope(shield=True):
                 store.gate.set()
                 await anyio.wait_all_tasks_blocked()
+    assert await _written(store) == ["a"]
+    assert not log.pending
+
+
+@pytest.mark.parametrize("landing", [False, True], ids=["not-landed", "landed"])
+async def test_an_ordered_stores_cancelled_write_is_settled_by_the_next_flush(
+    landing: bool,
+) -> None:
+    store = OrderedHeldStore(landing=landing)
+    log = ThreadLog(store, KEY)
+    log.add(TurnStarted(turn_id="a"))
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(log.flush)
+            await store.entered.wait()
+            scope.cancel()  # not shielded: the write stops where it was
+    assert scope.cancelled_caught
+    assert await _written(store) == (["a"] if landing else [])
+    unsure = log.pending  # until the next flush looks
+    assert unsure
+    store.gate.set()
+    log.add(TurnStarted(turn_id="b"))
+    await log.flush()
+    assert await _written(store) == ["a", "b"]  # once each, in order
+    assert not log.pending
+    assert replay(await store.read(KEY)).last_seq == 2
+
+
+async def test_a_cancelled_write_stays_unsure_while_the_store_cannot_be_read() -> None:
+    store = OrderedHeldStore(landing=True)
+    log = ThreadLog(store, KEY)
+    log.add(TurnStarted(turn_id="a"))
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(log.flush)
+            await store.entered.wait()
+            scope.cancel()
+    store.gate.set()
+
+    async def unreadable(key: ThreadKey) -> None:
+        raise StoreUnavailableError("the disk is gone")
+
+    store.thread = unreadable  # type: ignore[method-assign]
+    with pytest.raises(StoreUnavailableError):
+        await log.flush()
+    assert log.pending
+    del store.thread  # readable again: the next flush settles it
+    await log.flush()
     assert await _written(store) == ["a"]
     assert not log.pending

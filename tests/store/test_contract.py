@@ -12,16 +12,17 @@ from toolrelay.store import MemoryStore, SQLiteStore, Store
 from toolrelay.testing.store_contract import (
     ClaimingStoreContract,
     DurableStoreContract,
+    OrderedCancellationContract,
     StoreContract,
 )
 
 
-class TestMemoryStore(StoreContract):
+class TestMemoryStore(StoreContract, OrderedCancellationContract):
     def make_store(self, path: Path) -> Store:
         return MemoryStore()
 
 
-class TestSQLiteStore(DurableStoreContract, ClaimingStoreContract):
+class TestSQLiteStore(DurableStoreContract, ClaimingStoreContract, OrderedCancellationContract):
     def make_store(self, path: Path) -> Store:
         return SQLiteStore(path / "toolrelay.db")
 

@@ -6,6 +6,13 @@ happened) and *flushed* in order as one store transaction, never two flushes of 
 thread at once; a failed flush puts its records back, so nothing is written twice.
 Turns flush before each tool batch runs: the write-ahead of promise 10
 (docs/concepts.md, "The write-ahead: a thread's log").
+
+A write the turn's cancellation interrupts must not be lost, nor made twice. With a
+store that settles a cancelled append before it answers the next call
+(``ordered_cancellation``: the embedded stores), the write is not shielded: a
+cancelled one is *unsure*, and the next flush (the turn's last, which is shielded)
+reads the thread's tail to learn whether it landed. Any other store's writes are
+shielded, so that they finish whatever cancels the turn.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from toolrelay.store import (
     ToolsStarted,
     TurnEnded as TurnEndedRecord,
     call_to_record,
+    encode_record,
     message_to_record,
 )
 
@@ -91,10 +99,12 @@ class ThreadLog:
     __slots__ = (
         "_key",
         "_lock",
+        "_ordered",
         "_outbox",
         "_owner",
         "_saved_state",
         "_store",
+        "_unsure",
         "loaded",
         "stale",
         "supplied",
@@ -106,6 +116,10 @@ class ThreadLog:
         self._key = key
         self._owner = owner
         self._outbox: list[Record] = []
+        #: The store settles a cancelled append before its next call answers.
+        self._ordered = getattr(store, "ordered_cancellation", False) is True
+        #: What a cancelled write took: written or not, the next flush finds out.
+        self._unsure: list[Record] = []
         self._lock = _Gate()
         self._saved_state: bytes | None = None
         self.loaded = False
@@ -123,7 +137,7 @@ class ThreadLog:
     @property
     def pending(self) -> bool:
         """Whether records wait to be written."""
-        return bool(self._outbox)
+        return bool(self._outbox or self._unsure)
 
     def add(self, *records: Record) -> None:
         self._outbox.extend(records)
@@ -194,14 +208,19 @@ class ThreadLog:
             await self._flush_locked()
 
     async def _flush_locked(self) -> None:
+        if self._unsure:
+            await self._settle()
         if not self._outbox:
             return
         records, self._outbox = self._outbox, []
         try:
-            # Shielded: a cancelled turn's records are written all the same (a write
-            # is short, and bounded by the store's own timeout).
-            with anyio.CancelScope(shield=True):
+            if self._ordered:
                 await self._store.append(self._key, records, owner=self._owner)
+            else:
+                # Shielded: a cancelled turn's records are written all the same (a
+                # write is short, and bounded by the store's own timeout).
+                with anyio.CancelScope(shield=True):
+                    await self._store.append(self._key, records, owner=self._owner)
         except StaleClaimError:
             # Another worker owns the thread now: what this one wrote is not the
             # thread's any more (never written later under a new claim), and what it
@@ -211,3 +230,26 @@ class ThreadLog:
         except StoreError:
             self._outbox[0:0] = records
             raise
+        except BaseException:
+            if self._ordered:  # cancelled mid-write: it may have landed
+                self._unsure = records
+            raise
+
+    async def _settle(self) -> None:
+        """After a cancelled write: whether its records landed, read from the thread's
+        tail (the store settled the write before answering); those that did not go
+        back in front of the outbox. Only this log writes its thread, and no two of
+        its writes are alike (each names its turn, run, call or message, and a state
+        is saved only when it changed), so the tail is the write's exactly when the
+        write landed."""
+        unsure = self._unsure
+        info = await self._store.thread(self._key)
+        landed = False
+        if info is not None and info.last_seq >= len(unsure):
+            tail = await self._store.read(self._key, after=info.last_seq - len(unsure))
+            landed = [encode_record(entry.record) for entry in tail] == [
+                encode_record(record) for record in unsure
+            ]
+        self._unsure = []
+        if not landed:
+            self._outbox[0:0] = unsure

@@ -17,6 +17,14 @@ checks):
    recovery resumes).
 6. Failures are typed: :class:`~toolrelay.StoreError` and its subclasses,
    never a driver's exception.
+7. Optional: a store whose class sets ``ordered_cancellation = True`` promises that an
+   append cancelled while it waits wrote all of its records or none, and that the
+   next call on the store already sees which (its work runs in order, or its append
+   never waits). The engine then writes without shielding each append from the
+   turn's cancellation, and after a cancelled one reads the thread's tail to learn
+   whether it landed; any other store's appends are shielded, so they finish. The
+   embedded stores set it; :class:`toolrelay.testing.store_contract.OrderedCancellationContract`
+   checks it.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import ClassVar
 
 from toolrelay._core import ThreadKey
 from toolrelay.store._claims import check_append
@@ -30,6 +31,9 @@ class _Thread:
 
 class MemoryStore:
     """A :class:`~toolrelay.store.Store` in this process's memory; gone with it."""
+
+    #: An append never waits: cancelled, it wrote nothing or it returned (rule 7).
+    ordered_cancellation: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._threads: dict[ThreadKey, _Thread] = {}

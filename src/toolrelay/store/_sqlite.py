@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import ClassVar, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -71,6 +71,11 @@ class SQLiteStore:
         durable: ``synchronous=FULL``: every commit also survives a power cut (each
             one waits for the disk).
     """
+
+    #: An append cancelled while it waits wrote all of its records (its hop had
+    #: begun) or none (it left the queue), and the next call, queued behind it, sees
+    #: which (rule 7).
+    ordered_cancellation: ClassVar[bool] = True
 
     def __init__(
         self, path: str | os.PathLike[str], *, timeout: float = 5.0, durable: bool = False

@@ -107,6 +107,8 @@ class CrashableStore(ForwardingStore[Store]):
     def __init__(self, inner: Store) -> None:
         super().__init__(inner)
         self.dead = False
+        #: Dead, it writes nothing: it settles a cancelled append as the inner store does.
+        self.ordered_cancellation: bool = getattr(inner, "ordered_cancellation", False)
 
     @property
     def inner(self) -> Store:

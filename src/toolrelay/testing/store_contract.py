@@ -9,7 +9,9 @@ Every store toolrelay ships passes it unchanged; a store you write passes it too
             return MyStore(path / "data")
 
 A store several workers share (:class:`toolrelay.store.ClaimingStore`) also passes
-:class:`ClaimingStoreContract`, mixed in beside the others.
+:class:`ClaimingStoreContract`, mixed in beside the others; a store that sets
+``ordered_cancellation`` (rule 7 of :mod:`toolrelay.store`) passes
+:class:`OrderedCancellationContract`.
 
 The tests are ``anyio`` tests: they run on every backend your ``anyio_backend``
 fixture names (asyncio by default). ``make_store`` gets a fresh directory per test;
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from toolrelay._core import ThreadKey, ToolResult
@@ -46,7 +49,13 @@ from toolrelay.store import (
     message_to_record,
 )
 
-__all__ = ("ClaimingStoreContract", "DurableStoreContract", "StoreContract", "sample_records")
+__all__ = (
+    "ClaimingStoreContract",
+    "DurableStoreContract",
+    "OrderedCancellationContract",
+    "StoreContract",
+    "sample_records",
+)
 
 
 def sample_records(turn_id: str = "turn-1") -> list[Record]:
@@ -259,6 +268,49 @@ class DurableStoreContract(StoreContract):
             assert await second.append(key, [_started("b")]) == len(records) + 1
         finally:
             await second.aclose()
+
+
+#: Concurrent appends in the cancellation test: enough for a queue to batch them.
+_WRITERS = 8
+
+
+@pytest.mark.anyio
+class OrderedCancellationContract:
+    """Rule 7, for a store whose class sets ``ordered_cancellation = True``: an append
+    cancelled while it waits wrote all of its records or none, and the next call on the
+    store already sees which. Mixed in beside :class:`StoreContract`."""
+
+    def make_store(self, path: Path) -> Store:
+        """A store whose data lives under ``path``."""
+        raise NotImplementedError
+
+    async def test_the_store_says_it_settles_cancelled_appends(self, tmp_path: Path) -> None:
+        assert getattr(type(self.make_store(tmp_path)), "ordered_cancellation", None) is True
+
+    @pytest.mark.parametrize("checkpoints", [0, 1, 2, 3, 5, 8, 13])
+    async def test_a_cancelled_append_wrote_all_or_nothing_and_the_next_call_sees_which(
+        self, tmp_path: Path, checkpoints: int
+    ) -> None:
+        store = self.make_store(tmp_path)
+        await store.open()
+        try:
+            records = sample_records()
+            keys = [ThreadKey(f"t{i}") for i in range(_WRITERS)]
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as group:
+                    for key in keys:
+                        group.start_soon(store.append, key, records)
+                    for _ in range(checkpoints):  # the appends get that far, then stop
+                        await anyio.lowlevel.checkpoint()
+                    scope.cancel()
+            seen = {key: len(await store.read(key)) for key in keys}
+            assert set(seen.values()) <= {0, len(records)}
+            await anyio.sleep(0.05)  # what was under way anywhere has finished by now
+            assert {key: len(await store.read(key)) for key in keys} == seen
+            for key in keys:  # numbering goes on from what was written
+                assert await store.append(key, [_started("next")]) == seen[key] + 1
+        finally:
+            await store.aclose()
 
 
 @pytest.mark.anyio
