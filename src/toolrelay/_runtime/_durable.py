@@ -205,35 +205,32 @@ class ThreadLog:
             StoreError: Nothing was written; the records wait for the next flush.
         """
         async with self._lock:
-            await self._flush_locked()
-
-    async def _flush_locked(self) -> None:
-        if self._unsure:
-            await self._settle()
-        if not self._outbox:
-            return
-        records, self._outbox = self._outbox, []
-        try:
-            if self._ordered:
-                await self._store.append(self._key, records, owner=self._owner)
-            else:
-                # Shielded: a cancelled turn's records are written all the same (a
-                # write is short, and bounded by the store's own timeout).
-                with anyio.CancelScope(shield=True):
+            if self._unsure:
+                await self._settle()
+            if not self._outbox:
+                return
+            records, self._outbox = self._outbox, []
+            try:
+                if self._ordered:
                     await self._store.append(self._key, records, owner=self._owner)
-        except StaleClaimError:
-            # Another worker owns the thread now: what this one wrote is not the
-            # thread's any more (never written later under a new claim), and what it
-            # holds in memory is stale.
-            self.stale = True
-            raise
-        except StoreError:
-            self._outbox[0:0] = records
-            raise
-        except BaseException:
-            if self._ordered:  # cancelled mid-write: it may have landed
-                self._unsure = records
-            raise
+                else:
+                    # Shielded: a cancelled turn's records are written all the same (a
+                    # write is short, and bounded by the store's own timeout).
+                    with anyio.CancelScope(shield=True):
+                        await self._store.append(self._key, records, owner=self._owner)
+            except StaleClaimError:
+                # Another worker owns the thread now: what this one wrote is not the
+                # thread's any more (never written later under a new claim), and what it
+                # holds in memory is stale.
+                self.stale = True
+                raise
+            except StoreError:
+                self._outbox[0:0] = records
+                raise
+            except BaseException:
+                if self._ordered:  # cancelled mid-write: it may have landed
+                    self._unsure = records
+                raise
 
     async def _settle(self) -> None:
         """After a cancelled write: whether its records landed, read from the thread's
