@@ -119,7 +119,7 @@ class ThreadLog:
         #: The store settles a cancelled append before its next call answers.
         self._ordered = getattr(store, "ordered_cancellation", False) is True
         #: What a cancelled write took: written or not, the next flush finds out.
-        self._unsure: list[Record] = []
+        self._unsure: Sequence[Record] = ()
         self._lock = _Gate()
         self._saved_state: bytes | None = None
         self.loaded = False
@@ -247,6 +247,6 @@ class ThreadLog:
             landed = [encode_record(entry.record) for entry in tail] == [
                 encode_record(record) for record in unsure
             ]
-        self._unsure = []
+        self._unsure = ()
         if not landed:
             self._outbox[0:0] = unsure
