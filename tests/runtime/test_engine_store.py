@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 from msgspec import UNSET
 
@@ -20,7 +21,15 @@ from toolrelay import (
     ToolRegistry,
 )
 from toolrelay._reasons import ReasonKind
-from toolrelay.protocol import Interrupt, Message, ResumeEntry, SystemMessage, UserMessage
+from toolrelay.protocol import (
+    Interrupt,
+    Message,
+    ResumeEntry,
+    RunAgentInput,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
 from toolrelay.store import (
     FencedStore,
     MemoryStore,
@@ -31,6 +40,7 @@ from toolrelay.store import (
     ToolsStarted,
     TurnEnded,
     TurnStarted,
+    encode_record,
     message_to_record,
     replay,
 )
@@ -378,3 +388,50 @@ async def test_a_write_refused_under_a_stale_claim_is_dropped_and_the_thread_for
     assert _kinds(records) == ["TurnStarted", "MessageSaved", "MessageSaved", "TurnEnded"]
     user = records[1]
     assert isinstance(user, MessageSaved) and user.message.message.content == "hello again"  # type: ignore[union-attr]
+
+
+async def _add_one(n: int) -> int:
+    """Add one."""
+    return n + 1
+
+
+def _two_rounds(key: ThreadKey, run_input: RunAgentInput) -> list[object]:
+    rounds = sum(isinstance(m, ToolMessage) for m in run_input.messages)
+    return [tool_call("_add_one", {"n": rounds})] if rounds < 2 else [text("done")]
+
+
+@pytest.mark.parametrize("checkpoints", [0, 1, 2, 3, 5, 8, 13, 21, 34, 55])
+async def test_turns_cancelled_anywhere_are_written_once_in_order_and_end_terminal(
+    tmp_path: Path, checkpoints: int
+) -> None:
+    # SQLiteStore settles a cancelled append itself, so the thread log's writes are not
+    # shielded: turns cancelled at every stage (loading, each write, a tool, a stream)
+    # must still leave each record once, numbered without a gap, and a written end.
+    path = tmp_path / "t.db"
+    agent = ScriptedAgent(respond=_two_rounds)  # type: ignore[arg-type]
+    tools = ToolRegistry.of(_add_one)
+    async with Engine(agent, tools=tools, store=SQLiteStore(path)) as engine:
+        turns = [engine.start_turn(f"t{i}", "go") for i in range(12)]
+        for _ in range(checkpoints):
+            await anyio.lowlevel.checkpoint()
+        for turn in turns:
+            turn.cancel()
+        for turn in turns:
+            await turn.wait_finished()
+        conversations = [engine.conversation(f"t{i}") for i in range(len(turns))]
+    store = SQLiteStore(path)
+    await store.open()
+    try:
+        for i, (turn, conversation) in enumerate(zip(turns, conversations, strict=True)):
+            entries = await store.read(ThreadKey(f"t{i}"))
+            bodies = [encode_record(entry.record) for entry in entries]
+            assert len(set(bodies)) == len(bodies), f"t{i}: a record written twice"
+            assert [entry.seq for entry in entries] == list(range(1, len(entries) + 1))
+            history = replay(entries)
+            assert turn.reason is not None and history.last_ended is not None
+            assert history.last_ended.reason_kind == turn.reason.kind.value
+            assert history.live is None
+            assert conversation is not None
+            assert [m.id for m in history.messages] == [m.id for m in conversation.messages]
+    finally:
+        await store.aclose()
