@@ -193,7 +193,7 @@ def test_killed_mid_tool_the_restarted_server_resumes_the_turn_and_no_call_runs_
 def test_ctrl_c_lets_a_running_turn_finish_before_the_server_stops(tmp_path: Path) -> None:
     (tmp_path / "slowish.py").write_text(
         "import asyncio\n"
-        "from toolrelay._core import ToolRegistry\n\n"
+        "from toolrelay import ToolRegistry\n\n"
         "async def get_secret_number(name: str) -> int:\n"
         '    """Slow but finishes."""\n'
         "    await asyncio.sleep(1.5)\n"
@@ -242,7 +242,7 @@ def test_serve_refuses_bad_usage_before_it_starts(argv: list[str], says: str) ->
 
 def test_toolrelay_run_executes_client_tools_the_server_hands_over(tmp_path: Path) -> None:
     (tmp_path / "nothing.py").write_text(
-        "from toolrelay._core import ToolRegistry\nTOOLS = ToolRegistry()\n"
+        "from toolrelay import ToolRegistry\nTOOLS = ToolRegistry()\n"
     )
     with _server(tmp_path, "--store", "client.db", "--tools", "nothing:TOOLS") as (process, url):
         done = subprocess.run(

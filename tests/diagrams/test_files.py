@@ -179,7 +179,7 @@ def test_importing_the_diagrams_needs_neither_pydot_nor_graphviz() -> None:
     code = (
         "import sys; sys.modules['pydot'] = None\n"
         "import toolrelay.diagrams as d\n"
-        "from toolrelay._machines import RunLifecycle\n"
+        "from toolrelay import RunLifecycle\n"
         "print(d.render(RunLifecycle, 'dot').splitlines()[0])\n"
     )
     result = subprocess.run(
