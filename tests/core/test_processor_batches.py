@@ -18,6 +18,7 @@ from toolrelay.protocol import (
     Event,
     RunFinishedEvent,
     RunStartedEvent,
+    StepStartedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -107,6 +108,37 @@ def test_runs_of_deltas_end_at_another_id_and_another_type() -> None:
     assert drain(processor, events) == [((), len(events))]
     assert texts(processor) == ["xy!", "z"]
     assert [call.arguments for call in processor.tool_calls] == ['{"q":1}', "{}"]
+
+
+def test_a_run_of_deltas_ends_at_the_first_intruder_even_when_more_deltas_follow() -> None:
+    # The run's end is bisected as if the run were one block; here it is not: deltas
+    # for the same message (or call) come back after another event, and the run still
+    # ends at that event, which goes its own way.
+    processor = running()
+    processor.receive(RunStartedEvent(thread_id=THREAD, run_id="srv"))
+    processor.receive(TextMessageStartEvent(message_id="m1"))
+    processor.receive(TextMessageStartEvent(message_id="m2"))
+    processor.receive(ToolCallStartEvent(tool_call_id="a", tool_call_name="f"))
+    processor.receive(ToolCallStartEvent(tool_call_id="b", tool_call_name="f"))
+    events: list[Event | UnknownEvent] = [
+        text("m1", "a"),
+        text("m1", "b"),
+        text("m2", "1"),  # another message, inside the bisected span
+        *(text("m1", c) for c in "cdefg"),
+        args("a", "["),
+        args("b", "{"),  # another call
+        *(args("a", c) for c in "1,2,3]"),
+        text("m2", "2"),
+        UnknownEvent(type="CUSTOM_THING", raw=b"{}"),  # another type, with no id
+        *(text("m2", c) for c in "3456"),
+        args("b", "}"),
+        StepStartedEvent(step_name="s"),
+        *(args("b", "") for _ in range(5)),
+    ]
+    assert drain(processor, events) == [((), len(events))]
+    assert texts(processor) == ["abcdefg", "123456"]
+    assert [call.arguments for call in processor.tool_calls] == ["[1,2,3]", "{}"]
+    assert processor._left == Limits().max_events_per_run - 5 - len(events)
 
 
 def test_a_delta_the_hot_path_cannot_take_goes_the_full_path() -> None:

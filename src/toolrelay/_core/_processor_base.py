@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Any
 
 from toolrelay._core._effects import (
@@ -124,20 +125,10 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                 content: TextMessageContentEvent = event  # type: ignore[assignment]
                 hot = content.message_id
                 if hot == self._hot_text_id or self._hot_text(hot):
-                    # The run's deltas, joined: one chunk per run and read, so that the
-                    # deltas themselves are freed with the read.
                     first = position - 1
-                    parts = [content.delta]
-                    add = parts.append
-                    while position < end:
-                        following = events[position]
-                        if (
-                            type(following) is not TextMessageContentEvent
-                            or following.message_id != hot
-                        ):
-                            break
-                        add(following.delta)
-                        position += 1
+                    parts, position = _run_of(
+                        events, first, end, hot, TextMessageContentEvent, _MESSAGE_ID, _text_deltas
+                    )
                     event, position, self._text_hot_chars = self._take_deltas(
                         events,
                         first,
@@ -154,17 +145,9 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                 hot = args.tool_call_id
                 if hot == self._hot_call_id or self._hot_call(hot):
                     first = position - 1
-                    parts = [args.delta]
-                    add = parts.append
-                    while position < end:
-                        following = events[position]
-                        if (
-                            type(following) is not ToolCallArgsEvent
-                            or following.tool_call_id != hot
-                        ):
-                            break
-                        add(following.delta)
-                        position += 1
+                    parts, position = _run_of(
+                        events, first, end, hot, ToolCallArgsEvent, _CALL_ID, _args_deltas
+                    )
                     event, position, self._arg_chars = self._take_deltas(
                         events,
                         first,
@@ -318,6 +301,68 @@ def _until_a_bound(
         chars = more
         if delta:
             add(delta)
+
+
+def _text_deltas(events: Sequence[Any], hot: str) -> list[str]:
+    """The deltas of ``events`` that are text deltas for message ``hot``."""
+    return [e.delta for e in events if type(e) is TextMessageContentEvent and e.message_id == hot]
+
+
+def _args_deltas(events: Sequence[Any], hot: str) -> list[str]:
+    """The deltas of ``events`` that are argument deltas for call ``hot``."""
+    return [e.delta for e in events if type(e) is ToolCallArgsEvent and e.tool_call_id == hot]
+
+
+_MESSAGE_ID = attrgetter("message_id")
+_CALL_ID = attrgetter("tool_call_id")
+
+#: The first stretch of a run of deltas checked at once (then twice as many each time).
+_FIRST_STRETCH = 32
+
+
+def _run_of(
+    events: Sequence[Event | UnknownEvent],
+    first: int,
+    end: int,
+    hot: str,
+    kind: type[Any],
+    key: Callable[[Any], str],
+    deltas: Callable[[Sequence[Any], str], list[str]],
+) -> tuple[list[str], int]:
+    """The run of deltas of ``kind`` for id ``hot`` (read by ``key``) that starts at
+    ``events[first]`` (one of them): their deltas and the position after the run.
+
+    Its end is first guessed by bisection, as if the run were one block (about ten
+    probes for a read), then the events up to it are checked by ``deltas``, a
+    comprehension that also takes the deltas, in stretches that double: the common
+    case costs no Python loop step per delta. An event of another kind or id inside a
+    stretch (the guess was wrong: deltas for this id come back later) ends the run
+    there; the stretches bound what is read past it to the run's own length."""
+    low, high = first, end
+    while high - low > 1:
+        middle = (low + high) >> 1
+        probe = events[middle]
+        if type(probe) is kind and key(probe) == hot:
+            low = middle
+        else:
+            high = middle
+    parts: list[str] = []
+    start = first
+    size = _FIRST_STRETCH
+    while start < high:
+        stop = min(start + size, high)
+        taken = deltas(events[start:stop], hot)
+        if len(taken) != stop - start:
+            at = start
+            while type(probe := events[at]) is kind and key(probe) == hot:
+                at += 1
+            # The first deltas taken are those of the events before the intruder.
+            parts += taken[: at - start]
+            return parts, at
+        parts += taken
+        start = stop
+        size *= 2
+    return parts, high
 
 
 def _type_of(event: Event | UnknownEvent) -> str:
