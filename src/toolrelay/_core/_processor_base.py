@@ -223,8 +223,12 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
             if handler is None:
                 if isinstance(event, UnknownEvent):
                     logger.debug("ignoring unknown AG-UI event type %r", event.type)
-                return self._with_settled(NO_EFFECTS)
-            return self._with_settled(handler(self, event))
+                effects: Sequence[Effect] = NO_EFFECTS
+            else:
+                effects = handler(self, event)
+            # What settled is reported with the effects (_with_settled, inline: most
+            # events settle nothing).
+            return self._with_settled(effects) if self._settled else effects
         except RemoteProtocolError as exc:
             return self.fail(exc.reason)
         except RecursionError:
