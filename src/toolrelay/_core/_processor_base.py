@@ -125,10 +125,27 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                 content: TextMessageContentEvent = event  # type: ignore[assignment]
                 hot = content.message_id
                 if hot == self._hot_text_id or self._hot_text(hot):
+                    # The run's first deltas one by one (most runs in small reads are
+                    # short); past _SHORT_RUN, the rest at once.
                     first = position - 1
-                    parts, position = _run_of(
-                        events, first, end, hot, TextMessageContentEvent, _MESSAGE_ID, _text_deltas
-                    )
+                    parts = [content.delta]
+                    add = parts.append
+                    short = end if end - position <= _LONG_REST else position + _SHORT_RUN
+                    while position < short:
+                        following = events[position]
+                        if (
+                            type(following) is not TextMessageContentEvent
+                            or following.message_id != hot
+                        ):
+                            break
+                        add(following.delta)
+                        position += 1
+                    else:
+                        if position < end:
+                            rest, position = _rest_of_run(
+                                events, position, end, hot, TextMessageContentEvent, _MESSAGE_ID
+                            )
+                            parts += rest
                     event, position, self._text_hot_chars = self._take_deltas(
                         events,
                         first,
@@ -145,9 +162,24 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                 hot = args.tool_call_id
                 if hot == self._hot_call_id or self._hot_call(hot):
                     first = position - 1
-                    parts, position = _run_of(
-                        events, first, end, hot, ToolCallArgsEvent, _CALL_ID, _args_deltas
-                    )
+                    parts = [args.delta]
+                    add = parts.append
+                    short = end if end - position <= _LONG_REST else position + _SHORT_RUN
+                    while position < short:
+                        following = events[position]
+                        if (
+                            type(following) is not ToolCallArgsEvent
+                            or following.tool_call_id != hot
+                        ):
+                            break
+                        add(following.delta)
+                        position += 1
+                    else:
+                        if position < end:
+                            rest, position = _rest_of_run(
+                                events, position, end, hot, ToolCallArgsEvent, _CALL_ID
+                            )
+                            parts += rest
                     event, position, self._arg_chars = self._take_deltas(
                         events,
                         first,
@@ -319,30 +351,40 @@ def _args_deltas(events: Sequence[Any], hot: str) -> list[str]:
 
 _MESSAGE_ID = attrgetter("message_id")
 _CALL_ID = attrgetter("tool_call_id")
+_DELTAS: dict[type[Any], Callable[[Sequence[Any], str], list[str]]] = {
+    TextMessageContentEvent: _text_deltas,
+    ToolCallArgsEvent: _args_deltas,
+}
 
-#: The first stretch of a run of deltas checked at once (then twice as many each time).
+#: How many deltas of a run receive_many takes one by one before it takes the rest at
+#: once, when more than _LONG_REST events are left in the batch (a short run, and any
+#: run in a small read, costs less in the plain loop than in a bisection).
+_SHORT_RUN = 16
+_LONG_REST = 64
+
+#: The first stretch of a run's rest checked at once (then twice as many each time).
 _FIRST_STRETCH = 32
 
 
-def _run_of(
+def _rest_of_run(
     events: Sequence[Event | UnknownEvent],
-    first: int,
+    start: int,
     end: int,
     hot: str,
     kind: type[Any],
     key: Callable[[Any], str],
-    deltas: Callable[[Sequence[Any], str], list[str]],
 ) -> tuple[list[str], int]:
-    """The run of deltas of ``kind`` for id ``hot`` (read by ``key``) that starts at
-    ``events[first]`` (one of them): their deltas and the position after the run.
+    """The rest of a run of deltas of ``kind`` for id ``hot`` (read by ``key``) whose
+    event before ``start`` is one of them: the deltas from ``start`` on and the
+    position after the run.
 
     Its end is first guessed by bisection, as if the run were one block (about ten
-    probes for a read), then the events up to it are checked by ``deltas``, a
-    comprehension that also takes the deltas, in stretches that double: the common
-    case costs no Python loop step per delta. An event of another kind or id inside a
-    stretch (the guess was wrong: deltas for this id come back later) ends the run
-    there; the stretches bound what is read past it to the run's own length."""
-    low, high = first, end
+    probes for a read), then the events up to it are checked by a comprehension that
+    also takes the deltas, in stretches that double: no Python loop step per delta.
+    An event of another kind or id inside a stretch (the guess was wrong: deltas for
+    this id come back later) ends the run there; the stretches bound what is read past
+    it to the run's own length."""
+    low, high = start - 1, end
     while high - low > 1:
         middle = (low + high) >> 1
         probe = events[middle]
@@ -350,8 +392,8 @@ def _run_of(
             low = middle
         else:
             high = middle
+    deltas = _DELTAS[kind]
     parts: list[str] = []
-    start = first
     size = _FIRST_STRETCH
     while start < high:
         stop = min(start + size, high)
