@@ -18,6 +18,7 @@ from toolrelay.protocol import (
     Event,
     RunFinishedEvent,
     RunStartedEvent,
+    StepStartedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -107,6 +108,47 @@ def test_runs_of_deltas_end_at_another_id_and_another_type() -> None:
     assert drain(processor, events) == [((), len(events))]
     assert texts(processor) == ["xy!", "z"]
     assert [call.arguments for call in processor.tool_calls] == ['{"q":1}', "{}"]
+
+
+def test_a_run_of_deltas_ends_at_the_first_intruder_even_when_more_deltas_follow() -> None:
+    # A long run's rest is taken at once, its end guessed by bisection as if the run
+    # were one block; here it is not: deltas for the same message (or call) come back
+    # after another event, and the run still ends at that event, which goes its own way.
+    def opened() -> EventProcessor:
+        processor = running()
+        processor.receive(RunStartedEvent(thread_id=THREAD, run_id="srv"))
+        processor.receive(TextMessageStartEvent(message_id="m1"))
+        processor.receive(TextMessageStartEvent(message_id="m2"))
+        processor.receive(ToolCallStartEvent(tool_call_id="a", tool_call_name="f"))
+        processor.receive(ToolCallStartEvent(tool_call_id="b", tool_call_name="f"))
+        return processor
+
+    events: list[Event | UnknownEvent] = [
+        *(text("m1", "a") for _ in range(20)),
+        text("m2", "1"),  # another message, inside the bisected span
+        *(text("m1", "b") for _ in range(50)),
+        *(args("a", "[") for _ in range(20)),
+        args("b", "{"),  # another call
+        *(args("a", "1") for _ in range(120)),  # a clean long run: several stretches
+        UnknownEvent(type="CUSTOM_THING", raw=b"{}"),  # another type, with no id at all
+        *(args("a", "]") for _ in range(30)),
+        StepStartedEvent(step_name="s"),
+        *(text("m2", "2") for _ in range(40)),  # ends the batch
+    ]
+    processor = opened()
+    assert drain(processor, events) == [((), len(events))]
+    assert texts(processor) == ["a" * 20 + "b" * 50, "1" + "2" * 40]
+    assert [call.arguments for call in processor.tool_calls] == [
+        "[" * 20 + "1" * 120 + "]" * 30,
+        "{",
+    ]
+    assert processor._left == Limits().max_events_per_run - 5 - len(events)
+    # The same, event by event.
+    alone = opened()
+    for event in events:
+        assert alone.receive(event) == ()
+    assert texts(alone) == texts(processor)
+    assert [c.arguments for c in alone.tool_calls] == [c.arguments for c in processor.tool_calls]
 
 
 def test_a_delta_the_hot_path_cannot_take_goes_the_full_path() -> None:

@@ -52,6 +52,7 @@ from toolrelay.protocol import (
     RunStartedEvent,
     StateDeltaEvent,
     StateSnapshotEvent,
+    StepStartedEvent,
     TestOperation,
     TextMessageChunkEvent,
     TextMessageContentEvent,
@@ -935,6 +936,63 @@ def test_receive_many_over_any_split_gives_what_receive_gives_event_by_event(
     # with the hot path off, receive_many's own loop is compared with the full path.
     one_by_one = _play(stream, limits, hot_path=True)
     assert _play(stream, limits, hot_path=hot_path, batches=sizes) == one_by_one
+
+
+@st.composite
+def _long_runs_with_intruders(draw: st.DrawFn) -> list[AnyEvent | str]:
+    """Long runs of deltas for one message or call (up to a few hundred: several of
+    receive_many's doubling stretches) with a few intruders at any place: a delta for
+    the other id, an event of another kind (an END, a STEP, an unknown type), an
+    action; deltas for the same id come back after each, which the bisection that
+    guesses a run's end must not be fooled by."""
+    stream: list[AnyEvent | str] = [
+        RunStartedEvent(thread_id=THREAD, run_id="srv"),
+        TextMessageStartEvent(message_id="m1"),
+        TextMessageStartEvent(message_id="m2"),
+        ToolCallStartEvent(tool_call_id="a", tool_call_name="f"),
+        ToolCallStartEvent(tool_call_id="b", tool_call_name="f"),
+    ]
+    intruders: st.SearchStrategy[AnyEvent | str] = st.sampled_from(
+        [
+            TextMessageContentEvent(message_id="m2", delta="~"),
+            ToolCallArgsEvent(tool_call_id="b", delta="~"),
+            TextMessageContentEvent(message_id="m1", delta="~"),
+            ToolCallArgsEvent(tool_call_id="a", delta="~"),
+            TextMessageEndEvent(message_id="m2"),
+            ToolCallEndEvent(tool_call_id="b"),
+            StepStartedEvent(step_name="s"),
+            UnknownEvent(type="VENDOR_THING", raw=b"{}"),
+            "record_results",
+        ]
+    )
+    for _ in range(draw(st.integers(1, 3))):
+        text = draw(st.booleans())
+        size = draw(st.integers(1, 300))
+        deltas: list[AnyEvent | str] = [
+            TextMessageContentEvent(message_id="m1", delta=str(i % 10))
+            if text
+            else ToolCallArgsEvent(tool_call_id="a", delta=str(i % 10))
+            for i in range(size)
+        ]
+        for _ in range(draw(st.integers(0, 3))):
+            deltas.insert(draw(st.integers(0, len(deltas))), draw(intruders))
+        stream += deltas
+    if draw(st.booleans()):
+        stream.append(RunFinishedEvent(thread_id=THREAD, run_id="srv"))
+    return stream
+
+
+@settings(max_examples=150)
+@given(
+    _long_runs_with_intruders(),
+    st.sampled_from([Limits(), Limits(max_events_per_run=200), Limits(max_text_bytes=150)]),
+    st.lists(st.integers(1, 700), min_size=1, max_size=3),
+)
+def test_receive_many_over_long_runs_with_intruders_gives_what_receive_gives(
+    stream: list[AnyEvent | str], limits: Limits, sizes: list[int]
+) -> None:
+    one_by_one = _play(stream, limits, hot_path=True)
+    assert _play(stream, limits, hot_path=True, batches=sizes) == one_by_one
 
 
 @settings(max_examples=100)

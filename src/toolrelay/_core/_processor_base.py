@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Any
 
 from toolrelay._core._effects import (
@@ -124,12 +125,13 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                 content: TextMessageContentEvent = event  # type: ignore[assignment]
                 hot = content.message_id
                 if hot == self._hot_text_id or self._hot_text(hot):
-                    # The run's deltas, joined: one chunk per run and read, so that the
-                    # deltas themselves are freed with the read.
+                    # The run's first deltas one by one (most runs in small reads are
+                    # short); past _SHORT_RUN, the rest at once.
                     first = position - 1
                     parts = [content.delta]
                     add = parts.append
-                    while position < end:
+                    short = end if end - position <= _LONG_REST else position + _SHORT_RUN
+                    while position < short:
                         following = events[position]
                         if (
                             type(following) is not TextMessageContentEvent
@@ -138,6 +140,12 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                             break
                         add(following.delta)
                         position += 1
+                    else:
+                        if position < end:
+                            rest, position = _rest_of_run(
+                                events, position, end, hot, TextMessageContentEvent, _MESSAGE_ID
+                            )
+                            parts += rest
                     event, position, self._text_hot_chars = self._take_deltas(
                         events,
                         first,
@@ -156,7 +164,8 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                     first = position - 1
                     parts = [args.delta]
                     add = parts.append
-                    while position < end:
+                    short = end if end - position <= _LONG_REST else position + _SHORT_RUN
+                    while position < short:
                         following = events[position]
                         if (
                             type(following) is not ToolCallArgsEvent
@@ -165,6 +174,12 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                             break
                         add(following.delta)
                         position += 1
+                    else:
+                        if position < end:
+                            rest, position = _rest_of_run(
+                                events, position, end, hot, ToolCallArgsEvent, _CALL_ID
+                            )
+                            parts += rest
                     event, position, self._arg_chars = self._take_deltas(
                         events,
                         first,
@@ -240,8 +255,12 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
             if handler is None:
                 if isinstance(event, UnknownEvent):
                     logger.debug("ignoring unknown AG-UI event type %r", event.type)
-                return self._with_settled(NO_EFFECTS)
-            return self._with_settled(handler(self, event))
+                effects: Sequence[Effect] = NO_EFFECTS
+            else:
+                effects = handler(self, event)
+            # What settled is reported with the effects (_with_settled, inline: most
+            # events settle nothing).
+            return self._with_settled(effects) if self._settled else effects
         except RemoteProtocolError as exc:
             return self.fail(exc.reason)
         except RecursionError:
@@ -318,6 +337,78 @@ def _until_a_bound(
         chars = more
         if delta:
             add(delta)
+
+
+def _text_deltas(events: Sequence[Any], hot: str) -> list[str]:
+    """The deltas of ``events`` that are text deltas for message ``hot``."""
+    return [e.delta for e in events if type(e) is TextMessageContentEvent and e.message_id == hot]
+
+
+def _args_deltas(events: Sequence[Any], hot: str) -> list[str]:
+    """The deltas of ``events`` that are argument deltas for call ``hot``."""
+    return [e.delta for e in events if type(e) is ToolCallArgsEvent and e.tool_call_id == hot]
+
+
+_MESSAGE_ID = attrgetter("message_id")
+_CALL_ID = attrgetter("tool_call_id")
+_DELTAS: dict[type[Any], Callable[[Sequence[Any], str], list[str]]] = {
+    TextMessageContentEvent: _text_deltas,
+    ToolCallArgsEvent: _args_deltas,
+}
+
+#: How many deltas of a run receive_many takes one by one before it takes the rest at
+#: once, when more than _LONG_REST events are left in the batch (a short run, and any
+#: run in a small read, costs less in the plain loop than in a bisection).
+_SHORT_RUN = 16
+_LONG_REST = 64
+
+#: The first stretch of a run's rest checked at once (then twice as many each time).
+_FIRST_STRETCH = 32
+
+
+def _rest_of_run(
+    events: Sequence[Event | UnknownEvent],
+    start: int,
+    end: int,
+    hot: str,
+    kind: type[Any],
+    key: Callable[[Any], str],
+) -> tuple[list[str], int]:
+    """The rest of a run of deltas of ``kind`` for id ``hot`` (read by ``key``) whose
+    event before ``start`` is one of them: the deltas from ``start`` on and the
+    position after the run.
+
+    Its end is first guessed by bisection, as if the run were one block (about ten
+    probes for a read), then the events up to it are checked by a comprehension that
+    also takes the deltas, in stretches that double: no Python loop step per delta.
+    An event of another kind or id inside a stretch (the guess was wrong: deltas for
+    this id come back later) ends the run there; the stretches bound what is read past
+    it to the run's own length."""
+    low, high = start - 1, end
+    while high - low > 1:
+        middle = (low + high) >> 1
+        probe = events[middle]
+        if type(probe) is kind and key(probe) == hot:
+            low = middle
+        else:
+            high = middle
+    deltas = _DELTAS[kind]
+    parts: list[str] = []
+    size = _FIRST_STRETCH
+    while start < high:
+        stop = min(start + size, high)
+        taken = deltas(events[start:stop], hot)
+        if len(taken) != stop - start:
+            at = start
+            while type(probe := events[at]) is kind and key(probe) == hot:
+                at += 1
+            # The first deltas taken are those of the events before the intruder.
+            parts += taken[: at - start]
+            return parts, at
+        parts += taken
+        start = stop
+        size *= 2
+    return parts, high
 
 
 def _type_of(event: Event | UnknownEvent) -> str:

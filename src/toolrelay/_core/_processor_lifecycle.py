@@ -54,6 +54,10 @@ from toolrelay.protocol import (
 
 __all__ = ("TurnLifecycle",)
 
+# Read at every call's start (on Python 3.11 an enum member read from its class costs
+# a metaclass lookup each time).
+_CALLING_TOOLS = ActivityKind.CALLING_TOOLS
+
 
 class TurnLifecycle(ProcessorState):
     """Runs, results and the turn's end; a mixin of :class:`ProcessorState`."""
@@ -403,19 +407,12 @@ class TurnLifecycle(ProcessorState):
         count = self._calling_count
         if not count:
             return self._set_activity(_AWAITING)
-        shown = self._calling_shown
+        names = tuple([call.name for call in self._calling_shown])
+        more = count - len(names)
         current = self._activity
-        if (
-            current.kind is ActivityKind.CALLING_TOOLS
-            and len(current.tool_names) == len(shown)
-            and current.more == count - len(shown)
-            and all(a == b.name for a, b in zip(current.tool_names, shown, strict=True))
-        ):
+        if current.kind is _CALLING_TOOLS and current.more == more and current.tool_names == names:
             return NO_EFFECTS
-        names = tuple(call.name for call in shown)
-        return self._set_activity(
-            Activity(ActivityKind.CALLING_TOOLS, names, more=count - len(names))
-        )
+        return self._set_activity(Activity(_CALLING_TOOLS, names, more=more))
 
     def _calling_started(self, call: ToolCallInfo) -> None:
         self._calling_count += 1
