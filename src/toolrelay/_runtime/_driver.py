@@ -11,9 +11,8 @@ checks (0 to 7) that the comments below refer to by number.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any
 
 import anyio
@@ -55,9 +54,6 @@ logger = logging.getLogger("toolrelay.runtime")
 
 #: The effects that end a run: the turn goes on with tools, or it is over.
 RunEnding = ToolsReady | TurnCompleted | TurnInterrupted | TurnEnded
-
-#: What an untraced turn enters instead of its span's context.
-_UNTRACED = contextlib.nullcontext()
 
 
 def _describe(exc: BaseException) -> str:
@@ -215,13 +211,14 @@ class TurnDriver:
             # what else cancels it ends the turn first, so a turn still on is late.
             scope.deadline = anyio.current_time() + turn_seconds
         try:
-            with (
-                scope,
-                using_run_settings(host.run_settings(self.key)),
-                trace.current() if trace is not None else _UNTRACED,
-            ):
-                if await self._prepare():
-                    await self._run_all()
+            with scope, using_run_settings(host.run_settings(self.key)):
+                if trace is None:
+                    if await self._prepare():
+                        await self._run_all()
+                else:
+                    with trace.current():
+                        if await self._prepare():
+                            await self._run_all()
             if scope.cancelled_caught and not processor.status.is_final:
                 self._perform(processor.fail(host.deadline_reason()))
         except StoreError as exc:
@@ -449,11 +446,20 @@ class TurnDriver:
         """Whether the current run ended: an ending effect was performed."""
         return self._ending is not None
 
-    async def _stream(self, handle: RunHandle, run_input: RunAgentInput) -> RunEnding | None:
-        """Stream one run into the processor; returns the effect that ended it."""
+    def _stream(
+        self, handle: RunHandle, run_input: RunAgentInput
+    ) -> Coroutine[Any, Any, RunEnding | None]:
+        """What streams one run into the processor (awaited, it returns the effect
+        that ended the run): :meth:`_stream_run` itself for an untraced turn, no
+        frame in between (one suspended coroutine fewer per live turn), and within
+        the run's span for a traced one."""
+        if self.trace is None:
+            return self._stream_run(handle, run_input)
+        return self._traced(handle, run_input)
+
+    async def _traced(self, handle: RunHandle, run_input: RunAgentInput) -> RunEnding | None:
         trace = self.trace
-        if trace is None:
-            return await self._stream_run(handle, run_input)
+        assert trace is not None
         with trace.run(run_input.run_id, self._processor.depth, self._run_ending, self._reason):
             return await self._stream_run(handle, run_input)
 

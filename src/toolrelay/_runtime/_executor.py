@@ -36,9 +36,9 @@ import logging
 import math
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, cast
 
 import anyio
 import anyio.from_thread
@@ -448,9 +448,50 @@ async def execute_batch(
         options,
         trace,
     )
+    if len(calls) == 1:
+        # One call (most batches): it runs in this task, in a copy of its context as
+        # a task of its own would (what the tool sets of it stays its own), without a
+        # task group and a task: about 30 objects fewer per batch for the cycle
+        # collector to walk while the tool runs.
+        await _InContext(batch.run_one(calls[0]))
+        return
     async with anyio.create_task_group() as group:
         for call in calls:
             group.start_soon(batch.run_one, call, name=f"tool {call.name} ({call.id})")
+
+
+class _InContext(Generic[T]):
+    """Await a coroutine in the awaiting task, each of its steps run in a copy of the
+    context as it is now: what the coroutine reads and sets of the context variables
+    is what it would in a task started here (asyncio and trio both copy the starter's
+    context), and whatever it awaits reaches the event loop unchanged."""
+
+    __slots__ = ("_context", "_coroutine")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, T]) -> None:
+        self._coroutine = coroutine
+        self._context = contextvars.copy_context()
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        coroutine = self._coroutine
+        run = self._context.run
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                if error is None:
+                    signal = run(coroutine.send, value)
+                else:
+                    signal, error = run(coroutine.throw, error), None
+            except StopIteration as stop:
+                return cast("T", stop.value)
+            try:
+                value = yield signal
+            except GeneratorExit:
+                run(coroutine.close)
+                raise
+            except BaseException as exc:  # a cancellation, delivered to the awaiter
+                error = exc
 
 
 class _Batch:
