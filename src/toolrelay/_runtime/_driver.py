@@ -48,7 +48,7 @@ from toolrelay.backends._base import EventBatches, using_run_settings
 from toolrelay.protocol import Event, RunAgentInput, UnknownEvent
 from toolrelay.store import LiveTurn, ToolFinished
 
-__all__ = ("RunEnding", "TurnDriver")
+__all__ = ("RunEnding", "TurnDriver", "snapshot_of")
 
 logger = logging.getLogger("toolrelay.runtime")
 
@@ -62,6 +62,20 @@ def _describe(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"
+
+
+def snapshot_of(key: ThreadKey, processor: EventProcessor) -> TurnSnapshot:
+    """The state of the turn on ``key`` that ``processor`` drives, as observers see it."""
+    return TurnSnapshot(
+        key=key,
+        status=processor.status,
+        activity=processor.activity,
+        depth=processor.depth,
+        run_id=processor.run_id,
+        run_count=processor.run_count,
+        reason=processor.reason,
+        interrupts=processor.interrupts,
+    )
 
 
 class TurnDriver:
@@ -127,17 +141,7 @@ class TurnDriver:
     # -- what the turn asks of its driver ------------------------------------------
 
     def snapshot(self) -> TurnSnapshot:
-        p = self._processor
-        return TurnSnapshot(
-            key=self.key,
-            status=p.status,
-            activity=p.activity,
-            depth=p.depth,
-            run_id=p.run_id,
-            run_count=p.run_count,
-            reason=p.reason,
-            interrupts=p.interrupts,
-        )
+        return snapshot_of(self.key, self._processor)
 
     def publish_state(self, *, force: bool = False) -> None:
         """Tell subscribers the turn's state, unless it is the one they were last told
