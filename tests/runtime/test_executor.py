@@ -12,7 +12,7 @@ import pytest
 
 from toolrelay import ToolCallInfo, ToolCallStatus, ToolRegistry, ToolResult, tool
 from toolrelay._machines import ToolCallEvent
-from toolrelay._runtime import execute_batch
+from toolrelay._runtime import execute_batch, running_call
 
 pytestmark = pytest.mark.anyio
 
@@ -239,6 +239,22 @@ async def test_a_single_call_runs_in_the_callers_task() -> None:
     results = await run_batch(ToolRegistry.of(where), executing("1", "where"))
     assert results.by_id == {"1": ToolResult.success("here")}
     assert tasks == [anyio.get_current_task()]
+
+
+@pytest.mark.parametrize("size", [1, 3])
+async def test_each_tool_reads_its_own_call_as_the_running_call(size: int) -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    async def which(label: str) -> str:
+        call = running_call()
+        await anyio.lowlevel.checkpoint()  # the others run meanwhile
+        seen.append((label, call.id if call is not None else None))
+        return label
+
+    calls = tuple(executing(f"c{i}", "which", json.dumps({"label": f"l{i}"})) for i in range(size))
+    await run_batch(ToolRegistry.of(which), *calls)
+    assert sorted(seen) == [(f"l{i}", f"c{i}") for i in range(size)]
+    assert running_call() is None  # nothing of it outside the calls
 
 
 async def test_cancellation_propagates_and_records_no_result() -> None:

@@ -59,12 +59,27 @@ __all__ = (
     "execute_batch",
     "execute_batch_with_approvals",
     "execute_tool",
+    "running_call",
 )
 
 T = TypeVar("T")
 
 #: Where tools' exceptions and stuck threads are logged.
 logger = logging.getLogger("toolrelay.tools")
+
+
+#: The call whose tool runs in the current context: each call of a batch runs in a
+#: context of its own (a task's, or a copy in the batch's task), so it is set once per
+#: call and never reset.
+_RUNNING_CALL: contextvars.ContextVar[ToolCallInfo] = contextvars.ContextVar(
+    "toolrelay_running_call"
+)
+
+
+def running_call() -> ToolCallInfo | None:
+    """The tool call the engine's executor runs in the current context, or ``None``
+    outside one (a tool is not handed its call; a server's client tool reads it here)."""
+    return _RUNNING_CALL.get(None)
 
 
 class RunSync(Protocol):
@@ -531,6 +546,7 @@ class _Batch:
         self.trace = trace
 
     async def run_one(self, call: ToolCallInfo) -> None:
+        _RUNNING_CALL.set(call)  # in the call's own context (see execute_batch)
         # The timeout bounds the tool's own run, not its wait for a limiter slot: a slow
         # tool holding the slot must not make the next one time out (promise 2).
         if self.limiter is not None:
