@@ -78,6 +78,10 @@ def snapshot_of(key: ThreadKey, processor: EventProcessor) -> TurnSnapshot:
     )
 
 
+#: Why a turn ends whose run someone else disposed while it streamed.
+_REPLACED = TerminalReason(kind=ReasonKind.SUPERSEDED, message="the run was replaced on its thread")
+
+
 class TurnDriver:
     """What one turn's task does, and the state it does it with (see the module
     docstring). Its :class:`~toolrelay.Turn` reads the processor, and asks
@@ -99,6 +103,7 @@ class TurnDriver:
         "_processor",
         "_recovered",
         "_scope",
+        "_streaming",
         "_tool_context",
         "_tools",
         "handle",
@@ -136,6 +141,8 @@ class TurnDriver:
         self._last_published: TurnSnapshot | None = None
         # How the current run ended (None while it streams).
         self._ending: RunEnding | None = None
+        # The handle whose stream is open (None between runs).
+        self._streaming: RunHandle | None = None
         self.trace: TurnTrace | None = None
 
     # -- what the turn asks of its driver ------------------------------------------
@@ -478,8 +485,12 @@ class TurnDriver:
         host = self._host
         log = self._log
         self._ending = None
-        with anyio.CancelScope() as scope:
-            handle.on_dispose(scope.cancel)
+        # Disposed by someone else while it streams, the run no longer owns the thread:
+        # the turn ends superseded at once, its own scope stopping the stream (one
+        # cancel scope per turn, none per run).
+        self._streaming = handle
+        handle.on_dispose(self._stream_disposed)
+        try:
             try:
                 async with host.engine.backend.run(self.key, run_input) as events:
                     if self.trace is None and isinstance(events, EventBatches):
@@ -531,12 +542,18 @@ class TurnDriver:
                         )
                     )
                 )
-        if scope.cancelled_caught and not processor.status.is_final:
-            # The handle was disposed by someone else: the run no longer owns the thread.
-            self._perform(processor.supersede("the run was replaced on its thread"))
+        finally:
+            self._streaming = None
         # Before a batch runs, its calls are in the store (promise 10's write-ahead).
         await self._flush()
         return self._ending
+
+    def _stream_disposed(self) -> None:
+        """A run handle of this turn was disposed: if its stream is open, someone else
+        took the thread (safety check 4), and the turn ends ``superseded`` now."""
+        streaming = self._streaming
+        if streaming is not None and streaming.disposed:
+            self.end(_REPLACED)
 
     async def _receive_batches(
         self, batches: AsyncIterator[Sequence[Event | UnknownEvent]]
