@@ -126,8 +126,9 @@ class TurnDriver:
     ) -> None:
         self._host = host
         self._tool_context = tool_context
-        # While calls await approval: where approved calls go to run.
-        self._approved = ApprovalQueue()
+        # While calls await approval: where approved calls go to run (made the first
+        # time it is needed: most turns never have a call to approve).
+        self._approved: ApprovalQueue | None = None
         self.key = key
         self.turn_id = turn_id
         # Where the turn's records go (None: the engine has no store), and, for a turn
@@ -184,7 +185,7 @@ class TurnDriver:
     def approve(self, call: ToolCallInfo) -> None:
         """``call``, awaiting approval, is approved: it runs."""
         self._perform(self._processor.approve(call))
-        self._approved.put(call)
+        self._approvals().put(call)
         self._decided()
 
     def deny(self, call: ToolCallInfo, message: str) -> None:
@@ -201,9 +202,15 @@ class TurnDriver:
         self._perform(effects)
         self._decided()
 
+    def _approvals(self) -> ApprovalQueue:
+        """Where approved calls go to run."""
+        if self._approved is None:
+            self._approved = ApprovalQueue()
+        return self._approved
+
     def _decided(self) -> None:
         if not self._processor.awaiting_approval:
-            self._approved.all_decided()
+            self._approvals().all_decided()
 
     # -- the task --------------------------------------------------------------------
 
@@ -242,7 +249,8 @@ class TurnDriver:
                 self._perform(processor.cancel("the turn's task was cancelled"))
             if trace is not None:
                 trace.end(processor.status, processor.reason, processor.run_count, processor.depth)
-            self._approved.close()
+            if self._approved is not None:
+                self._approved.close()
             if self._log is not None:
                 await self._last_flush(self._log)
             over()
@@ -421,7 +429,7 @@ class TurnDriver:
             )
             return
         # With calls awaiting approval, each one approved runs too (Turn.approve).
-        receive = self._approved.receive()
+        receive = self._approvals().receive()
         try:
             await execute_batch_with_approvals(
                 self._tools,
@@ -436,7 +444,7 @@ class TurnDriver:
                 trace=self.trace,
             )
         finally:
-            self._approved.close()
+            self._approvals().close()
         await self._flush()  # the denials
 
     def _restore(self, live: LiveTurn) -> RunEnding | None:
