@@ -44,7 +44,7 @@ from toolrelay._runtime._recovery import INTERRUPTED, restored_calls, split_for_
 from toolrelay._runtime._registry import RunHandle
 from toolrelay._runtime._tracing import TurnTrace, start_turn
 from toolrelay._runtime._views import EventReceived, StateChanged, ToolCallFinished, TurnSnapshot
-from toolrelay.backends._base import EventBatches, using_run_settings
+from toolrelay.backends._base import EventBatches
 from toolrelay.protocol import Event, RunAgentInput, UnknownEvent
 from toolrelay.store import LiveTurn, ToolFinished
 
@@ -229,7 +229,7 @@ class TurnDriver:
             # what else cancels it ends the turn first, so a turn still on is late.
             scope.deadline = anyio.current_time() + turn_seconds
         try:
-            with scope, using_run_settings(host.run_settings(self.key)):
+            with scope:  # the run settings are set in the task's context (Turn.drive)
                 if trace is None:
                     if await self._prepare():
                         await self._run_all()

@@ -8,11 +8,11 @@ engine starts through :meth:`Turn.drive`.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
-from typing import Any
+import contextvars
 
 import anyio
 import anyio.lowlevel
+from anyio.abc import TaskGroup
 
 from toolrelay._core import (
     Activity,
@@ -32,6 +32,7 @@ from toolrelay._runtime._driver import TurnDriver, snapshot_of
 from toolrelay._runtime._durable import ThreadLog
 from toolrelay._runtime._host import TurnHost
 from toolrelay._runtime._views import StateChanged, TurnSnapshot, TurnStatistics
+from toolrelay.backends._base import using_run_settings
 from toolrelay.protocol import Interrupt, ResumeEntry
 from toolrelay.store import LiveTurn
 
@@ -282,13 +283,23 @@ class Turn:
             # changes, so only a newly focused view is told it again.
             self._host.notifications.publish(StateChanged(self.snapshot()))
 
-    def drive(self) -> Coroutine[Any, Any, None]:
-        """Engine-facing: the turn's task, started once by the engine in its task
-        group; it ends with the turn in a final state. (The driver's own coroutine:
-        no frame of the turn's stays suspended on it while the turn lives.)"""
+    def drive(self, group: TaskGroup, name: str) -> None:
+        """Engine-facing: start the turn's task in ``group`` (once); it ends with the
+        turn in a final state.
+
+        The task runs the driver's own coroutine (no frame of the turn's stays
+        suspended on it while the turn lives), in a context where the turn's run
+        settings are set: a copy of this one, made here and dropped once the task has
+        copied it (every task starts in a copy of its starter's context), so nothing
+        is held to reset them, and the caller's context never sees them.
+        """
         driver = self._driver
         assert driver is not None, "a turn's task is started once"
-        return driver.run(self._task_ended)
+        contextvars.copy_context().run(self._spawn, group, driver, name)
+
+    def _spawn(self, group: TaskGroup, driver: TurnDriver, name: str) -> None:
+        using_run_settings(self._host.run_settings(self.key)).__enter__()
+        group.start_soon(driver.run, self._task_ended, name=name)
 
     def _task_ended(self) -> None:
         """The task's last step: the engine is told, then the turn's waiters wake.
