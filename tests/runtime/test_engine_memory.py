@@ -26,7 +26,16 @@ import anyio
 import pytest
 
 import toolrelay
-from toolrelay import Engine, RunStatus, ThreadKey, ToolRegistry
+from toolrelay import (
+    ApprovalError,
+    Engine,
+    RunStatus,
+    StateChanged,
+    ThreadKey,
+    ToolRegistry,
+    Turn,
+)
+from toolrelay._runtime._driver import TurnDriver
 from toolrelay.protocol import RunAgentInput, ToolMessage
 from toolrelay.testing import Hang, ScriptedAgent, text, tool_call
 from toolrelay.testing._scripted import Script
@@ -136,3 +145,40 @@ async def test_cancelled_and_superseded_turns_leave_no_cyclic_garbage(save_all: 
         left = save_all.collect()
     assert ended == {RunStatus.cancelled, RunStatus.superseded}
     assert left == []
+
+
+def _driver_of(turn: Turn) -> TurnDriver | None:
+    """``turn._driver``, read through a call so that type checkers do not narrow it."""
+    return turn._driver
+
+
+async def test_a_finished_turn_lets_go_of_its_task_and_still_answers() -> None:
+    # What a caller keeps of a finished turn is its state (the processor): the task's
+    # driver, with its cancel scope, run handle and tool state, goes when the task
+    # ends, and the collector has that much less to walk per finished turn kept.
+    tools = ToolRegistry().register(lookup)
+    async with Engine(ScriptedAgent(respond=_two_hops), tools=tools) as engine:
+        turn = engine.start_turn("t1", "Look it up twice.")
+        assert _driver_of(turn) is not None
+        await turn.wait_finished()
+        assert _driver_of(turn) is None
+        snapshot = turn.snapshot()
+        assert (snapshot.status, snapshot.run_count, snapshot.depth) == (
+            RunStatus.completed,
+            3,
+            2,
+        )
+        assert engine.state("t1") == snapshot
+        assert turn.cancel() is False
+        assert turn.status is RunStatus.completed
+        with pytest.raises(ApprovalError):
+            turn.approve("anything")
+        with pytest.raises(ApprovalError):
+            turn.deny("anything")
+        with engine.subscribe() as updates:
+            turn.publish_state()  # nothing changed since it was told
+            assert engine.focus("t1") == snapshot
+            told = updates.receive_nowait()
+            with pytest.raises(anyio.WouldBlock):
+                updates.receive_nowait()
+    assert isinstance(told, StateChanged) and told.snapshot == snapshot

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from toolrelay import ToolCallInfo, ToolCallStatus, ToolRegistry, ToolResult, tool
 from toolrelay._machines import ToolCallEvent
-from toolrelay._runtime import execute_batch
+from toolrelay._runtime import execute_batch, running_call
 
 pytestmark = pytest.mark.anyio
 
@@ -188,6 +190,71 @@ async def test_no_default_timeout_means_no_bound() -> None:
             assert results.items == []
             release.set()
     assert results.by_id == {"1": ToolResult.success("ok")}
+
+
+_SEEN: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
+
+
+@pytest.mark.parametrize("size", [1, 2])
+async def test_tools_see_the_callers_context_variables_and_keep_their_own_sets(
+    size: int,
+) -> None:
+    # A single call runs in the caller's task (no task group), two in tasks of their
+    # own: either way a tool reads the context as it was when the batch began, and
+    # what it sets stays with it and its on_result.
+    read: list[str] = []
+    after: list[tuple[str, str]] = []
+
+    async def setter(label: str) -> str:
+        read.append(_SEEN.get())
+        _SEEN.set(label)
+        await anyio.lowlevel.checkpoint()
+        return _SEEN.get()
+
+    def on_result(call: ToolCallInfo, result: ToolResult) -> None:
+        after.append((call.id, _SEEN.get()))
+
+    calls = tuple(
+        executing(str(i), "setter", json.dumps({"label": f"tool {i}"})) for i in range(size)
+    )
+    token = _SEEN.set("caller")
+    try:
+        await execute_batch(
+            ToolRegistry.of(setter), calls, default_timeout=5.0, on_result=on_result
+        )
+        assert _SEEN.get() == "caller"  # nothing a tool set leaked into the caller
+    finally:
+        _SEEN.reset(token)
+    assert read == ["caller"] * size
+    assert sorted(after) == [(str(i), f"tool {i}") for i in range(size)]
+
+
+async def test_a_single_call_runs_in_the_callers_task() -> None:
+    tasks: list[anyio.TaskInfo] = []
+
+    async def where() -> str:
+        tasks.append(anyio.get_current_task())
+        return "here"
+
+    results = await run_batch(ToolRegistry.of(where), executing("1", "where"))
+    assert results.by_id == {"1": ToolResult.success("here")}
+    assert tasks == [anyio.get_current_task()]
+
+
+@pytest.mark.parametrize("size", [1, 3])
+async def test_each_tool_reads_its_own_call_as_the_running_call(size: int) -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    async def which(label: str) -> str:
+        call = running_call()
+        await anyio.lowlevel.checkpoint()  # the others run meanwhile
+        seen.append((label, call.id if call is not None else None))
+        return label
+
+    calls = tuple(executing(f"c{i}", "which", json.dumps({"label": f"l{i}"})) for i in range(size))
+    await run_batch(ToolRegistry.of(which), *calls)
+    assert sorted(seen) == [(f"l{i}", f"c{i}") for i in range(size)]
+    assert running_call() is None  # nothing of it outside the calls
 
 
 async def test_cancellation_propagates_and_records_no_result() -> None:

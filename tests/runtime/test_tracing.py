@@ -555,8 +555,10 @@ async def test_with_no_tracer_provider_set_a_turn_is_not_traced() -> None:
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     agent = ScriptedAgent([text("hi")])
     async with Engine(agent) as engine:
-        turn = await engine.run_turn("t1", "Hi")
-        assert turn._driver.trace is None
+        turn = engine.start_turn("t1", "Hi")
+        driver = turn._driver  # let go by the turn once its task is done
+        await turn.wait_finished()
+    assert driver is not None and driver.trace is None
     assert _tracing.tracer_for(None) is None
     assert _tracing.tracer_for(trace.NoOpTracerProvider()) is None
 
@@ -564,8 +566,10 @@ async def test_with_no_tracer_provider_set_a_turn_is_not_traced() -> None:
 async def test_a_no_op_provider_given_to_the_engine_traces_nothing() -> None:
     agent = ScriptedAgent([tool_call("lookup", {"name": "a"})], [text("hi")])
     async with Engine(agent, tools=TOOLS, tracer_provider=trace.NoOpTracerProvider()) as engine:
-        turn = await engine.run_turn("t1", "Hi")
-    assert turn._driver.trace is None
+        turn = engine.start_turn("t1", "Hi")
+        driver = turn._driver  # let go by the turn once its task is done
+        await turn.wait_finished()
+    assert driver is not None and driver.trace is None
     assert turn.status is RunStatus.completed
 
 
@@ -592,9 +596,11 @@ def test_without_the_opentelemetry_package_turns_run_untraced() -> None:
         async def main() -> None:
             agent = ScriptedAgent([tool_call("lookup", {"name": "a"})], [text("ok")])
             async with Engine(agent, tools=ToolRegistry.of(lookup)) as engine:
-                turn = await engine.run_turn("t1", "Hi")
+                turn = engine.start_turn("t1", "Hi")
+                driver = turn._driver
+                await turn.wait_finished()
             assert turn.status.value == "completed", turn.reason
-            assert turn._driver.trace is None
+            assert driver is not None and driver.trace is None
             headers = {}
             _propagation.inject_trace_context(headers)
             parent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"

@@ -9,6 +9,7 @@ from toolrelay._runtime._executor import (
     ToolThreads as ToolThreads,
     execute_batch as execute_batch,
     execute_tool as execute_tool,
+    running_call as running_call,
 )
 from toolrelay._runtime._registry import (
     RegistryChange as RegistryChange,
@@ -52,4 +53,5 @@ __all__ = (
     "TurnStatistics",
     "execute_batch",
     "execute_tool",
+    "running_call",
 )

@@ -11,9 +11,8 @@ checks (0 to 7) that the comments below refer to by number.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any
 
 import anyio
@@ -45,19 +44,16 @@ from toolrelay._runtime._recovery import INTERRUPTED, restored_calls, split_for_
 from toolrelay._runtime._registry import RunHandle
 from toolrelay._runtime._tracing import TurnTrace, start_turn
 from toolrelay._runtime._views import EventReceived, StateChanged, ToolCallFinished, TurnSnapshot
-from toolrelay.backends._base import EventBatches, using_run_settings
+from toolrelay.backends._base import EventBatches
 from toolrelay.protocol import Event, RunAgentInput, UnknownEvent
 from toolrelay.store import LiveTurn, ToolFinished
 
-__all__ = ("RunEnding", "TurnDriver")
+__all__ = ("RunEnding", "TurnDriver", "snapshot_of")
 
 logger = logging.getLogger("toolrelay.runtime")
 
 #: The effects that end a run: the turn goes on with tools, or it is over.
 RunEnding = ToolsReady | TurnCompleted | TurnInterrupted | TurnEnded
-
-#: What an untraced turn enters instead of its span's context.
-_UNTRACED = contextlib.nullcontext()
 
 
 def _describe(exc: BaseException) -> str:
@@ -66,6 +62,24 @@ def _describe(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"
+
+
+def snapshot_of(key: ThreadKey, processor: EventProcessor) -> TurnSnapshot:
+    """The state of the turn on ``key`` that ``processor`` drives, as observers see it."""
+    return TurnSnapshot(
+        key=key,
+        status=processor.status,
+        activity=processor.activity,
+        depth=processor.depth,
+        run_id=processor.run_id,
+        run_count=processor.run_count,
+        reason=processor.reason,
+        interrupts=processor.interrupts,
+    )
+
+
+#: Why a turn ends whose run someone else disposed while it streamed.
+_REPLACED = TerminalReason(kind=ReasonKind.SUPERSEDED, message="the run was replaced on its thread")
 
 
 class TurnDriver:
@@ -89,6 +103,7 @@ class TurnDriver:
         "_processor",
         "_recovered",
         "_scope",
+        "_streaming",
         "_tool_context",
         "_tools",
         "handle",
@@ -111,8 +126,9 @@ class TurnDriver:
     ) -> None:
         self._host = host
         self._tool_context = tool_context
-        # While calls await approval: where approved calls go to run.
-        self._approved = ApprovalQueue()
+        # While calls await approval: where approved calls go to run (made the first
+        # time it is needed: most turns never have a call to approve).
+        self._approved: ApprovalQueue | None = None
         self.key = key
         self.turn_id = turn_id
         # Where the turn's records go (None: the engine has no store), and, for a turn
@@ -126,22 +142,14 @@ class TurnDriver:
         self._last_published: TurnSnapshot | None = None
         # How the current run ended (None while it streams).
         self._ending: RunEnding | None = None
+        # The handle whose stream is open (None between runs).
+        self._streaming: RunHandle | None = None
         self.trace: TurnTrace | None = None
 
     # -- what the turn asks of its driver ------------------------------------------
 
     def snapshot(self) -> TurnSnapshot:
-        p = self._processor
-        return TurnSnapshot(
-            key=self.key,
-            status=p.status,
-            activity=p.activity,
-            depth=p.depth,
-            run_id=p.run_id,
-            run_count=p.run_count,
-            reason=p.reason,
-            interrupts=p.interrupts,
-        )
+        return snapshot_of(self.key, self._processor)
 
     def publish_state(self, *, force: bool = False) -> None:
         """Tell subscribers the turn's state, unless it is the one they were last told
@@ -177,7 +185,7 @@ class TurnDriver:
     def approve(self, call: ToolCallInfo) -> None:
         """``call``, awaiting approval, is approved: it runs."""
         self._perform(self._processor.approve(call))
-        self._approved.put(call)
+        self._approvals().put(call)
         self._decided()
 
     def deny(self, call: ToolCallInfo, message: str) -> None:
@@ -194,9 +202,15 @@ class TurnDriver:
         self._perform(effects)
         self._decided()
 
+    def _approvals(self) -> ApprovalQueue:
+        """Where approved calls go to run."""
+        if self._approved is None:
+            self._approved = ApprovalQueue()
+        return self._approved
+
     def _decided(self) -> None:
         if not self._processor.awaiting_approval:
-            self._approved.all_decided()
+            self._approvals().all_decided()
 
     # -- the task --------------------------------------------------------------------
 
@@ -215,13 +229,14 @@ class TurnDriver:
             # what else cancels it ends the turn first, so a turn still on is late.
             scope.deadline = anyio.current_time() + turn_seconds
         try:
-            with (
-                scope,
-                using_run_settings(host.run_settings(self.key)),
-                trace.current() if trace is not None else _UNTRACED,
-            ):
-                if await self._prepare():
-                    await self._run_all()
+            with scope:  # the run settings are set in the task's context (Turn.drive)
+                if trace is None:
+                    if await self._prepare():
+                        await self._run_all()
+                else:
+                    with trace.current():
+                        if await self._prepare():
+                            await self._run_all()
             if scope.cancelled_caught and not processor.status.is_final:
                 self._perform(processor.fail(host.deadline_reason()))
         except StoreError as exc:
@@ -234,7 +249,8 @@ class TurnDriver:
                 self._perform(processor.cancel("the turn's task was cancelled"))
             if trace is not None:
                 trace.end(processor.status, processor.reason, processor.run_count, processor.depth)
-            self._approved.close()
+            if self._approved is not None:
+                self._approved.close()
             if self._log is not None:
                 await self._last_flush(self._log)
             over()
@@ -413,7 +429,7 @@ class TurnDriver:
             )
             return
         # With calls awaiting approval, each one approved runs too (Turn.approve).
-        receive = self._approved.receive()
+        receive = self._approvals().receive()
         try:
             await execute_batch_with_approvals(
                 self._tools,
@@ -428,7 +444,7 @@ class TurnDriver:
                 trace=self.trace,
             )
         finally:
-            self._approved.close()
+            self._approvals().close()
         await self._flush()  # the denials
 
     def _restore(self, live: LiveTurn) -> RunEnding | None:
@@ -449,11 +465,20 @@ class TurnDriver:
         """Whether the current run ended: an ending effect was performed."""
         return self._ending is not None
 
-    async def _stream(self, handle: RunHandle, run_input: RunAgentInput) -> RunEnding | None:
-        """Stream one run into the processor; returns the effect that ended it."""
+    def _stream(
+        self, handle: RunHandle, run_input: RunAgentInput
+    ) -> Coroutine[Any, Any, RunEnding | None]:
+        """What streams one run into the processor (awaited, it returns the effect
+        that ended the run): :meth:`_stream_run` itself for an untraced turn, no
+        frame in between (one suspended coroutine fewer per live turn), and within
+        the run's span for a traced one."""
+        if self.trace is None:
+            return self._stream_run(handle, run_input)
+        return self._traced(handle, run_input)
+
+    async def _traced(self, handle: RunHandle, run_input: RunAgentInput) -> RunEnding | None:
         trace = self.trace
-        if trace is None:
-            return await self._stream_run(handle, run_input)
+        assert trace is not None
         with trace.run(run_input.run_id, self._processor.depth, self._run_ending, self._reason):
             return await self._stream_run(handle, run_input)
 
@@ -468,8 +493,12 @@ class TurnDriver:
         host = self._host
         log = self._log
         self._ending = None
-        with anyio.CancelScope() as scope:
-            handle.on_dispose(scope.cancel)
+        # Disposed by someone else while it streams, the run no longer owns the thread:
+        # the turn ends superseded at once, its own scope stopping the stream (one
+        # cancel scope per turn, none per run).
+        self._streaming = handle
+        handle.on_dispose(self._stream_disposed)
+        try:
             try:
                 async with host.engine.backend.run(self.key, run_input) as events:
                     if self.trace is None and isinstance(events, EventBatches):
@@ -521,12 +550,18 @@ class TurnDriver:
                         )
                     )
                 )
-        if scope.cancelled_caught and not processor.status.is_final:
-            # The handle was disposed by someone else: the run no longer owns the thread.
-            self._perform(processor.supersede("the run was replaced on its thread"))
+        finally:
+            self._streaming = None
         # Before a batch runs, its calls are in the store (promise 10's write-ahead).
         await self._flush()
         return self._ending
+
+    def _stream_disposed(self) -> None:
+        """A run handle of this turn was disposed: if its stream is open, someone else
+        took the thread (safety check 4), and the turn ends ``superseded`` now."""
+        streaming = self._streaming
+        if streaming is not None and streaming.disposed:
+            self.end(_REPLACED)
 
     async def _receive_batches(
         self, batches: AsyncIterator[Sequence[Event | UnknownEvent]]

@@ -36,9 +36,9 @@ import logging
 import math
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, cast
 
 import anyio
 import anyio.from_thread
@@ -59,12 +59,27 @@ __all__ = (
     "execute_batch",
     "execute_batch_with_approvals",
     "execute_tool",
+    "running_call",
 )
 
 T = TypeVar("T")
 
 #: Where tools' exceptions and stuck threads are logged.
 logger = logging.getLogger("toolrelay.tools")
+
+
+#: The call whose tool runs in the current context: each call of a batch runs in a
+#: context of its own (a task's, or a copy in the batch's task), so it is set once per
+#: call and never reset.
+_RUNNING_CALL: contextvars.ContextVar[ToolCallInfo] = contextvars.ContextVar(
+    "toolrelay_running_call"
+)
+
+
+def running_call() -> ToolCallInfo | None:
+    """The tool call the engine's executor runs in the current context, or ``None``
+    outside one (a tool is not handed its call; a server's client tool reads it here)."""
+    return _RUNNING_CALL.get(None)
 
 
 class RunSync(Protocol):
@@ -448,9 +463,50 @@ async def execute_batch(
         options,
         trace,
     )
+    if len(calls) == 1:
+        # One call (most batches): it runs in this task, in a copy of its context as
+        # a task of its own would (what the tool sets of it stays its own), without a
+        # task group and a task: about 30 objects fewer per batch for the cycle
+        # collector to walk while the tool runs.
+        await _InContext(batch.run_one(calls[0]))
+        return
     async with anyio.create_task_group() as group:
         for call in calls:
             group.start_soon(batch.run_one, call, name=f"tool {call.name} ({call.id})")
+
+
+class _InContext(Generic[T]):
+    """Await a coroutine in the awaiting task, each of its steps run in a copy of the
+    context as it is now: what the coroutine reads and sets of the context variables
+    is what it would in a task started here (asyncio and trio both copy the starter's
+    context), and whatever it awaits reaches the event loop unchanged."""
+
+    __slots__ = ("_context", "_coroutine")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, T]) -> None:
+        self._coroutine = coroutine
+        self._context = contextvars.copy_context()
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        coroutine = self._coroutine
+        run = self._context.run
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                if error is None:
+                    signal = run(coroutine.send, value)
+                else:
+                    signal, error = run(coroutine.throw, error), None
+            except StopIteration as stop:
+                return cast("T", stop.value)
+            try:
+                value = yield signal
+            except GeneratorExit:
+                run(coroutine.close)
+                raise
+            except BaseException as exc:  # a cancellation, delivered to the awaiter
+                error = exc
 
 
 class _Batch:
@@ -490,6 +546,7 @@ class _Batch:
         self.trace = trace
 
     async def run_one(self, call: ToolCallInfo) -> None:
+        _RUNNING_CALL.set(call)  # in the call's own context (see execute_batch)
         # The timeout bounds the tool's own run, not its wait for a limiter slot: a slow
         # tool holding the slot must not make the next one time out (promise 2).
         if self.limiter is not None:

@@ -70,7 +70,7 @@ class TurnTasks:
     def start(self, group: TaskGroup, turn: Turn, name: str) -> None:
         """``turn`` is live, and its task starts in ``group``."""
         self._live.add(turn)
-        group.start_soon(turn.drive, name=name)
+        turn.drive(group, name)
 
     def ended(self, turn: Turn) -> None:
         """``turn``'s task is ending: it is counted, and no longer live."""

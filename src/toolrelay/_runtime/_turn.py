@@ -8,11 +8,11 @@ engine starts through :meth:`Turn.drive`.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
-from typing import Any
+import contextvars
 
 import anyio
 import anyio.lowlevel
+from anyio.abc import TaskGroup
 
 from toolrelay._core import (
     Activity,
@@ -28,10 +28,11 @@ from toolrelay._core import (
 from toolrelay._machines import RunStatus, ToolCallStatus
 from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay._runtime._approvals import approval_interrupts, find_awaiting
-from toolrelay._runtime._driver import TurnDriver
+from toolrelay._runtime._driver import TurnDriver, snapshot_of
 from toolrelay._runtime._durable import ThreadLog
 from toolrelay._runtime._host import TurnHost
-from toolrelay._runtime._views import TurnSnapshot, TurnStatistics
+from toolrelay._runtime._views import StateChanged, TurnSnapshot, TurnStatistics
+from toolrelay.backends._base import using_run_settings
 from toolrelay.protocol import Interrupt, ResumeEntry
 from toolrelay.store import LiveTurn
 
@@ -78,8 +79,9 @@ class Turn:
         #: The turn's id in the thread's log.
         self.turn_id = turn_id
         self._processor = processor
-        # What the turn's task does, with its state (the turn reads the processor).
-        self._driver = TurnDriver(
+        # What the turn's task does, with its state (the turn reads the processor);
+        # let go when the task is done (see _task_ended).
+        self._driver: TurnDriver | None = TurnDriver(
             host,
             key,
             processor,
@@ -170,8 +172,10 @@ class Turn:
             ApprovalError: No call of this turn awaits approval under that id
                 (decided already, or the turn ended); nothing changed.
         """
-        call = find_awaiting(self._processor.awaiting_approval, call_id)
-        self._driver.approve(call)
+        driver = self._driver
+        call = find_awaiting(self._processor.awaiting_approval if driver else (), call_id)
+        assert driver is not None
+        driver.approve(call)
 
     def deny(self, call_id: str, message: str = "The user denied this tool call.") -> None:
         """Deny a call that awaits approval: it never runs, it ends ``failed`` and the
@@ -181,8 +185,10 @@ class Turn:
             ApprovalError: No call of this turn awaits approval under that id
                 (decided already, or the turn ended); nothing changed.
         """
-        call = find_awaiting(self._processor.awaiting_approval, call_id)
-        self._driver.deny(call, message)
+        driver = self._driver
+        call = find_awaiting(self._processor.awaiting_approval if driver else (), call_id)
+        assert driver is not None
+        driver.deny(call, message)
 
     @property
     def resume(self) -> tuple[ResumeEntry, ...]:
@@ -195,7 +201,7 @@ class Turn:
         return self._processor.status.is_final
 
     def snapshot(self) -> TurnSnapshot:
-        return self._driver.snapshot()
+        return snapshot_of(self.key, self._processor)
 
     def statistics(self) -> TurnStatistics:
         counts: dict[ToolCallStatus, int] = dict.fromkeys(ToolCallStatus, 0)
@@ -250,7 +256,8 @@ class Turn:
         A turn that already ended but whose task still works (a store failure ended
         it while its tools ran) has that work stopped too; ``False`` says it had ended.
         """
-        return self._driver.end(reason)
+        driver = self._driver
+        return driver.end(reason) if driver is not None else False
 
     def close_slice(self, stop: int) -> None:
         """Engine-facing: the next turn on the thread begins at ``stop``, where this
@@ -268,17 +275,43 @@ class Turn:
         """Engine-facing (and the driver's): tell subscribers the turn's state, unless
         it is the one they were last told (``force``: a newly focused view wants it
         again)."""
-        self._driver.publish_state(force=force)
+        driver = self._driver
+        if driver is not None:
+            driver.publish_state(force=force)
+        elif force and self._host.notifications:
+            # The task is done: the final state was told as it ended, and no longer
+            # changes, so only a newly focused view is told it again.
+            self._host.notifications.publish(StateChanged(self.snapshot()))
 
-    def drive(self) -> Coroutine[Any, Any, None]:
-        """Engine-facing: the turn's task, started once by the engine in its task
-        group; it ends with the turn in a final state. (The driver's own coroutine:
-        no frame of the turn's stays suspended on it while the turn lives.)"""
-        return self._driver.run(self._task_ended)
+    def drive(self, group: TaskGroup, name: str) -> None:
+        """Engine-facing: start the turn's task in ``group`` (once); it ends with the
+        turn in a final state.
+
+        The task runs the driver's own coroutine (no frame of the turn's stays
+        suspended on it while the turn lives), in a context where the turn's run
+        settings are set: a copy of this one, made here and dropped once the task has
+        copied it (every task starts in a copy of its starter's context), so nothing
+        is held to reset them, and the caller's context never sees them.
+        """
+        driver = self._driver
+        assert driver is not None, "a turn's task is started once"
+        contextvars.copy_context().run(self._spawn, group, driver, name)
+
+    def _spawn(self, group: TaskGroup, driver: TurnDriver, name: str) -> None:
+        using_run_settings(self._host.run_settings(self.key)).__enter__()
+        group.start_soon(driver.run, self._task_ended, name=name)
 
     def _task_ended(self) -> None:
-        """The task's last step: the engine is told, then the turn's waiters wake."""
-        self._host.finished(self, self._driver.handle)
+        """The task's last step: the engine is told, then the turn's waiters wake.
+
+        The driver is let go (its scopes, its run handle, its tool and approval state):
+        a finished turn its caller keeps holds its processor, which has every answer
+        the turn gives from now on, and nothing the cycle collector would walk in vain.
+        """
+        driver = self._driver
+        assert driver is not None
+        self._host.finished(self, driver.handle)
+        self._driver = None
         self._task_over = True
         if self._done is not None:
             self._done.set()

@@ -40,13 +40,21 @@ __all__ = (
 )
 
 
-class _WireStruct(msgspec.Struct, rename="camel", frozen=True, kw_only=True, omit_defaults=True):
+class _WireStruct(
+    msgspec.Struct, rename="camel", frozen=True, kw_only=True, omit_defaults=True, gc=False
+):
     """The configuration every nested AG-UI shape shares (events have :class:`AguiEvent`).
 
     Unknown fields are skipped on decode (no ``forbid_unknown_fields``): a peer on a newer
     protocol version may add fields, and AG-UI's own SDK keeps them rather than failing.
     Subclasses repeat ``frozen=True, kw_only=True``: msgspec applies ``kw_only`` only to
     the fields a class itself declares, and mypy does not see ``frozen`` inherited.
+
+    Like events, these are not tracked by the cycle collector (``gc=False``, inherited):
+    a conversation holds every message, and each run's ``RunAgentInput`` all of them,
+    for as long as its turn lives; they are frozen, and a decoded one cannot be part of
+    a reference cycle. Do not put a message, or a run's input, inside one of its own
+    fields (``state``, ``metadata``, a part's ``payload``).
     """
 
 

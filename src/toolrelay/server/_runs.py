@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import anyio
 import msgspec
 
 from toolrelay._core import ThreadKey, ToolRegistry, ToolResult, ToolSpec
 from toolrelay._errors import InvalidEventError, MalformedEventError, ToolDefinitionError
+from toolrelay._runtime import running_call
 from toolrelay.backends._propagation import continued_trace
 from toolrelay.protocol import (
     AssistantMessage,
@@ -198,7 +198,7 @@ class Runs(CatchUp, SharedMode):
         self, key: ThreadKey, name: str
     ) -> Callable[[dict[str, Any]], Awaitable[ToolResult]]:
         async def wait_for_client(arguments: dict[str, Any]) -> ToolResult:
-            call_id = _call_id_of_current_task(name)
+            call_id = _running_call_id(name)
             slot = self._slots.setdefault((key, call_id), Slot())
             waits = self._client_waits.setdefault(key, set())
             waits.add(call_id)
@@ -224,18 +224,14 @@ class Runs(CatchUp, SharedMode):
         slot.event.set()
 
 
-def _call_id_of_current_task(name: str) -> str:
-    """The id of the tool call the current task runs.
-
-    The engine runs each call of a batch in a task named ``tool <name> (<call id>)``
-    (:func:`toolrelay._runtime.execute_batch`); a tool handler is not given its call
-    id, so a client tool reads it there.
-    """
-    task = anyio.get_current_task().name or ""
-    prefix = f"tool {name} ("
-    if not (task.startswith(prefix) and task.endswith(")")):
+def _running_call_id(name: str) -> str:
+    """The id of the tool call being run: a tool handler is not given its call id, so
+    a client tool reads it from the engine's executor
+    (:func:`toolrelay._runtime.running_call`)."""
+    call = running_call()
+    if call is None or call.name != name:
         raise RuntimeError(f"client tool {name!r} was not run by the engine's executor")
-    return task[len(prefix) : -1]
+    return call.id
 
 
 def _trailing_results(run_input: RunAgentInput) -> dict[str, ToolMessage]:
