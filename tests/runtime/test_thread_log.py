@@ -184,3 +184,21 @@ async def test_a_cancelled_write_stays_unsure_while_the_store_cannot_be_read() -
     await log.flush()
     assert await _written(store) == ["a"]
     assert not log.pending
+
+
+async def test_a_log_is_settled_only_once_the_flush_that_took_its_records_wrote_them() -> None:
+    store = HeldStore()
+    log = ThreadLog(store, KEY)
+    seen = [log.settled]  # nothing added
+    log.add(TurnStarted(turn_id="a"))
+    seen.append(log.settled)
+    async with anyio.create_task_group() as group:
+        group.start_soon(log.flush)
+        await store.entered.wait()
+        seen.append(log.settled)  # taken, not written yet
+        taken = log.pending
+        store.gate.set()
+    seen.append(log.settled)
+    assert seen == [True, False, False, True]
+    assert not taken
+    assert await _written(store) == ["a"]

@@ -251,8 +251,8 @@ class TurnDriver:
                 trace.end(processor.status, processor.reason, processor.run_count, processor.depth)
             if self._approved is not None:
                 self._approved.close()
-            if self._log is not None:
-                await self._last_flush(self._log)
+            if self._log is not None and not self._log.settled:
+                await self._last_flush(self._log)  # (a shielded scope only when needed)
             over()
 
     async def _prepare(self) -> bool:

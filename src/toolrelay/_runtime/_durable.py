@@ -63,6 +63,10 @@ class _Gate:
         self._held = False
         self._free: anyio.Event | None = None  # made by the first waiter
 
+    @property
+    def held(self) -> bool:
+        return self._held
+
     async def __aenter__(self) -> None:
         while self._held:
             if self._free is None:
@@ -138,6 +142,12 @@ class ThreadLog:
     def pending(self) -> bool:
         """Whether records wait to be written."""
         return bool(self._outbox or self._unsure)
+
+    @property
+    def settled(self) -> bool:
+        """Whether everything added was written: nothing waits, nothing is being
+        written (a flush under way may hold another turn's records)."""
+        return not (self._outbox or self._unsure or self._lock.held)
 
     def add(self, *records: Record) -> None:
         self._outbox.extend(records)
