@@ -15,8 +15,8 @@ import pytest
 from httpx_sse import EventSource
 from hypothesis import given, settings, strategies as st
 
-from toolrelay import MalformedEventError
-from toolrelay.backends._readers import SseReader
+from toolrelay import LimitExceededError, MalformedEventError
+from toolrelay.backends._readers import SseEvent, SseReader
 from toolrelay.backends._wire import bound_body
 
 # Field values: any text but line endings (and no BOM, which the body reader drops
@@ -74,17 +74,17 @@ async def ours(chunks: list[bytes]) -> list[tuple[str, str, str]]:
     ]
 
 
-async def ours_direct(chunks: list[bytes]) -> tuple[list[tuple[str, str, str]], int]:
-    """The reader driven as ``RunStream.events`` drives it; also how many reads were
-    taken directly."""
+async def ours_direct(chunks: list[bytes]) -> tuple[list[tuple[str, str, str]], int, int]:
+    """The reader driven as ``RunStream.batches`` drives it; also how many reads were
+    taken directly, and how many of those as one whole event (``one``)."""
     response = httpx.Response(
         200, headers={"Content-Type": "text/event-stream"}, stream=Chunks(chunks)
     )
     bound_body(response, record="sse", max_record_bytes=1 << 20)
     assert isinstance(response.stream, httpx.AsyncByteStream)
     reader = SseReader(response.stream)
-    events = []
-    direct_reads = 0
+    events: list[SseEvent] = []
+    direct_reads = whole_events = 0
     while True:
         if reader.direct is not None:
             try:
@@ -92,16 +92,20 @@ async def ours_direct(chunks: list[bytes]) -> tuple[list[tuple[str, str, str]], 
             except StopAsyncIteration:
                 reader.finished()
                 break
-            batch = reader.take(chunk)
             direct_reads += 1
+            data = reader.one(chunk)
+            if data is not None:
+                whole_events += 1
+                batch = [SseEvent("message", data, reader.event_id)]
+            else:
+                batch = reader.take(chunk)
         else:
             batch = await reader.batch()
             if not batch:
                 break
         events += batch
-    return [(event.event, event.data.decode(), event.id) for event in events if event.data], (
-        direct_reads
-    )
+    seen = [(event.event, event.data.decode(), event.id) for event in events if event.data]
+    return seen, direct_reads, whole_events
 
 
 async def reference(chunks: list[bytes]) -> list[tuple[str, str, str]]:
@@ -181,7 +185,7 @@ def test_the_backends_direct_reads_yield_what_httpx_sse_yields(
     chunks = split(body, cuts)
 
     async def compare() -> None:
-        events, _ = await ours_direct(chunks)
+        events, _, _ = await ours_direct(chunks)
         assert events == await reference(chunks)
 
     anyio.run(compare)
@@ -189,13 +193,16 @@ def test_the_backends_direct_reads_yield_what_httpx_sse_yields(
 
 def test_reads_of_one_event_each_are_taken_directly() -> None:
     # The fast path is really taken: after the first read (which looks for a BOM),
-    # every read of a stream flushed event by event is awaited directly; an event
-    # with a name, an id or two data lines still arrives whole.
+    # every read of a stream flushed event by event is awaited directly, and a read of
+    # one whole ASCII event of one data line is taken whole (``one``); an event with a
+    # name, an id or two data lines, a comment, non-ASCII or CR endings goes the full
+    # way, and still arrives whole.
     blocks = [b"data: one\n\n", b"data:two\n\n", b"event: x\ndata: 3\n\n", b"id: 4\ndata: a\n\n"]
     blocks += [b"data: b\ndata: c\n\n", b": ping\n\n", b"data: \xc3\xa9\n\n", b"data: \r\n\r\n"]
+    blocks += [b"data: x\n\n", b"data:y\n"]
 
     async def compare() -> None:
-        events, direct_reads = await ours_direct(blocks)
+        events, direct_reads, whole_events = await ours_direct(blocks)
         assert events == await reference(blocks)
         assert events[:4] == [
             ("message", "one", ""),
@@ -204,6 +211,10 @@ def test_reads_of_one_event_each_are_taken_directly() -> None:
             ("message", "a", "4"),
         ]
         assert direct_reads == len(blocks) - 1
+        # "data:two", then (after the id 4, carried on) "data: x"; not the unfinished
+        # "data:y" (its blank line never came), which the body's end discards.
+        assert whole_events == 2
+        assert events[-1] == ("message", "x", "4")
 
     anyio.run(compare)
 
@@ -232,3 +243,92 @@ def test_invalid_utf8_in_a_read_taken_directly_ends_the_stream_after_its_valid_p
         assert caught.value.code == "invalid_utf8"
 
     anyio.run(read)
+
+
+def test_whole_checks_a_one_event_read_the_cheap_way_or_leaves_it_to_check() -> None:
+    # ``one`` hands the body a read of one whole event through ``whole``: ASCII with no
+    # UTF-8 sequence left open passes (and the record bound starts over after it);
+    # anything else is left, untouched, to ``check``, which raises what it must.
+    from toolrelay.backends import _wire
+
+    def body(record: str = "sse") -> _wire.BoundedBody:
+        response = httpx.Response(
+            200, headers={"Content-Type": "text/event-stream"}, stream=Chunks([])
+        )
+        bound_body(response, record=record, max_record_bytes=16)
+        assert isinstance(response.stream, _wire.BoundedBody)
+        return response.stream
+
+    sse = body()
+    assert sse.whole(b"data: a\n\n")
+    assert not sse.whole(b"data: \xc3\xa9\n\n")  # not ASCII: check() decodes it
+    assert sse.check(b"data: \xc3") == b"data: \xc3"  # a character left open ...
+    assert not sse.whole(b"data: b\n\n")  # ... so even ASCII is not valid on its own
+    with pytest.raises(MalformedEventError) as caught:
+        sse.check(b"data: b\n\n")
+    assert caught.value.code == "invalid_utf8"
+    assert not sse.whole(b"data: c\n\n")  # after the error, never again
+    assert not body("ndjson").whole(b"{}\n\n")
+
+    # The record bound: a whole read ends a record, so what follows counts afresh.
+    bounded = body()
+    limit = 2 * 16 + 64 * 1024
+    bounded.check(b"x" * (limit - 10))
+    assert bounded.whole(b"data: a\n\n")
+    bounded.check(b"y" * (limit - 10))  # would pass the bound without the reset
+    with pytest.raises(LimitExceededError):
+        bounded.check(b"z" * 20)
+
+
+async def _read_events(client: httpx.AsyncClient) -> tuple[list[bytes], httpx.Response]:
+    async with client.stream("GET", "http://agent.test/") as response:
+        bound_body(response, record="sse", max_record_bytes=1 << 20)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        reader = SseReader(response.stream)
+        seen: list[bytes] = []
+        while batch := await reader.batch():
+            seen += [event.data for event in batch]
+    return seen, response
+
+
+@pytest.mark.anyio
+async def test_httpx_pass_through_stream_is_skipped_when_there_and_read_when_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # httpx wraps the transport's stream in BoundAsyncStream (private): the body reads
+    # the transport's stream under it, one async generator fewer per read, and still
+    # closes the wrapper (which records the response's elapsed time). Where that class
+    # is not there (another httpx), the wrapper itself is read: the same events.
+    from toolrelay.backends import _wire
+
+    body = b"".join(b"data: %d\n\n" % i for i in range(5))
+    transport = httpx.MockTransport(
+        lambda _: httpx.Response(
+            200, headers={"Content-Type": "text/event-stream"}, stream=Chunks([body[:9], body[9:]])
+        )
+    )
+    async with httpx.AsyncClient(transport=transport) as client:
+        async with client.stream("GET", "http://agent.test/") as response:
+            wrapper = response.stream
+            assert _wire._PASS_THROUGH is not None and type(wrapper) is _wire._PASS_THROUGH
+            assert isinstance(wrapper, httpx.AsyncByteStream)
+            assert _wire._reads(wrapper) is getattr(wrapper, "_stream", None)
+        seen, response = await _read_events(client)
+        assert seen == [b"%d" % i for i in range(5)]
+        assert response.elapsed.total_seconds() >= 0  # set when the wrapper closed
+
+        monkeypatch.setattr(_wire, "_PASS_THROUGH", None)
+        async with client.stream("GET", "http://agent.test/") as response:
+            stream = response.stream
+            assert isinstance(stream, httpx.AsyncByteStream)
+            assert _wire._reads(stream) is stream
+        assert (await _read_events(client))[0] == seen
+
+    # The guards: a wrapper without the transport's stream is read as it is, and an
+    # httpx without the class gives none.
+    monkeypatch.setattr(_wire, "_PASS_THROUGH", type(wrapper))
+    hollow = object.__new__(type(wrapper))
+    assert _wire._reads(hollow) is hollow
+    assert _wire._pass_through_type() is type(wrapper)
+    monkeypatch.delattr(httpx._client, "BoundAsyncStream")
+    assert _wire._pass_through_type() is None

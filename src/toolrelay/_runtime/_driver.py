@@ -576,12 +576,15 @@ class TurnDriver:
         notifications = self._host.notifications
         log = self._log
         async for events in batches:
-            if self._run_over():
+            # Whether the run is over is the ending effect's slot, read in place: once
+            # per read, not a call (_run_over) twice per event.
+            if self._ending is not None:
                 return  # ended from outside: the rest is not processed, not shown
             end = len(events)
             if end == 1:
                 # A read of one event (a server that flushes event by event): the
-                # loop of _stream_run, written out for it.
+                # loop of _stream_run, written out for it. The run can end only by an
+                # effect or while something is awaited, so it is asked only then.
                 event = events[0]
                 try:
                     effects = receive(event)
@@ -594,6 +597,8 @@ class TurnDriver:
                     return
                 if log is not None and log.pending:
                     await self._flush()
+                elif not effects:
+                    continue
                 if self._run_over():
                     return
                 continue

@@ -34,7 +34,7 @@ import msgspec
 
 from toolrelay._errors import LimitExceededError, RemoteProtocolError, StreamDroppedError
 from toolrelay.backends._base import RetryNotice, current_run_settings
-from toolrelay.backends._readers import SseReader
+from toolrelay.backends._readers import SseEvent, SseReader
 from toolrelay.backends._retry import RetryPolicy
 from toolrelay.backends._transport import map_transport_errors
 from toolrelay.protocol import (
@@ -129,6 +129,7 @@ class RunStream:
         # Once per event, so written out: decode_event's fast path is called inline.
         max_bytes = self._max_event_bytes
         decode, run_ends = decode_known_event, _RUN_ENDS
+        event: Event | UnknownEvent
         while True:
             try:
                 with map_transport_errors():
@@ -144,7 +145,31 @@ class RunStream:
                             except StopAsyncIteration:
                                 reader.finished()
                                 break
-                            batch = reader.take(chunk)
+                            data = reader.one(chunk)
+                            if data is None:
+                                batch = reader.take(chunk)
+                            elif self._last_id or reader.event_id or self._replay is not None:
+                                batch = [SseEvent("message", data, reader.event_id)]
+                            else:
+                                # A read of one event, on a stream with no ids (a server
+                                # flushing event by event): the loop below, for it alone.
+                                if len(data) > max_bytes:
+                                    raise LimitExceededError(
+                                        "max_event_bytes",
+                                        max_bytes,
+                                        f"an SSE event of {len(data)} bytes",
+                                    )
+                                try:
+                                    event = decode(data)
+                                except (msgspec.MsgspecError, ValueError, RecursionError):
+                                    event = decode_event(data)
+                                event_type = type(event)
+                                if event_type in run_ends:
+                                    self.ended = True
+                                elif event_type is RunStartedEvent:
+                                    self._run_id = event.run_id  # type: ignore[union-attr]
+                                yield [event]
+                                continue
                         else:
                             batch = await reader.batch()
                             if not batch:
@@ -162,7 +187,7 @@ class RunStream:
                                         f"an SSE event of {len(data)} bytes",
                                     )
                                 try:
-                                    event: Event | UnknownEvent = decode(data)
+                                    event = decode(data)
                                 except (msgspec.MsgspecError, ValueError, RecursionError):
                                     # Unknown type, snake_case, a lone surrogate, or the
                                     # typed error (deep nesting and bad UTF-8 included).

@@ -222,6 +222,8 @@ class BoundedBody(httpx.AsyncByteStream):
         self._bound = (2 if record == "sse" else 1) * max_record_bytes + _BLOCK_SLACK_BYTES
         # What ends a record: a blank line (SSE), a newline (NDJSON).
         self._record_end = (b"\n\n" if record == "sse" else b"\n") if record else None
+        # An SSE body whose reads :meth:`whole` may check (until invalid UTF-8).
+        self._plain_sse = record == "sse"
         self._since_boundary = 0
         self._tail = b""
         self._utf8 = codecs.getincrementaldecoder("utf-8")() if record else None
@@ -235,7 +237,7 @@ class BoundedBody(httpx.AsyncByteStream):
         self._done = False
 
     def __aiter__(self) -> Self:
-        self._chunks = self._stream.__aiter__()
+        self._chunks = _reads(self._stream).__aiter__()
         return self
 
     async def __anext__(self) -> bytes:
@@ -294,6 +296,18 @@ class BoundedBody(httpx.AsyncByteStream):
         """The reads taken through :meth:`direct_reads` came to their end."""
         self._done = True
 
+    def whole(self, chunk: bytes) -> bool:
+        """Check ``chunk``, a decoded read of an SSE body that ends with a blank line
+        (``\\n\\n``) and has no other line ending, the cheap way: ``True`` when it is
+        ASCII and no UTF-8 sequence is left open (so valid as it is), and then the record
+        bound starts over after it, as :meth:`check` would; ``False``, with nothing done,
+        otherwise (then :meth:`check` it)."""
+        if self._held or not self._plain_sse or not chunk.isascii():
+            return False
+        self._since_boundary = 0
+        self._tail = b"\n\n"
+        return True
+
     def check(self, chunk: bytes) -> bytes:
         """A decoded read, checked: ``chunk`` itself, or raises past the record bound.
         At invalid UTF-8 the valid part before it is returned first (a shorter object:
@@ -311,6 +325,7 @@ class BoundedBody(httpx.AsyncByteStream):
                 valid = max(0, exc.start - held)
                 self._error = _invalid_utf8(exc)
                 self._utf8 = None
+                self._plain_sse = False
                 if not valid:
                     raise self._error from exc
                 chunk = chunk[:valid]
@@ -318,10 +333,11 @@ class BoundedBody(httpx.AsyncByteStream):
         if record_end is None:
             return chunk
         if len(chunk) > 2 and chunk.endswith(record_end):
-            # A read that ends with a record (nearly every read of a stream flushed
-            # event by event): nothing is counted past it.
+            # A read that ends with a record: nothing is counted past it, and no
+            # boundary that the next read completes can begin before its last bytes,
+            # the record's end itself (every boundary is at most 3 bytes long).
             self._since_boundary = 0
-            self._tail = chunk[-3:]
+            self._tail = record_end
             return chunk
         window = self._tail + chunk
         if self._record == "sse":
@@ -355,6 +371,32 @@ class BoundedBody(httpx.AsyncByteStream):
                 await close()  # httpx's stream iterates with an async generator
         finally:
             await self._stream.aclose()
+
+
+def _pass_through_type() -> type | None:
+    """httpx's ``BoundAsyncStream`` (a private class), when it is there and still the
+    pass-through it is in httpx 0.28: a stream that holds the transport's as
+    ``_stream`` and iterates it unchanged. ``None`` otherwise."""
+    bound = getattr(getattr(httpx, "_client", None), "BoundAsyncStream", None)
+    if not isinstance(bound, type) or not issubclass(bound, httpx.AsyncByteStream):
+        return None
+    return bound
+
+
+_PASS_THROUGH: Final = _pass_through_type()
+
+
+def _reads(stream: httpx.AsyncByteStream) -> httpx.AsyncByteStream:
+    """What to iterate to read ``stream``: the transport's own stream when ``stream`` is
+    httpx's pass-through wrapper, so that each read crosses one async generator fewer.
+    The wrapper is still the one closed (it records the response's ``elapsed``). Any
+    other stream, or a wrapper without the transport's stream where it is expected
+    (another httpx), is read as it is."""
+    if _PASS_THROUGH is not None and type(stream) is _PASS_THROUGH:
+        inner = getattr(stream, "_stream", None)
+        if isinstance(inner, httpx.AsyncByteStream):
+            return inner
+    return stream
 
 
 def _invalid_utf8(exc: UnicodeDecodeError) -> MalformedEventError:
