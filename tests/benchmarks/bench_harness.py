@@ -236,6 +236,21 @@ class Report:
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.time)
+    #: Wall seconds of each timed part of the run (:meth:`part`), in order: where the
+    #: suite's own time goes (set-ups, warm-ups, measurements), not a measurement.
+    parts: list[tuple[str, float]] = field(default_factory=list)
+
+    @contextmanager
+    def part(self, name: str) -> Iterator[None]:
+        """Time a part of the run (a set-up, a warm-up, a measurement) by the wall
+        clock, print it to stderr as it ends and keep it for the JSON."""
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            took = time.perf_counter() - began
+            self.parts.append((name, took))
+            print(f"  {name}: {took:.1f} s", file=sys.stderr, flush=True)
 
     def add(self, sample: Sample) -> Sample:
         self.samples.append(sample)
@@ -346,6 +361,7 @@ class Report:
             "targets": [t.as_json() for t in self.targets],
             "notes": list(self.notes),
             "errors": list(self.errors),
+            "parts": [{"name": name, "seconds": took} for name, took in self.parts],
         }
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -142,7 +142,9 @@ def _claims(dsn: str, schema: str, threads: int) -> list[float]:
 
 
 def run_postgres(report: Report, *, quick: bool) -> None:
-    with _server() as server:
+    with ExitStack() as stack:
+        with report.part("7 PostgreSQL start"):
+            server = stack.enter_context(_server())
         if server is None:
             report.notes.append(f"{CASE}: skipped, PostgreSQL is not installed here")
             return
@@ -153,9 +155,12 @@ def run_postgres(report: Report, *, quick: bool) -> None:
         alone: list[float] = []
         many: list[float] = []
         for r in range(rounds):
-            raw.append(_raw(dsn, count) * 1e6)
-            alone.append(_appends(dsn, f"alone{r}", count, 1) * 1e6)
-            many.append(_appends(dsn, f"many{r}", count * 2, 100) * 1e6)
+            with report.part(f"7 round {r}: raw"):
+                raw.append(_raw(dsn, count) * 1e6)
+            with report.part(f"7 round {r}: one writer"):
+                alone.append(_appends(dsn, f"alone{r}", count, 1) * 1e6)
+            with report.part(f"7 round {r}: 100 writers"):
+                many.append(_appends(dsn, f"many{r}", count * 2, 100) * 1e6)
         floor = report.add(
             Sample(CASE, "raw psycopg, one transaction per block", "µs/block", tuple(raw))
         )
@@ -169,7 +174,8 @@ def run_postgres(report: Report, *, quick: bool) -> None:
             floor,
             "wall time; one statement per append against three plus the transaction",
         )
-        latencies = _claims(dsn, "claims", 200 if quick else 2_000)
+        with report.part("7 claims"):
+            latencies = _claims(dsn, "claims", 200 if quick else 2_000)
         report.add(
             Sample(
                 CASE,

@@ -232,26 +232,37 @@ class _Run:
 
 
 def _run(
-    name: str, workdir: Path, stores: Sequence[str], turns: int, postmaster: int | None
+    report: Report,
+    name: str,
+    workdir: Path,
+    stores: Sequence[str],
+    turns: int,
+    postmaster: int | None,
 ) -> _Run:
     log = workdir / f"{name.split(',')[0].lower()}-{len(stores)}.log"
     with ExitStack() as stack:
-        served = [stack.enter_context(_serve(workdir, store, log)) for store in stores]
+        with report.part(f"9 {name}: servers start"):
+            served = [stack.enter_context(_serve(workdir, store, log)) for store in stores]
         urls = [url for _, url in served]
-        anyio.run(_load, urls, "warm-", 4 * len(urls))
+        with report.part(f"9 {name}: warm-up"):
+            anyio.run(_load, urls, "warm-", 4 * len(urls))
         pids = [process.pid for process, _ in served]
         cpu = sum(_cpu(pid) for pid in pids)
         database = _database_cpu(postmaster) if postmaster else 0.0
-        wall, completed = anyio.run(_load, urls, "load-", turns)
+        with report.part(f"9 {name}: {turns} turns"):
+            wall, completed = anyio.run(_load, urls, "load-", turns)
         cpu = sum(_cpu(pid) for pid in pids) - cpu
         if postmaster:
             cpu += _database_cpu(postmaster) - database
         buckets, claim_mean = _claim_buckets(urls) if postmaster else ({}, float("nan"))
         claim_p99 = _p99_bound(buckets) if postmaster else float("nan")
-    if postmaster:
-        threads, gapless = _gapless_postgres(stores[0])
-    else:
-        threads, gapless = _gapless_sqlite(workdir / stores[0])
+        stopping = time.perf_counter()
+    report.parts.append((f"9 {name}: servers stop", time.perf_counter() - stopping))
+    with report.part(f"9 {name}: gapless check"):
+        if postmaster:
+            threads, gapless = _gapless_postgres(stores[0])
+        else:
+            threads, gapless = _gapless_sqlite(workdir / stores[0])
     errors = [line for line in log.read_text().splitlines() if line.startswith("ERROR")]
     if errors:  # shown with the case's notes: a failure here is a finding
         print(f"{name}: the servers logged {len(errors)} errors:", file=sys.stderr)
@@ -264,16 +275,21 @@ def run_scaleout(report: Report, *, quick: bool) -> None:
     # The figure is 5,000 per configuration; the full run uses 2,000 to stay
     # within its few minutes (docs/performance.md), and the variable asks for more.
     turns = 100 if quick else int(os.environ.get("TOOLRELAY_SCALEOUT_TURNS", "2000"))
-    with _server() as server, tempfile.TemporaryDirectory() as tmp:
+    with ExitStack() as stack:
+        with report.part("9 PostgreSQL start"):
+            server = stack.enter_context(_server())
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
         if server is None:
             report.notes.append(f"{CASE}: skipped, PostgreSQL is not installed here")
             return
         postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
         workdir = Path(tmp)
         two_dsn, one_dsn = server.create_database(), server.create_database()
-        two = _run("PostgreSQL, 2 processes", workdir, [two_dsn, two_dsn], turns, postmaster)
-        one = _run("PostgreSQL, 1 process", workdir, [one_dsn], turns, postmaster)
-        lite = _run("SQLite, 1 process", workdir, ["load.db"], turns, None)
+        two = _run(
+            report, "PostgreSQL, 2 processes", workdir, [two_dsn, two_dsn], turns, postmaster
+        )
+        one = _run(report, "PostgreSQL, 1 process", workdir, [one_dsn], turns, postmaster)
+        lite = _run(report, "SQLite, 1 process", workdir, ["load.db"], turns, None)
     cores = os.cpu_count() or 1
     samples: dict[str, Sample] = {}
     for slug, run in (("postgres_2", two), ("postgres_1", one), ("sqlite_1", lite)):

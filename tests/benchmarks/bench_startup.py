@@ -113,13 +113,14 @@ def run_startup(report: Report, *, quick: bool) -> None:
 
 def _run_startup(report: Report, *, quick: bool) -> None:
     repeats = 3 if quick else 7
-    _import_ms()  # warm the bytecode cache and the OS's file cache, as an install is
-    interpreter, imports, engines = [], [], []
-    for _ in range(repeats):
-        interpreter.append(_interpreter_ms())
-        first, engine = _import_ms()
-        imports.append(first)
-        engines.append(engine)
+    with report.part(f"c import x {repeats}"):
+        _import_ms()  # warm the bytecode cache and the OS's file cache, as an install is
+        interpreter, imports, engines = [], [], []
+        for _ in range(repeats):
+            interpreter.append(_interpreter_ms())
+            first, engine = _import_ms()
+            imports.append(first)
+            engines.append(engine)
     report.add(
         Sample(
             CASE,
@@ -149,12 +150,13 @@ def _run_startup(report: Report, *, quick: bool) -> None:
     )
     demo_repeats = 2 if quick else 5
     firsts, totals, bare = [], [], []
-    _demo_ms()
-    for _ in range(demo_repeats):
-        first, total = _demo_ms()
-        firsts.append(first)
-        totals.append(total)
-        bare.append(_demo_ms(without_trio=True)[0])
+    with report.part(f"c demo x {demo_repeats} x 2"):
+        _demo_ms()
+        for _ in range(demo_repeats):
+            first, total = _demo_ms()
+            firsts.append(first)
+            totals.append(total)
+            bare.append(_demo_ms(without_trio=True)[0])
     demo = report.add(
         Sample(
             CASE,

@@ -122,11 +122,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception:
             failed = True
             report.errors.append(f"case {key} failed:\n```\n{traceback.format_exc()}```")
-        print(f"case {key}: {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+        took = time.perf_counter() - started
+        report.parts.append((f"case {key}", took))
+        print(f"case {key}: {took:.1f} s", file=sys.stderr, flush=True)
     end_load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     report.notes.append(
         f"load average (1 min) {load:.2f} at the start, {end_load:.2f} at the end: other "
         "processes on the machine slow every number, the tails (p99) most"
+    )
+    cases = [(name, took) for name, took in report.parts if name.startswith("case ")]
+    report.notes.append(
+        "wall time per case: "
+        + ", ".join(f"{name.removeprefix('case ')} {took:.0f} s" for name, took in cases)
+        + f"; {sum(took for _, took in cases):.0f} s in all"
     )
     print(report.markdown())
     if args.json:
