@@ -130,6 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"load average (1 min) {load:.2f} at the start, {end_load:.2f} at the end: other "
         "processes on the machine slow every number, the tails (p99) most"
     )
+    import bench_postgres
+
+    bench_postgres.stop_shared_server()  # cases 7 and 9 share one PostgreSQL cluster
     cases = [(name, took) for name, took in report.parts if name.startswith("case ")]
     report.notes.append(
         "wall time per case: "
