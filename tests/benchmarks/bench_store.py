@@ -353,7 +353,7 @@ def _per_turn(report: Report, folder: Path, quick: bool) -> None:
 
 
 def _evicted_memory(report: Report, folder: Path, quick: bool) -> None:
-    threads = 500 if quick else 2_000
+    threads = 200 if quick else 2_000
 
     async def main() -> float:
         agent = ScriptedAgent(respond=lambda key, run: [text("hi")])
