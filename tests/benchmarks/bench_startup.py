@@ -155,7 +155,7 @@ def _run_startup(report: Report, *, quick: bool) -> None:
             "the first read of a name that needs the engine: its layers and libraries",
         )
     )
-    demo_repeats = 2 if quick else 5
+    demo_repeats = 1 if quick else 5
     firsts, totals, bare = [], [], []
     with report.part(f"c demo x {demo_repeats} x 2"):
         _demo_ms(whole=False)  # warm the caches, as for the import

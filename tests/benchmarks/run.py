@@ -27,8 +27,10 @@ t. tracing: cost per turn with OpenTelemetry off (no provider set) vs the packag
 c. cold start: ``import toolrelay`` and ``toolrelay demo``'s first answer, each in a
    fresh interpreter, best of a few runs.
 
-``--quick`` (CI's smoke test) runs every case smaller and with fewer repeats, in well
-under a minute; the targets are read from the full run. The command exits 0 whether or
+``--quick`` (CI's smoke test) runs every case smaller and with fewer repeats, in under
+a minute; the targets are read from the full run. Each case's wall time, and its
+parts' (set-ups, warm-ups, measurements), go to stderr as the run goes, and with the
+JSON (``parts``): the suite's own time is watched as its numbers are. The command exits 0 whether or
 not the targets are met, and 1 only if a case itself failed (a bug). Nothing here is
 collected by pytest, and no test asserts on wall-clock time.
 """
