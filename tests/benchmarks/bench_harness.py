@@ -271,9 +271,12 @@ class Report:
         try:
             yield
         finally:
-            took = time.perf_counter() - began
-            self.parts.append((name, took))
-            print(f"  {name}: {took:.1f} s", file=sys.stderr, flush=True)
+            self.record_part(name, time.perf_counter() - began)
+
+    def record_part(self, name: str, took: float) -> None:
+        """Keep a part timed by the caller (:meth:`part` where a block cannot be)."""
+        self.parts.append((name, took))
+        print(f"  {name}: {took:.1f} s", file=sys.stderr, flush=True)
 
     def add(self, sample: Sample) -> Sample:
         self.samples.append(sample)

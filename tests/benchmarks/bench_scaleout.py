@@ -269,7 +269,7 @@ def _run(
         buckets, claim_mean = _claim_buckets(urls) if postmaster else ({}, float("nan"))
         claim_p99 = _p99_bound(buckets) if postmaster else float("nan")
         stopping = time.perf_counter()
-    report.parts.append((f"9 {name}: servers stop", time.perf_counter() - stopping))
+    report.record_part(f"9 {name}: servers stop", time.perf_counter() - stopping)
     with report.part(f"9 {name}: gapless check"):
         if postmaster:
             threads, gapless = _gapless_postgres(stores[0])
