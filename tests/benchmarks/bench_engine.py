@@ -226,9 +226,11 @@ def run_engine(report: Report, *, quick: bool) -> None:
     sequential_turns = 100 if quick else 500
     memory_turns = 1_000 if quick else 10_000
     for backend in BACKENDS:
-        _run(backend, sequential, 20)  # warm-up: imports, first-use caches
+        with report.part(f"4 {backend}: warm-up"):
+            _run(backend, sequential, 20)  # warm-up: imports, first-use caches
         for n in sizes:
-            runs: list[EngineRun] = [_run(backend, concurrent, n) for _ in range(repeats)]
+            with report.part(f"4 {backend}: {n:,} concurrent x {repeats}"):
+                runs: list[EngineRun] = [_run(backend, concurrent, n) for _ in range(repeats)]
             errors = sum(run.errors for run in runs)
             if errors and n != sizes[-1]:
                 report.errors.append(f"{backend}: {n} concurrent turns had {errors} errors")
@@ -242,7 +244,7 @@ def run_engine(report: Report, *, quick: bool) -> None:
                 )
             )
             if n == sizes[-1]:
-                with no_gc():
+                with report.part(f"4 {backend}: {n:,} concurrent, gc disabled"), no_gc():
                     without_gc: EngineRun = _run(backend, concurrent, n)
                 # The collector's share: what the runs with it cost beyond the run
                 # without it (the best run on each side).
@@ -286,7 +288,8 @@ def run_engine(report: Report, *, quick: bool) -> None:
                         "errors",
                     )
                 )
-        idle: EngineRun = _run(backend, sequential, sequential_turns)
+        with report.part(f"4 {backend}: {sequential_turns} sequential"):
+            idle: EngineRun = _run(backend, sequential, sequential_turns)
         if idle.errors:
             report.errors.append(f"{backend}: sequential turns had {idle.errors} errors")
         overhead = report.add(
@@ -319,7 +322,8 @@ def run_engine(report: Report, *, quick: bool) -> None:
                 "ms",
             )
         )
-        retained, peak, registered = _run(backend, idle_memory, memory_turns)
+        with report.part(f"4 {backend}: {memory_turns:,} parked (memory)"):
+            retained, peak, registered = _run(backend, idle_memory, memory_turns)
         for label, value in (("retained", retained), ("peak", peak)):
             report.add(
                 Sample(

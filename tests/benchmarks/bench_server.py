@@ -121,19 +121,25 @@ def run_server(report: Report, *, quick: bool) -> None:
         )
         try:
             assert process.stdout is not None
-            match = re.search(r"on (http://\S+)/", process.stdout.readline())
+            with report.part("8 server start"):
+                match = re.search(r"on (http://\S+)/", process.stdout.readline())
             assert match, "toolrelay serve did not start"
             url = match.group(1)
-            anyio.run(_load, url, 5)  # warm-up
+            with report.part("8 warm-up"):
+                anyio.run(_load, url, 5)  # warm-up
             server_cpu = _cpu_seconds(process.pid)
-            wall, results, client_cpu = anyio.run(_load, url, turns)
+            with report.part(f"8 {turns} turns"):
+                wall, results, client_cpu = anyio.run(_load, url, turns)
             server_cpu = _cpu_seconds(process.pid) - server_cpu
             sample = [f"load-{n}" for n in range(0, turns, max(1, turns // 50))]
-            catch_up = anyio.run(_catch_up, url, sample)
+            with report.part("8 catch-up"):
+                catch_up = anyio.run(_catch_up, url, sample)
         finally:
-            process.send_signal(signal.SIGINT)
-            process.wait(60)
-        threads, gapless = _gapless(Path(tmp) / "load.db")
+            with report.part("8 server stop"):
+                process.send_signal(signal.SIGINT)
+                process.wait(60)
+        with report.part("8 gapless check"):
+            threads, gapless = _gapless(Path(tmp) / "load.db")
     completed = 0
     events = 0
     firsts = []

@@ -353,7 +353,7 @@ def _per_turn(report: Report, folder: Path, quick: bool) -> None:
 
 
 def _evicted_memory(report: Report, folder: Path, quick: bool) -> None:
-    threads = 500 if quick else 2_000
+    threads = 200 if quick else 2_000
 
     async def main() -> float:
         agent = ScriptedAgent(respond=lambda key, run: [text("hi")])
@@ -406,7 +406,8 @@ def _flat_load(report: Report, folder: Path, quick: bool) -> None:
                 group.start_soon(store.append, key, records)
         await store.aclose()
 
-    anyio.run(fill)
+    with report.part("6 flat load: fill"):
+        anyio.run(fill)
     costs: list[float] = []
 
     async def main() -> None:
@@ -437,11 +438,16 @@ def _flat_load(report: Report, folder: Path, quick: bool) -> None:
 def run_store(report: Report, *, quick: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="toolrelay-bench-") as folder:
         path = Path(folder)
-        _per_block(report, path, quick)
-        _per_turn_writes(report, path, quick)
-        _per_turn(report, path, quick)
-        _evicted_memory(report, path, quick)
-        _flat_load(report, path, quick)
+        with report.part("6 per block"):
+            _per_block(report, path, quick)
+        with report.part("6 a turn's writes"):
+            _per_turn_writes(report, path, quick)
+        with report.part("6 per turn"):
+            _per_turn(report, path, quick)
+        with report.part("6 memory per evicted thread"):
+            _evicted_memory(report, path, quick)
+        with report.part("6 flat load"):
+            _flat_load(report, path, quick)
     report.notes.append(
         f"{CASE}: CPU time of the process (workers included); the SQLite files in "
         f"{tempfile.gettempdir()} ({os.statvfs(tempfile.gettempdir()).f_bsize} B blocks)"

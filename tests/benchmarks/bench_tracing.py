@@ -109,7 +109,8 @@ def run_tracing(report: Report, *, quick: bool) -> None:
     try:
         for backend in BACKENDS:
             setups = ("absent", "off", "on")
-            values = interleaved([_measure(backend, n, s, provider) for s in setups], repeats)
+            with report.part(f"t {backend}: {repeats} rounds of {n} turns x 3"):
+                values = interleaved([_measure(backend, n, s, provider) for s in setups], repeats)
             samples = {
                 setup: report.add(
                     Sample(

@@ -27,8 +27,10 @@ t. tracing: cost per turn with OpenTelemetry off (no provider set) vs the packag
 c. cold start: ``import toolrelay`` and ``toolrelay demo``'s first answer, each in a
    fresh interpreter, best of a few runs.
 
-``--quick`` (CI's smoke test) runs every case smaller and with fewer repeats, in well
-under a minute; the targets are read from the full run. The command exits 0 whether or
+``--quick`` (CI's smoke test) runs every case smaller and with fewer repeats, in under
+a minute; the targets are read from the full run. Each case's wall time, and its
+parts' (set-ups, warm-ups, measurements), go to stderr as the run goes, and with the
+JSON (``parts``): the suite's own time is watched as its numbers are. The command exits 0 whether or
 not the targets are met, and 1 only if a case itself failed (a bug). Nothing here is
 collected by pytest, and no test asserts on wall-clock time.
 """
@@ -122,11 +124,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception:
             failed = True
             report.errors.append(f"case {key} failed:\n```\n{traceback.format_exc()}```")
-        print(f"case {key}: {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+        took = time.perf_counter() - started
+        report.parts.append((f"case {key}", took))
+        print(f"case {key}: {took:.1f} s", file=sys.stderr, flush=True)
     end_load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     report.notes.append(
         f"load average (1 min) {load:.2f} at the start, {end_load:.2f} at the end: other "
         "processes on the machine slow every number, the tails (p99) most"
+    )
+    import bench_postgres
+
+    bench_postgres.stop_shared_server()  # cases 7 and 9 share one PostgreSQL cluster
+    cases = [(name, took) for name, took in report.parts if name.startswith("case ")]
+    report.notes.append(
+        "wall time per case: "
+        + ", ".join(f"{name.removeprefix('case ')} {took:.0f} s" for name, took in cases)
+        + f"; {sum(took for _, took in cases):.0f} s in all"
     )
     print(report.markdown())
     if args.json:
