@@ -331,7 +331,12 @@ def _per_turn(report: Report, folder: Path, quick: bool) -> None:
         memory.append(_turns(turns, lambda: None) * 1e6)
         sqlite.append(_turns(turns, partial(SQLiteStore, folder / f"turns{r}.db")) * 1e6)
     floor = report.add(
-        Sample(CASE, f"{turns} two-round turns, in memory", "µs/turn", tuple(memory))
+        Sample(
+            CASE,
+            f"{turns} two-round turns, no store (in the engine's memory)",
+            "µs/turn",
+            tuple(memory),
+        )
     )
     ours = report.add(
         Sample(CASE, f"{turns} two-round turns, SQLite store", "µs/turn", tuple(sqlite))
