@@ -126,9 +126,8 @@ class RunStream:
 
     async def batches(self) -> AsyncGenerator[list[Event | UnknownEvent], None]:
         """Each read's decoded events in one list (never an empty one), as they come."""
-        # Once per event, so written out: decode_event's fast path is called inline.
         max_bytes = self._max_event_bytes
-        decode, run_ends = decode_known_event, _RUN_ENDS
+        run_ends = _RUN_ENDS
         event: Event | UnknownEvent
         while True:
             try:
@@ -153,16 +152,7 @@ class RunStream:
                             else:
                                 # A read of one event, on a stream with no ids (a server
                                 # flushing event by event): the loop below, for it alone.
-                                if len(data) > max_bytes:
-                                    raise LimitExceededError(
-                                        "max_event_bytes",
-                                        max_bytes,
-                                        f"an SSE event of {len(data)} bytes",
-                                    )
-                                try:
-                                    event = decode(data)
-                                except (msgspec.MsgspecError, ValueError, RecursionError):
-                                    event = decode_event(data)
+                                event = _decoded(data, max_bytes)
                                 event_type = type(event)
                                 if event_type in run_ends:
                                     self.ended = True
@@ -180,18 +170,7 @@ class RunStream:
                                 data = sse.data
                                 if not data:
                                     continue  # no data: a named ping, an id, a retry
-                                if len(data) > max_bytes:
-                                    raise LimitExceededError(
-                                        "max_event_bytes",
-                                        max_bytes,
-                                        f"an SSE event of {len(data)} bytes",
-                                    )
-                                try:
-                                    event = decode(data)
-                                except (msgspec.MsgspecError, ValueError, RecursionError):
-                                    # Unknown type, snake_case, a lone surrogate, or the
-                                    # typed error (deep nesting and bad UTF-8 included).
-                                    event = decode_event(data)
+                                event = _decoded(data, max_bytes)
                                 if self._replay is not None:
                                     kept = self._replay.admit(sse.id, event)
                                     if kept is None:
@@ -269,6 +248,18 @@ class RunStream:
                     resume_from=self._last_id,
                 )
             )
+
+
+def _decoded(data: bytes, max_bytes: int) -> Event | UnknownEvent:
+    """One SSE event's data as an AG-UI event: msgspec's typed decoder, and
+    :func:`decode_event` only when that raises (an unknown type, snake_case, a lone
+    surrogate, or the typed error: deep nesting and bad UTF-8 included)."""
+    if len(data) > max_bytes:
+        raise LimitExceededError("max_event_bytes", max_bytes, f"an SSE event of {len(data)} bytes")
+    try:
+        return decode_known_event(data)
+    except (msgspec.MsgspecError, ValueError, RecursionError):
+        return decode_event(data)
 
 
 def _resumable(last_id: str) -> bool:
