@@ -87,13 +87,19 @@ def test_a_run_of_deltas_to_the_end_of_the_batch_has_no_effects() -> None:
     assert processor._left == Limits().max_events_per_run - 11
 
 
-def test_runs_of_deltas_end_at_another_id_and_another_type() -> None:
+def _two_messages_two_calls() -> EventProcessor:
+    """A running processor with messages ``m1``, ``m2`` and calls ``a``, ``b`` open."""
     processor = running()
     processor.receive(RunStartedEvent(thread_id=THREAD, run_id="srv"))
     processor.receive(TextMessageStartEvent(message_id="m1"))
     processor.receive(TextMessageStartEvent(message_id="m2"))
     processor.receive(ToolCallStartEvent(tool_call_id="a", tool_call_name="f"))
     processor.receive(ToolCallStartEvent(tool_call_id="b", tool_call_name="f"))
+    return processor
+
+
+def test_runs_of_deltas_end_at_another_id_and_another_type() -> None:
+    processor = _two_messages_two_calls()
     events: list[Event | UnknownEvent] = [
         text("m1", "x"),
         text("m1", "y"),
@@ -114,15 +120,6 @@ def test_a_run_of_deltas_ends_at_the_first_intruder_even_when_more_deltas_follow
     # A long run's rest is taken at once, its end guessed by bisection as if the run
     # were one block; here it is not: deltas for the same message (or call) come back
     # after another event, and the run still ends at that event, which goes its own way.
-    def opened() -> EventProcessor:
-        processor = running()
-        processor.receive(RunStartedEvent(thread_id=THREAD, run_id="srv"))
-        processor.receive(TextMessageStartEvent(message_id="m1"))
-        processor.receive(TextMessageStartEvent(message_id="m2"))
-        processor.receive(ToolCallStartEvent(tool_call_id="a", tool_call_name="f"))
-        processor.receive(ToolCallStartEvent(tool_call_id="b", tool_call_name="f"))
-        return processor
-
     events: list[Event | UnknownEvent] = [
         *(text("m1", "a") for _ in range(20)),
         text("m2", "1"),  # another message, inside the bisected span
@@ -135,7 +132,7 @@ def test_a_run_of_deltas_ends_at_the_first_intruder_even_when_more_deltas_follow
         StepStartedEvent(step_name="s"),
         *(text("m2", "2") for _ in range(40)),  # ends the batch
     ]
-    processor = opened()
+    processor = _two_messages_two_calls()
     assert drain(processor, events) == [((), len(events))]
     assert texts(processor) == ["a" * 20 + "b" * 50, "1" + "2" * 40]
     assert [call.arguments for call in processor.tool_calls] == [
@@ -144,7 +141,7 @@ def test_a_run_of_deltas_ends_at_the_first_intruder_even_when_more_deltas_follow
     ]
     assert processor._left == Limits().max_events_per_run - 5 - len(events)
     # The same, event by event.
-    alone = opened()
+    alone = _two_messages_two_calls()
     for event in events:
         assert alone.receive(event) == ()
     assert texts(alone) == texts(processor)
