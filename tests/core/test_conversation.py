@@ -74,15 +74,28 @@ def test_a_history_cut_short_is_indexed_again() -> None:
     assert "b1" not in conversation.known_ids()
 
 
+def test_a_history_cut_and_grown_back_past_where_it_was_indexed_is_indexed_again() -> None:
+    conversation = Conversation("t", [USER, _batch("b1", "c1")])
+    assert conversation.holds_tool_call("c1")  # indexed up to the batch
+    del conversation.messages[1:]
+    conversation.messages += [_batch("b2", "c2"), TextMessage("a1", text="after")]
+    assert conversation.holds_tool_call("c2")  # not taken for indexed already
+    assert not conversation.holds_tool_call("c1")
+    assert "b1" not in conversation.known_ids()
+    assert {"b2", "a1"} <= conversation.known_ids()
+
+
 def test_result_ids_are_adopted_where_the_batch_now_sits_after_an_edit_in_place() -> None:
     after = TextMessage("a1", text="after")
-    conversation = Conversation("t", [USER, _batch("b1", "c1"), after])
+    last = TextMessage("a2", text="last")
+    conversation = Conversation("t", [USER, _batch("b1", "c1"), after, last])
     assert conversation.holds_tool_call("c1")  # indexed: the batch at position 1
     messages = conversation.messages
-    messages[1], messages[2] = messages[2], messages[1]  # same length, batch moved
+    # Same length, same last message, the batch moved: the index does not see it.
+    messages[1], messages[2] = messages[2], messages[1]
     (renamed,) = conversation.adopt_result_ids({"c1": "server-r1"})
     assert renamed.result_message_ids == ("server-r1",)
-    assert messages == [USER, after, renamed]
+    assert messages == [USER, after, renamed, last]
     assert "server-r1" in conversation.known_ids()
 
 

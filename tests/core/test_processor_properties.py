@@ -582,7 +582,10 @@ def test_an_echoed_result_walks_the_history_at_most_once(long_processor: EventPr
     CountingList.walks = CountingList.reads = 0
     for _ in range(50):
         processor.receive(echo)
-    assert CountingList.reads + CountingList.walks == 0  # ...and never again
+    # ...and never again: no walk, and per question one read, of the message where
+    # the index ends (the list may have been cut and grown back), whatever the length.
+    assert CountingList.walks == 0
+    assert CountingList.reads <= 2 * 50 < first
 
 
 @given(st.lists(st.text(max_size=5), min_size=1, max_size=60))

@@ -245,6 +245,7 @@ class Conversation:
         "_call_ids",
         "_indexed",
         "_known",
+        "_last_indexed",
         "_mapping",
         "last_snapshot",
         "messages",
@@ -269,6 +270,7 @@ class Conversation:
         self._known: dict[str, bool] = {}
         self._batches: dict[str, int] = {}
         self._indexed = 0
+        self._last_indexed: ChatMessage | None = None  # the message at _indexed - 1
         # What core._mapper keeps between runs, which it alone reads and writes; the
         # conversation only empties it when its history changes other than by append.
         self._mapping: dict[object, object] = {}
@@ -295,7 +297,10 @@ class Conversation:
         questions below amortised O(1) (promise 8): asking never walks the history.
         """
         messages = self.messages
-        if len(messages) < self._indexed:  # the list was cut: index it again
+        indexed = self._indexed
+        if indexed and (len(messages) < indexed or messages[indexed - 1] is not self._last_indexed):
+            # The list was cut, and perhaps grown back past where it was indexed (the
+            # message there is another): index it again.
             self._forget_index()
         ids = self._call_ids
         known = self._known
@@ -310,6 +315,7 @@ class Conversation:
             elif isinstance(message, ToolMessage):
                 ids[message.tool_call_id] = True
         self._indexed = len(messages)
+        self._last_indexed = messages[-1] if messages else None
 
     def _forget_index(self) -> None:
         self._call_ids.clear()
