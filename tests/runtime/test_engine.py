@@ -24,6 +24,7 @@ from toolrelay import (
     ClosedError,
     Engine,
     EventReceived,
+    Limits,
     Notification,
     RegistryChange,
     RunAllocationError,
@@ -55,6 +56,7 @@ from toolrelay.protocol import (
     RunFinishedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
+    ToolCallArgsEvent,
     ToolMessage,
     UserMessage,
 )
@@ -671,6 +673,18 @@ async def test_late_events_after_run_finished_are_not_processed() -> None:
     assert batches(turn) == []
     assert agent.run_count == 1
     assert agent.open_streams == 0
+
+
+async def test_statistics_count_the_violations_past_max_violations_too() -> None:
+    # Arguments for five calls that never started: five violations, two kept.
+    strays = [ToolCallArgsEvent(tool_call_id=f"nowhere-{i}", delta="x") for i in range(5)]
+    agent = ScriptedAgent([*strays, *text("the answer", id="m1")])
+    with anyio.fail_after(5):
+        async with Engine(agent, limits=Limits(max_violations=2)) as engine:
+            turn = await engine.run_turn("t1", "go")
+    assert turn.status is RunStatus.completed
+    assert len(turn.violations) == 2
+    assert turn.statistics().violations == 5
 
 
 # -- cancellation (rows 9, 10; promise 4) ------------------------------------------------

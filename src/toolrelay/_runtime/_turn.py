@@ -216,7 +216,7 @@ class Turn:
             runs=p.run_count,
             depth=p.depth,
             tool_calls=counts,
-            violations=len(p.violations),
+            violations=len(p.violations) + p.violations_dropped,
             status=p.status,
         )
 

@@ -58,7 +58,17 @@ class TurnSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class TurnStatistics:
-    """Counts over a turn: runs, depth, tool calls by state, violations."""
+    """Counts over a turn: runs, depth, tool calls by state, violations.
+
+    Attributes:
+        runs: Runs the turn started.
+        depth: Tool rounds so far.
+        tool_calls: Its tool calls by state (every state is a key).
+        violations: Protocol violations the agent committed in the turn: those kept
+            in :attr:`Turn.violations <toolrelay.Turn.violations>` and those past
+            ``Limits.max_violations``, counted and not kept.
+        status: The turn's state.
+    """
 
     runs: int
     depth: int
