@@ -464,7 +464,7 @@ CHAT = Provider(
             ],
             ended=["call_a", "call_b", "call_z"],
             reasoning=[],
-            finish={"stopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
         )
     },
 )
@@ -514,7 +514,7 @@ RESPONSES = Provider(
             ],
             ended=["call_a", "call_b"],
             reasoning=[],
-            finish={"stopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
         )
     },
 )

@@ -142,7 +142,7 @@ CHAT_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[],
             ended=[],
             reasoning=[],
-            finish={"stopReason": "stop"},
+            finish={"stopReason": "end_turn", "providerStopReason": "stop"},
         ),
     ),
     "one-call": (
@@ -152,7 +152,7 @@ CHAT_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[("call_abc", "get_secret_number", '{"name": "alice"}')],
             ended=["call_abc"],
             reasoning=[],
-            finish={"stopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
         ),
     ),
     "parallel": (
@@ -162,7 +162,7 @@ CHAT_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[ALICE, BOB_CITY],
             ended=["call_a", "call_b"],
             reasoning=[],
-            finish={"stopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
         ),
     ),
     "interleaved": (
@@ -175,7 +175,7 @@ CHAT_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             ],
             ended=["call_a", "call_b"],
             reasoning=[],
-            finish={"stopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
         ),
     ),
     "zero-arg": (
@@ -185,7 +185,7 @@ CHAT_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[("call_z", "list_people", "")],
             ended=["call_z"],
             reasoning=[],
-            finish={"stopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
         ),
     ),
     "text-before-calls": (
@@ -195,7 +195,7 @@ CHAT_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[ALICE],
             ended=["call_a"],
             reasoning=[],
-            finish={"stopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
         ),
     ),
     "error-mid-stream": (
@@ -215,13 +215,17 @@ CHAT_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[("call_abc", "get_secret_number", '{"name": "alice"}')],
             ended=["call_abc"],
             reasoning=[],
-            finish={"stopReason": "stop"},
+            finish={"stopReason": "end_turn", "providerStopReason": "stop"},
         ),
     ),
     "length": (
         CHAT_LENGTH,
         Outcome(
-            texts=["A long ans"], calls=[], ended=[], reasoning=[], finish={"stopReason": "length"}
+            texts=["A long ans"],
+            calls=[],
+            ended=[],
+            reasoning=[],
+            finish={"stopReason": "max_tokens", "providerStopReason": "length"},
         ),
     ),
     "reasoning": (
@@ -231,7 +235,7 @@ CHAT_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[],
             ended=[],
             reasoning=["The user says hi."],
-            finish={"stopReason": "stop"},
+            finish={"stopReason": "end_turn", "providerStopReason": "stop"},
         ),
     ),
 }
@@ -442,7 +446,7 @@ RESP_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[],
             ended=[],
             reasoning=[],
-            finish={"stopReason": "stop"},
+            finish={"stopReason": "end_turn", "providerStopReason": "stop"},
         ),
     ),
     "one-call": (
@@ -452,7 +456,7 @@ RESP_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[ALICE],
             ended=["call_a"],
             reasoning=[],
-            finish={"stopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
         ),
     ),
     "interleaved": (
@@ -462,7 +466,7 @@ RESP_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[ALICE, BOB_CITY],
             ended=["call_b", "call_a"],
             reasoning=[],
-            finish={"stopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
         ),
     ),
     "zero-arg": (
@@ -472,7 +476,7 @@ RESP_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[("call_z", "list_people", "{}")],
             ended=["call_z"],
             reasoning=[],
-            finish={"stopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
         ),
     ),
     "text-before-calls": (
@@ -482,7 +486,7 @@ RESP_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[ALICE],
             ended=["call_a"],
             reasoning=[],
-            finish={"stopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
         ),
     ),
     "error-mid-stream": (
@@ -509,7 +513,7 @@ RESP_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[("call_a", "get_secret_number", '{"name": "al')],
             ended=[],
             reasoning=[],
-            finish={"stopReason": "max_output_tokens"},
+            finish={"stopReason": "max_tokens", "providerStopReason": "max_output_tokens"},
         ),
     ),
     "reasoning": (
@@ -519,7 +523,7 @@ RESP_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[],
             ended=[],
             reasoning=["Thinking about it."],
-            finish={"stopReason": "stop"},
+            finish={"stopReason": "end_turn", "providerStopReason": "stop"},
         ),
     ),
 }

@@ -19,10 +19,30 @@ __all__ = ("OpenAIBase", "arguments_piece", "error_event", "finished")
 _JSON_ENCODER = msgspec.json.Encoder()
 
 
-def finished(stop_reason: Any) -> RunFinishedEvent:
-    """RUN_FINISHED with ``{"stopReason": stop_reason}``."""
+#: OpenAI's finish reasons (Chat Completions' ``finish_reason``, the Responses API's
+#: incomplete reasons) in the words every provider backend reports them in.
+_STOP_REASONS: dict[str, str] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "max_output_tokens": "max_tokens",
+    "content_filter": "content_filter",
+}
+
+
+def finished(provider_reason: Any) -> RunFinishedEvent:
+    """RUN_FINISHED with ``{"stopReason": ..., "providerStopReason": provider_reason}``:
+    the reason in the words every provider backend uses (``end_turn``, ``tool_use``,
+    ``max_tokens``, ``content_filter``; ``other`` for one it does not know), and
+    OpenAI's own."""
+    reason = str(provider_reason)
     # The backend stamps the run's ids (the translator does not know them).
-    return RunFinishedEvent(thread_id="", run_id="", result={"stopReason": stop_reason})
+    return RunFinishedEvent(
+        thread_id="",
+        run_id="",
+        result={"stopReason": _STOP_REASONS.get(reason, "other"), "providerStopReason": reason},
+    )
 
 
 def error_event(error: Any, default: str) -> RunErrorEvent:

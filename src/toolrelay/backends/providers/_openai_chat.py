@@ -18,7 +18,9 @@ the answer; ``data: [DONE]`` ends the body. :class:`OpenAIChatTranslator` maps::
         function.arguments pieces          -> TOOL_CALL_ARGS, one per non-empty piece
     finish_reason (any)                    -> REASONING/TEXT_MESSAGE_END, TOOL_CALL_END for
                                               every open call, then RUN_FINISHED
-                                              {"stopReason": finish_reason}
+                                              {"stopReason": end_turn, tool_use,
+                                              max_tokens, content_filter or other,
+                                              "providerStopReason": finish_reason}
     {"error": {...}}                       -> RUN_ERROR (message, code)
 
 Chat Completions says that a tool call is complete only when the whole message is, so

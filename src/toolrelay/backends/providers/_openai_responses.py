@@ -17,9 +17,11 @@ A pure translator, :class:`OpenAIResponsesTranslator`, plus a thin
     response.output_item.done (message)            -> TEXT_MESSAGE_END
     response.reasoning_summary_text.delta,
     response.reasoning_text.delta                  -> REASONING_MESSAGE_START / CONTENT
-    response.completed                             -> RUN_FINISHED {"stopReason": "tool_calls"
-                                                      or "stop"}
+    response.completed                             -> RUN_FINISHED {"stopReason": "tool_use"
+                                                      or "end_turn"}
     response.incomplete                            -> RUN_FINISHED {"stopReason":
+                                                      max_tokens, content_filter or other,
+                                                      "providerStopReason":
                                                       incomplete_details.reason}; a call
                                                       cut off before its ``done`` stays
                                                       open and is never run
