@@ -224,6 +224,8 @@ class ToolCallBatch(msgspec.Struct, frozen=True):
     result_message_ids: tuple[str, ...]
 
 
+#: A message of a :class:`Conversation`: text, reasoning or a tool-call batch as
+#: toolrelay keeps them, or an AG-UI message the embedding code supplied.
 ChatMessage = Message | TextMessage | ReasoningRecord | ToolCallBatch
 """Anything a conversation holds."""
 
