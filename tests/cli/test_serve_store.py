@@ -7,8 +7,8 @@ import io
 
 import pytest
 
-from toolrelay.cli import ExitCode, main
-from toolrelay.cli._serve import open_store
+from toolrelay.cli import ExitCode, build_parser, main
+from toolrelay.cli._serve import _worker_argv, open_store
 from toolrelay.store import MemoryStore, SQLiteStore
 
 
@@ -58,8 +58,25 @@ def test_several_workers_on_a_store_they_cannot_share_are_refused(store: str) ->
 
 @pytest.mark.parametrize(
     ("flag", "value", "says"),
-    [("--workers", "0", "--workers must be at least 1"), ("--lease", "0", "--lease must be")],
+    [
+        ("--workers", "0", "--workers must be at least 1"),
+        ("--lease", "0", "--lease must be"),
+        ("--pool-size", "0", "--pool-size must be at least 1"),
+        ("--pool-size", "4", "--pool-size sizes a PostgreSQL store's pool"),
+    ],
 )
 def test_bad_worker_settings_are_refused(flag: str, value: str, says: str) -> None:
     code, _, err = _serve("--store", "memory:", flag, value)
     assert code == ExitCode.USAGE and says in err
+
+
+def test_the_pool_size_reaches_the_store_and_every_worker() -> None:
+    pytest.importorskip("psycopg")
+    uri = "postgresql://app@db.example/chat"
+    assert getattr(open_store(uri, pool_size=16), "pool_size", None) == 16
+    assert getattr(open_store(uri), "pool_size", None) == 8
+    args = build_parser(io.StringIO()).parse_args(["serve", "--store", uri, "--pool-size", "16"])
+    argv = _worker_argv(args, fd=3)
+    assert argv[argv.index("--pool-size") + 1] == "16"
+    args = build_parser(io.StringIO()).parse_args(["serve", "--store", uri])
+    assert "--pool-size" not in _worker_argv(args, fd=3)

@@ -81,10 +81,11 @@ class DemoModel:
             await stream.aclose()  # type: ignore[attr-defined]
 
 
-def open_store(spec: str) -> Store:
+def open_store(spec: str, *, pool_size: int | None = None) -> Store:
     """The store ``--store`` names: ``memory:``, ``sqlite:///PATH``, a file path, or
     ``postgresql://[user[:password]@]host[:port]/db`` (a libpq URI; ``postgres://``
-    too). The store's ``repr`` never shows a password.
+    too), with at most ``pool_size`` connections (PostgreSQL's default when ``None``).
+    The store's ``repr`` never shows a password.
 
     Raises:
         ValueError: Another scheme, a PostgreSQL URI that does not parse, or psycopg
@@ -99,7 +100,9 @@ def open_store(spec: str) -> Store:
                 "pip install 'toolrelay[postgres]'"
             ) from None
         try:
-            return PostgresStore(spec)
+            if pool_size is None:
+                return PostgresStore(spec)
+            return PostgresStore(spec, pool_size=pool_size)
         except ValueError:
             # The parser's message may quote the URI, password and all.
             raise ValueError("--store: not a valid PostgreSQL URI") from None
@@ -156,6 +159,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="SECONDS",
         help="with a PostgreSQL store: how long a process's hold on a turn lasts unless "
         "renewed; a dead process's turns move on after it (default: 15)",
+    )
+    parser.add_argument(
+        "--pool-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with a PostgreSQL store: the most connections each process uses (default: 8)",
     )
     # A worker of --workers: the listening socket's descriptor and the supervisor's pid.
     parser.add_argument("--fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -230,7 +240,14 @@ def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             raise ValueError("--workers must be at least 1")
         if not 0 < args.lease < 1e9:
             raise ValueError("--lease must be a positive number of seconds")
-        store = open_store(args.store)
+        if args.pool_size is not None:
+            if args.pool_size < 1:
+                raise ValueError("--pool-size must be at least 1")
+            if not args.store.startswith(("postgresql://", "postgres://")):
+                raise ValueError(
+                    "--pool-size sizes a PostgreSQL store's pool: give --store postgresql://..."
+                )
+        store = open_store(args.store, pool_size=args.pool_size)
         shared = isinstance(store, ClaimingStore) and isinstance(store, NotifyingStore)
         if args.workers > 1 and not shared:
             raise ValueError(
@@ -340,6 +357,7 @@ def _worker_argv(args: argparse.Namespace, fd: int) -> list[str]:
         "--upstream": args.upstream,
         "--tools": args.tools,
         "--max-tool-rounds": args.max_tool_rounds,
+        "--pool-size": args.pool_size,
     }
     for flag, value in options.items():
         if value is not None:
