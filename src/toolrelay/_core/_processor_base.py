@@ -125,27 +125,16 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                 content: TextMessageContentEvent = event  # type: ignore[assignment]
                 hot = content.message_id
                 if hot == self._hot_text_id or self._hot_text(hot):
-                    # The run's first deltas one by one (most runs in small reads are
-                    # short); past _SHORT_RUN, the rest at once.
                     first = position - 1
-                    parts = [content.delta]
-                    add = parts.append
-                    short = end if end - position <= _LONG_REST else position + _SHORT_RUN
-                    while position < short:
-                        following = events[position]
-                        if (
-                            type(following) is not TextMessageContentEvent
-                            or following.message_id != hot
-                        ):
-                            break
-                        add(following.delta)
-                        position += 1
-                    else:
-                        if position < end:
-                            rest, position = _rest_of_run(
-                                events, position, end, hot, TextMessageContentEvent, _MESSAGE_ID
-                            )
-                            parts += rest
+                    parts, position = _run_of_deltas(
+                        events,
+                        position,
+                        end,
+                        hot,
+                        content.delta,
+                        TextMessageContentEvent,
+                        _MESSAGE_ID,
+                    )
                     event, position, self._text_hot_chars = self._take_deltas(
                         events,
                         first,
@@ -162,24 +151,9 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
                 hot = args.tool_call_id
                 if hot == self._hot_call_id or self._hot_call(hot):
                     first = position - 1
-                    parts = [args.delta]
-                    add = parts.append
-                    short = end if end - position <= _LONG_REST else position + _SHORT_RUN
-                    while position < short:
-                        following = events[position]
-                        if (
-                            type(following) is not ToolCallArgsEvent
-                            or following.tool_call_id != hot
-                        ):
-                            break
-                        add(following.delta)
-                        position += 1
-                    else:
-                        if position < end:
-                            rest, position = _rest_of_run(
-                                events, position, end, hot, ToolCallArgsEvent, _CALL_ID
-                            )
-                            parts += rest
+                    parts, position = _run_of_deltas(
+                        events, position, end, hot, args.delta, ToolCallArgsEvent, _CALL_ID
+                    )
                     event, position, self._arg_chars = self._take_deltas(
                         events,
                         first,
@@ -364,6 +338,34 @@ _LONG_REST = 64
 
 #: The first stretch of a run's rest checked at once (then twice as many each time).
 _FIRST_STRETCH = 32
+
+
+def _run_of_deltas(
+    events: Sequence[Any],
+    position: int,
+    end: int,
+    hot: str,
+    delta: str,
+    kind: type[Any],
+    key: Callable[[Any], str],
+) -> tuple[list[str], int]:
+    """A run of deltas of ``kind`` for id ``hot`` (read by ``key``) whose first,
+    ``delta``, is the event before ``position``: every delta of the run and the
+    position after it. The run's first deltas are taken one by one (most runs in small
+    reads are short); past ``_SHORT_RUN``, the rest at once (:func:`_rest_of_run`)."""
+    parts = [delta]
+    add = parts.append
+    short = end if end - position <= _LONG_REST else position + _SHORT_RUN
+    while position < short:
+        following = events[position]
+        if type(following) is not kind or key(following) != hot:
+            return parts, position
+        add(following.delta)
+        position += 1
+    if position < end:
+        rest, position = _rest_of_run(events, position, end, hot, kind, key)
+        parts += rest
+    return parts, position
 
 
 def _rest_of_run(
