@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -193,19 +193,23 @@ def run_http(report: Report, *, repeats: int, quick: bool) -> None:
         return
     requests = 20 if quick else 100
     backends = ("asyncio",) if quick else ("asyncio", "trio")
-    with demo_server() as url:
+    with ExitStack() as stack:
+        with report.part("5 demo server start"):
+            url = stack.enter_context(demo_server())
         for backend in backends:
-            warm = anyio.run(bare, url, 2, backend=backend)
-            per_run = warm.events // 2
-            anyio.run(engine, url, 2, per_run, backend=backend)
+            with report.part(f"5 {backend}: warm-up"):
+                warm = anyio.run(bare, url, 2, backend=backend)
+                per_run = warm.events // 2
+                anyio.run(engine, url, 2, per_run, backend=backend)
             passes: dict[str, list[Pass]] = {"bare": [], "engine": []}
-            for _ in range(repeats):
-                with no_gc():
-                    passes["bare"].append(anyio.run(bare, url, requests, backend=backend))
-                with no_gc():
-                    passes["engine"].append(
-                        anyio.run(engine, url, requests, per_run, backend=backend)
-                    )
+            with report.part(f"5 {backend}: {repeats} rounds of {requests} runs x 2"):
+                for _ in range(repeats):
+                    with no_gc():
+                        passes["bare"].append(anyio.run(bare, url, requests, backend=backend))
+                    with no_gc():
+                        passes["engine"].append(
+                            anyio.run(engine, url, requests, per_run, backend=backend)
+                        )
             samples: dict[str, Sample] = {}
             for name, label in (
                 ("bare", "httpx + httpx-sse + msgspec alone"),
@@ -247,8 +251,10 @@ def run_http(report: Report, *, repeats: int, quick: bool) -> None:
                     "x",
                 )
             )
-    _large_chunks(report, repeats=repeats, quick=quick)
-    _in_memory(report, repeats=repeats, requests=requests)
+    with report.part("5 large chunks"):
+        _large_chunks(report, repeats=repeats, quick=quick)
+    with report.part("5 in memory"):
+        _in_memory(report, repeats=repeats, requests=requests)
 
 
 def _large_chunks(report: Report, *, repeats: int, quick: bool) -> None:
