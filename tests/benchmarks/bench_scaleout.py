@@ -28,6 +28,7 @@ import os
 import re
 import signal
 import sqlite3
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -125,31 +126,44 @@ def _body(thread: str) -> dict[str, object]:
 
 async def _load(urls: Sequence[str], prefix: str, turns: int) -> tuple[float, int]:
     """Run ``turns`` turns, turn n on ``urls[n % len(urls)]``; (seconds, completed).
-    A turn whose stream fails is not completed (the servers' logs say why)."""
+    A turn whose stream fails is not completed (the servers' logs say why).
+
+    ``IN_FLIGHT`` clients, each with one keep-alive connection per process, take the
+    next turn as soon as their last one ended. (One client with a pool of ``IN_FLIGHT``
+    connections cost this process more CPU per turn than the server's: httpcore walks
+    every pooled connection, polling its socket, on each request and each response,
+    and the load client shares the machine's cores with what is measured.)
+    """
     from httpx_sse import aconnect_sse
 
     completed = 0
     errors: list[str] = []
-    limiter = anyio.CapacityLimiter(IN_FLIGHT)
-    # Idle connections are dropped after 1 s, before uvicorn drops them (5 s): a
-    # request sent on a connection the server is closing fails with ReadError.
-    limits = httpx.Limits(
-        max_connections=IN_FLIGHT + 10, max_keepalive_connections=IN_FLIGHT, keepalive_expiry=1.0
-    )
-    clients = [httpx.AsyncClient(base_url=url, timeout=120, limits=limits) for url in urls]
+    numbers = iter(range(turns))
+    # A connection is reused at once; one idle for a second is dropped, before uvicorn
+    # drops it (5 s): a request sent on a connection the server is closing fails.
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=1.0)
 
-    async def turn(n: int) -> None:
+    # The clients are made before the clock starts (each would load its own TLS
+    # context: one is shared, the URLs are plain HTTP).
+    tls = ssl.create_default_context()
+    pools = [
+        [httpx.AsyncClient(base_url=url, timeout=120, limits=limits, verify=tls) for url in urls]
+        for _ in range(min(IN_FLIGHT, turns))
+    ]
+
+    async def client(clients: list[httpx.AsyncClient]) -> None:
         nonlocal completed
-        async with limiter:
-            client = clients[n % len(clients)]
+        for n in numbers:
             last: dict[str, object] = {}
             try:
-                async with aconnect_sse(client, "POST", "/", json=_body(f"{prefix}{n}")) as source:
+                async with aconnect_sse(
+                    clients[n % len(clients)], "POST", "/", json=_body(f"{prefix}{n}")
+                ) as source:
                     async for sse in source.aiter_sse():
                         last = msgspec.json.decode(sse.data)
             except httpx.HTTPError as exc:
                 errors.append(f"{prefix}{n}: {type(exc).__name__}: {exc}")
-                return
+                continue
             if last.get("type") == "RUN_FINISHED" and last.get("result") == {
                 "stopReason": "end_turn",
                 "rounds": 2,
@@ -159,12 +173,13 @@ async def _load(urls: Sequence[str], prefix: str, turns: int) -> tuple[float, in
     try:
         started = time.perf_counter()
         async with anyio.create_task_group() as group:
-            for n in range(turns):
-                group.start_soon(turn, n)
+            for clients in pools:
+                group.start_soon(client, clients)
         wall = time.perf_counter() - started
     finally:
-        for client in clients:
-            await client.aclose()
+        for clients in pools:
+            for each in clients:
+                await each.aclose()
     if errors:
         print(f"{len(errors)} streams failed, first: {errors[0]}", file=sys.stderr)
     return wall, completed
