@@ -15,6 +15,14 @@ event (``time.thread_time``): what the client spends, which is what the engine a
 The target: the engine's CPU per event at most that of the bare client (1.0x), and at
 most 0.8x of it for one run of 100,000 small deltas that arrive in 64 KiB chunks
 (``_chunked_server.py``, a bare asyncio server in a child process).
+
+Repeats: the runs flushed event by event are compared over the run's repeats (7 in
+the full run): their per-round ratios spread widely (0.78x to 1.19x in one run), close
+to the 1.0x bound. The large chunks and the in-memory comparison take the median of 3
+rounds: their per-round ratios stay within 5% of each other (large chunks: 0.439x to
+0.446x on asyncio, 0.449x to 0.468x on trio, in the same run; the median of its first
+3 rounds read what the median of 7 did), far from the bound, and the four more rounds
+of 100,000 events added nothing but seconds.
 """
 
 from __future__ import annotations
@@ -43,6 +51,9 @@ from toolrelay.protocol import (
 )
 
 __all__ = ("available", "run_http")
+
+#: Rounds of the large-chunk and in-memory comparisons (module docstring).
+STEADY_REPEATS = 3
 
 CASE = "5. HTTP"
 PROPS = {"scenario": "slow", "delay": 0}
@@ -252,9 +263,9 @@ def run_http(report: Report, *, repeats: int, quick: bool) -> None:
                 )
             )
     with report.part("5 large chunks"):
-        _large_chunks(report, repeats=repeats, quick=quick)
+        _large_chunks(report, repeats=min(repeats, STEADY_REPEATS), quick=quick)
     with report.part("5 in memory"):
-        _in_memory(report, repeats=repeats, requests=requests)
+        _in_memory(report, repeats=min(repeats, STEADY_REPEATS), requests=requests)
 
 
 def _large_chunks(report: Report, *, repeats: int, quick: bool) -> None:
