@@ -301,7 +301,7 @@ def run_scaleout(report: Report, *, quick: bool) -> None:
     """Case 9 (module docstring)."""
     # The issue's figure is 5,000 per configuration; the full run uses 1,000 to stay
     # within its few minutes, and the variable asks for more. Two 1,000-turn loads
-    # on the same servers gave CPU-per-turn ratios within 3% of the two together,
+    # on the same servers gave CPU-per-turn ratios within 3.5% of the two together,
     # where whole 2,000-turn runs moved from 0.91x to 1.24x with the machine's load
     # (docs/performance.md, "the full run").
     turns = 50 if quick else int(os.environ.get("TOOLRELAY_SCALEOUT_TURNS", "1000"))
