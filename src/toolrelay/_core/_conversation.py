@@ -209,8 +209,11 @@ class ReasoningRecord:
         return f"ReasoningRecord(id={self.id!r}, text={self.text!r})"
 
 
-class ToolCallBatch(msgspec.Struct, frozen=True):
+class ToolCallBatch(msgspec.Struct, frozen=True, gc=False):
     """The tool calls of one run, every one final, with their results.
+
+    Not tracked by the cycle collector (``gc=False``): its calls never point back at
+    it, and a long thread holds one per continuation.
 
     Attributes:
         id: A message id for the batch.
