@@ -16,7 +16,7 @@ from toolrelay._core._effects import (
     Effect,
 )
 from toolrelay._core._processor_base import ProcessorBase
-from toolrelay._core._processor_state import _CALLING, _PENDING, _STREAMING
+from toolrelay._core._processor_state import _CALLING, _PENDING, _STREAMING, added
 from toolrelay._core._tool_result import ToolResult
 from toolrelay._errors import LimitExceededError
 from toolrelay._machines import (
@@ -51,7 +51,7 @@ class CallEvents(ProcessorBase):
         self._run_call_count += 1
         call = ToolCallInfo(call_id, name, parent_message_id=parent_message_id, run_id=self.run_id)
         self._calls[call_id] = call
-        self._turn_calls.append(call)
+        self._turn_calls = added(self._turn_calls, call)
         self._arg_adders[call_id] = call.argument_adder
         self._calling_started(call)
         return self._calling_activity()

@@ -13,7 +13,7 @@ import itertools
 import uuid
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from toolrelay._core._conversation import (
     ChatMessage,
@@ -44,7 +44,9 @@ from toolrelay.protocol import (
     Tool,
 )
 
-__all__ = ("ProcessorState",)
+__all__ = ("NO_ITEMS", "ProcessorState", "added")
+
+T = TypeVar("T")
 
 # A call still open: any state its declared machine does not call final.
 _OPEN_CALL = TOOL_CALL_MACHINE.states - TOOL_CALL_MACHINE.finals
@@ -72,6 +74,21 @@ _DONE = Activity(ActivityKind.DONE)
 # with is None, which no delta's id equals).
 _NEVER_ADDED: list[str] = []
 _NO_ADDER: Callable[[str], None] = _NEVER_ADDED.append
+
+# What a per-turn or per-run list of the processor is until its first item: one
+# shared empty list, never appended to (each adder replaces it with a list of its
+# own, see _add), so that a turn that never settles a message or calls a tool makes
+# no list for it (a list is tracked by the cycle collector, 56 bytes empty).
+NO_ITEMS: list[Any] = []
+
+
+def added(items: list[T], item: T) -> list[T]:
+    """``items`` with ``item`` appended: ``items`` itself, or a new list in place of
+    an empty one (which may be the shared :data:`NO_ITEMS`); store what it returns."""
+    if items:
+        items.append(item)
+        return items
+    return [item]
 
 
 _ID_PREFIX = uuid.uuid4().hex[:16]
@@ -207,7 +224,7 @@ class ProcessorState:
         self._activity = _IDLE
         # Messages that reached their final form since the last effects were returned
         # (reported once, as MessagesSettled, by _with_settled).
-        self._settled: list[ChatMessage] = []
+        self._settled: list[ChatMessage] = NO_ITEMS
         # Argument characters of the whole turn. No call's UTF-8 arguments, nor the
         # turn's, can pass their byte limit while these (4 bytes at most each) stay
         # under a quarter of the smaller one; past that, bytes are counted exactly.
@@ -215,12 +232,12 @@ class ProcessorState:
         self._arg_exact: int | None = None
         limits = self._limits
         self._arg_char_safe = min(limits.max_argument_bytes, limits.max_turn_argument_bytes) // 4
-        self._turn_calls: list[ToolCallInfo] = []
+        self._turn_calls: list[ToolCallInfo] = NO_ITEMS
         # The turn's text, counted the same way: the hot path counts characters
         # within a budget that keeps 4 bytes each plus the full path's exact bytes
         # under the bound; past it, the whole turn's text is counted exactly, once,
         # and then delta by delta (the hot path is closed: budget -1).
-        self._turn_texts: list[TextMessage] = []
+        self._turn_texts: list[TextMessage] = NO_ITEMS
         self._text_hot_chars = 0
         self._text_full_bytes = 0
         self._text_hot_budget = limits.max_text_bytes // 4
@@ -298,7 +315,7 @@ class ProcessorState:
         # Calls still calling (streaming or pending), for the activity: the first
         # MAX_ACTIVITY_NAMES shown, the rest waiting in order (amortised O(1) each).
         self._calling_count = 0
-        self._calling_shown: list[ToolCallInfo] = []
+        self._calling_shown: list[ToolCallInfo] = NO_ITEMS
         # Made when a call has to wait (past MAX_ACTIVITY_NAMES calling at once).
         self._calling_waiting: deque[ToolCallInfo] | None = None
         # Calls of the batch still executing (record_result commits at 0).

@@ -17,7 +17,7 @@ from toolrelay._core._effects import (
 )
 from toolrelay._core._patch import BoundedState, JsonPatchError, StateBoundError, StateBounds
 from toolrelay._core._processor_base import ProcessorBase
-from toolrelay._core._processor_state import _PENDING
+from toolrelay._core._processor_state import _PENDING, added
 from toolrelay._errors import LimitExceededError
 from toolrelay.protocol import (
     AssistantMessage,
@@ -172,7 +172,7 @@ class StateEvents(ProcessorBase):
             if isinstance(message.content, str) and message.content:
                 self._count_message()
                 adopted = TextMessage(message.id, "assistant", message.content)
-                self._turn_texts.append(adopted)
+                self._turn_texts = added(self._turn_texts, adopted)
                 self._run_texts = True
                 self._count_text(message.content)
                 self.conversation.append(adopted)
