@@ -35,6 +35,7 @@ from toolrelay._core._processor_state import (
     _EXECUTING_TOOLS,
     _OPEN_CALL,
     _STREAMING,
+    NO_ITEMS,
     ProcessorState,
     added,
 )
@@ -267,7 +268,7 @@ class TurnLifecycle(ProcessorState):
         if not self._settled:
             return effects
         settled = MessagesSettled(tuple(self._settled))
-        self._settled.clear()
+        self._settled = NO_ITEMS  # its list goes: a turn between runs holds none
         return (*effects, settled)
 
     def _settle(self, message: ChatMessage) -> None:

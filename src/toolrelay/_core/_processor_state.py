@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections import deque
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, TypeVar
 
 from toolrelay._core._conversation import (
@@ -44,9 +44,11 @@ from toolrelay.protocol import (
     Tool,
 )
 
-__all__ = ("NO_ITEMS", "ProcessorState", "added")
+__all__ = ("NO_ITEMS", "NO_KEYS", "ProcessorState", "added", "keyed")
 
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
 
 # A call still open: any state its declared machine does not call final.
 _OPEN_CALL = TOOL_CALL_MACHINE.states - TOOL_CALL_MACHINE.finals
@@ -75,11 +77,36 @@ _DONE = Activity(ActivityKind.DONE)
 _NEVER_ADDED: list[str] = []
 _NO_ADDER: Callable[[str], None] = _NEVER_ADDED.append
 
-# What a per-turn or per-run list of the processor is until its first item: one
-# shared empty list, never appended to (each adder replaces it with a list of its
-# own, see _add), so that a turn that never settles a message or calls a tool makes
-# no list for it (a list is tracked by the cycle collector, 56 bytes empty).
-NO_ITEMS: list[Any] = []
+
+class _SharedEmptyList(list[Any]):
+    """The type of :data:`NO_ITEMS`: adding to it is a bug, and raises."""
+
+    __slots__ = ()
+
+    def append(self, item: Any) -> None:
+        raise TypeError("NO_ITEMS is shared: store what added() returns instead")
+
+    def extend(self, items: Iterable[Any]) -> None:
+        raise TypeError("NO_ITEMS is shared: store a list of your own instead")
+
+
+class _SharedEmptyDict(dict[Any, Any]):
+    """The type of :data:`NO_KEYS`: setting an item in it is a bug, and raises."""
+
+    __slots__ = ()
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise TypeError("NO_KEYS is shared: store what keyed() returns instead")
+
+
+# What a per-turn or per-run list (dict) of the processor is until its first item:
+# one shared empty list (dict) that refuses to grow. Each writer stores what added()
+# (keyed()) returns, a list (dict) of the turn's own from the first item on, so a turn
+# that never settles a message, calls a tool or gets a late argument makes nothing
+# for it: most of these stay empty in most runs, and an empty list is 56 bytes the
+# cycle collector walks, an empty dict 64 bytes.
+NO_ITEMS: list[Any] = _SharedEmptyList()
+NO_KEYS: dict[Any, Any] = _SharedEmptyDict()
 
 
 def added(items: list[T], item: T) -> list[T]:
@@ -89,6 +116,15 @@ def added(items: list[T], item: T) -> list[T]:
         items.append(item)
         return items
     return [item]
+
+
+def keyed(mapping: dict[K, V], key: K, value: V) -> dict[K, V]:
+    """``mapping`` with ``key`` set to ``value``: ``mapping`` itself, or a new dict
+    in place of the shared :data:`NO_KEYS`; store what it returns."""
+    if type(mapping) is _SharedEmptyDict:
+        return {key: value}
+    mapping[key] = value
+    return mapping
 
 
 _ID_PREFIX = uuid.uuid4().hex[:16]
@@ -197,7 +233,7 @@ class ProcessorState:
         self.max_repeats = max_repeats
         self._approval_tools = frozenset(approval_tools)
         # Per (tool name, canonical arguments), how many times this turn asked for it.
-        self._requested: dict[tuple[str, str], int] = {}
+        self._requested: dict[tuple[str, str], int] = NO_KEYS
         self._tools = list(tools)
         self._limits = limits if limits is not None else Limits()
         self._context = list(context)
@@ -289,8 +325,8 @@ class ProcessorState:
         self._run_first_message = len(self.conversation.messages)
         self._calls: dict[str, ToolCallInfo] = {}
         self._open_texts: dict[str, TextMessage] = {}
-        self._open_reasoning: dict[str, ReasoningRecord] = {}
-        self._result_ids: dict[str, str] = {}
+        self._open_reasoning: dict[str, ReasoningRecord] = NO_KEYS
+        self._result_ids: dict[str, str] = NO_KEYS
         self._chunk_call: ToolCallInfo | None = None
         self._chunk_text: TextMessage | None = None
         self._chunk_reasoning: ReasoningRecord | None = None
@@ -306,7 +342,7 @@ class ProcessorState:
         # character bound.
         self._text_adders: dict[str, Callable[[str], None]] = {}
         self._arg_adders: dict[str, Callable[[str], None]] = {}
-        self._exact_arg_bytes: dict[str, int] = {}
+        self._exact_arg_bytes: dict[str, int] = NO_KEYS
         # The hot path's message and call; an id is None when there is none (no
         # delta's id compares equal); see _hot_text.
         self._hot_text_id: str | None = None
@@ -321,13 +357,13 @@ class ProcessorState:
         # Calls of the batch still executing (record_result commits at 0).
         self._executing_left = 0
         # Reasoning records of the run by id (open or closed), for signatures.
-        self._run_reasoning: dict[str, ReasoningRecord] = {}
+        self._run_reasoning: dict[str, ReasoningRecord] = NO_KEYS
         self._run_texts = False
         # Call ids, as dicts (id -> True) rather than sets: a dict of strings is not
         # tracked by the cycle collector and an empty one is a quarter of an empty set.
-        self._late_args: dict[str, bool] = {}
-        self._snapshot_checked: dict[str, bool] = {}
-        self._from_snapshot: dict[str, bool] = {}
+        self._late_args: dict[str, bool] = NO_KEYS
+        self._snapshot_checked: dict[str, bool] = NO_KEYS
+        self._from_snapshot: dict[str, bool] = NO_KEYS
         # The agent's state, patched in place within its bounds; built at the first
         # delta of a run (a copy: the RunAgentInput sent holds the previous one).
         self._state: BoundedState | None = None
