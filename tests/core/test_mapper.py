@@ -462,6 +462,19 @@ def test_reasoning_is_left_out_by_default_and_sent_on_request() -> None:
     assert out[1] == ReasoningMessage(id="r1", content="thinking...")
 
 
+def test_a_conversation_mapped_the_other_way_is_mapped_afresh() -> None:
+    # The conversation keeps one mapper: asked with the other include_reasoning, it
+    # maps the thread again that way, never from what the first way kept.
+    record = ReasoningRecord("r1")
+    record.append("thinking...")
+    conversation = Conversation("t", [USER, record, assistant_text("m1", "answer")])
+    for include_reasoning in (False, True, True, False):
+        mapped = conversation_to_agui(conversation, include_reasoning=include_reasoning)
+        full = to_agui_messages(conversation.messages, include_reasoning=include_reasoning)
+        assert mapped == full
+    assert ids_of(conversation_to_agui(conversation, include_reasoning=True)) == ["u1", "r1", "m1"]
+
+
 def test_supplied_agui_messages_pass_through_unchanged() -> None:
     supplied: list[Message] = [
         SystemMessage(id="s", content="be brief"),

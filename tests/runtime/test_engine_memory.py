@@ -182,3 +182,41 @@ async def test_a_finished_turn_lets_go_of_its_task_and_still_answers() -> None:
             with pytest.raises(anyio.WouldBlock):
                 updates.receive_nowait()
     assert isinstance(told, StateChanged) and told.snapshot == snapshot
+
+
+def _live(*types: type) -> int:
+    """How many objects of ``types`` are alive (the collector off: none was collected)."""
+    return sum(1 for o in gc.get_objects() if type(o) in types)
+
+
+@pytest.mark.parametrize("with_store", [False, True], ids=["no store", "store"])
+async def test_a_forgotten_thread_is_freed_by_reference_counting(
+    save_all: _SaveAll, with_store: bool
+) -> None:
+    # A finished turn the caller drops, on a thread the engine forgets, is freed the
+    # moment the last reference goes: the turn, its processor, its conversation and its
+    # mapping, and with a store the thread's log. Nothing waits for a collection.
+    from toolrelay._core import Conversation, EventProcessor
+    from toolrelay._core._mapper import ConversationMapper
+    from toolrelay._runtime._durable import ThreadLog
+    from toolrelay.store import MemoryStore
+
+    kinds = (Turn, EventProcessor, Conversation, ConversationMapper, ThreadLog)
+    tools = ToolRegistry().register(lookup)
+    store = MemoryStore() if with_store else None
+    async with Engine(ScriptedAgent(respond=_two_hops), tools=tools, store=store) as engine:
+        await engine.run_turn("warm", "Look it up twice.")
+        assert engine.forget("warm")
+        before = _live(*kinds)
+        turns = [await engine.run_turn(f"t{i}", "Look it up twice.") for i in range(5)]
+        held = _live(*kinds)
+        statuses = {turn.status for turn in turns}
+        del turns
+        forgotten = [engine.forget(f"t{i}") for i in range(5)]
+        after = _live(*kinds)
+        left = save_all.collect()
+    assert statuses == {RunStatus.completed}
+    assert forgotten == [True] * 5
+    assert held - before == 5 * (5 if with_store else 4)
+    assert after == before
+    assert left == []

@@ -32,15 +32,9 @@ def utf8_len(text: str) -> int:
 
 
 class TextAccumulator:
-    """An append-only string built from deltas, with O(1) appends and a lazy join.
+    """An append-only string built from deltas, with O(1) appends and a lazy join."""
 
-    Attributes:
-        add: Appends a non-empty delta in one C-level call, its bytes counted when
-            asked (the hot path's way in; :meth:`append` counts as it goes). It stays
-            valid for the accumulator's whole life.
-    """
-
-    __slots__ = ("_bytes", "_chunks", "_counted", "add")
+    __slots__ = ("_bytes", "_chunks", "_counted")
 
     def __init__(self, initial: str = "") -> None:
         # UTF-8 size of _chunks[:_counted], or None when nothing is counted yet (a join
@@ -55,8 +49,16 @@ class TextAccumulator:
             self._chunks = []
             self._bytes = 0
             self._counted = 0
-        # Joins collapse the list in place, so its append stays the way in.
-        self.add: Callable[[str], None] = self._chunks.append
+
+    @property
+    def add(self) -> Callable[[str], None]:
+        """Appends a non-empty delta in one C-level call, its bytes counted when asked
+        (the hot path's way in; :meth:`append` counts as it goes). What it returns
+        stays valid for the accumulator's whole life: joins collapse the chunk list in
+        place. Made when asked, not kept: a kept bound method is one more object per
+        message and call for the cycle collector to walk, and the processor holds
+        the adder only while the message or call streams."""
+        return self._chunks.append
 
     def _settle(self) -> int:
         chunks = self._chunks

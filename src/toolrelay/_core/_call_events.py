@@ -16,7 +16,7 @@ from toolrelay._core._effects import (
     Effect,
 )
 from toolrelay._core._processor_base import ProcessorBase
-from toolrelay._core._processor_state import _CALLING, _PENDING, _STREAMING
+from toolrelay._core._processor_state import _CALLING, _PENDING, _STREAMING, added, keyed
 from toolrelay._core._tool_result import ToolResult
 from toolrelay._errors import LimitExceededError
 from toolrelay._machines import (
@@ -51,7 +51,7 @@ class CallEvents(ProcessorBase):
         self._run_call_count += 1
         call = ToolCallInfo(call_id, name, parent_message_id=parent_message_id, run_id=self.run_id)
         self._calls[call_id] = call
-        self._turn_calls.append(call)
+        self._turn_calls = added(self._turn_calls, call)
         self._arg_adders[call_id] = call.argument_adder
         self._calling_started(call)
         return self._calling_activity()
@@ -77,7 +77,7 @@ class CallEvents(ProcessorBase):
         size = utf8_len(delta)
         exact = self._exact_arg_bytes.get(call.id)
         exact = call.argument_bytes if exact is None else exact + size
-        self._exact_arg_bytes[call.id] = exact
+        self._exact_arg_bytes = keyed(self._exact_arg_bytes, call.id, exact)
         if exact > self._limits.max_argument_bytes:
             raise LimitExceededError(
                 "max_argument_bytes",
@@ -125,7 +125,7 @@ class CallEvents(ProcessorBase):
             self._append_args(call, event.delta)
             if call.id in self._late_args:
                 return NO_EFFECTS
-            self._late_args[call.id] = True
+            self._late_args = keyed(self._late_args, call.id, True)
             return self._violation(
                 "args_after_end",
                 "TOOL_CALL_ARGS",
@@ -203,5 +203,5 @@ class CallEvents(ProcessorBase):
         self._send_call(call, ToolCallEvent.receive_result)
         self._calling_stopped(call)
         call.result = ToolResult.success(text)
-        self._result_ids[call.id] = event.message_id
+        self._result_ids = keyed(self._result_ids, call.id, event.message_id)
         return self._calling_activity()

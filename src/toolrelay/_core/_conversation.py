@@ -209,8 +209,11 @@ class ReasoningRecord:
         return f"ReasoningRecord(id={self.id!r}, text={self.text!r})"
 
 
-class ToolCallBatch(msgspec.Struct, frozen=True):
+class ToolCallBatch(msgspec.Struct, frozen=True, gc=False):
     """The tool calls of one run, every one final, with their results.
+
+    Not tracked by the cycle collector (``gc=False``): its calls never point back at
+    it, and a long thread holds one per continuation.
 
     Attributes:
         id: A message id for the batch.
@@ -273,9 +276,10 @@ class Conversation:
         self._batches: dict[str, int] = {}
         self._indexed = 0
         self._last_indexed: ChatMessage | None = None  # the message at _indexed - 1
-        # What core._mapper keeps between runs, which it alone reads and writes; the
-        # conversation only empties it when its history changes other than by append.
-        self._mapping: dict[object, object] = {}
+        # What core._mapper keeps between runs (its mapper, made at the first run),
+        # which it alone reads and writes; the conversation only drops it when its
+        # history changes other than by append.
+        self._mapping: object = None
 
     def append(self, message: ChatMessage) -> None:
         self.messages.append(message)
@@ -347,12 +351,12 @@ class Conversation:
         conversation indexed and mapped is computed afresh."""
         self.messages[0:count] = messages
         self._forget_index()
-        self._mapping.clear()
+        self._mapping = None
 
     def remap(self) -> None:
         """Forget the mapping kept for the next run: a record that was settled changed
         (say, a signature arrived for closed reasoning), so map the thread afresh."""
-        self._mapping.clear()
+        self._mapping = None
 
     def known_ids(self) -> AbstractSet[str]:
         """Every message id the conversation would send or has seen: its messages',

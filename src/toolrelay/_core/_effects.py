@@ -4,6 +4,11 @@ The processor never performs I/O. Fed an event, it updates the conversation and
 returns a (usually empty) tuple of effects, the way h11's ``next_event`` returns
 events. Most events (text and argument deltas) return the shared empty tuple
 :data:`NO_EFFECTS`, so the hot path allocates nothing.
+
+Effects and activities are not tracked by the cycle collector (``gc=False``): they
+point at calls, messages and reasons, and nothing they point at points back, so they
+can never be part of a cycle; a live turn keeps its latest activity and, between runs,
+its ``ToolsReady``, which the collector would otherwise walk at every full collection.
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ MAX_ACTIVITY_NAMES = 8
 """How many tool names an :class:`Activity` lists; the rest are counted."""
 
 
-class Activity(msgspec.Struct, frozen=True):
+class Activity(msgspec.Struct, frozen=True, gc=False):
     """What is happening in a turn, as a UI would say it.
 
     Attributes:
@@ -92,7 +97,7 @@ class Activity(msgspec.Struct, frozen=True):
                 return ""
 
 
-class ProtocolViolation(msgspec.Struct, frozen=True):
+class ProtocolViolation(msgspec.Struct, frozen=True, gc=False):
     """An event the processor tolerated but the protocol does not allow.
 
     Attributes:
@@ -106,19 +111,19 @@ class ProtocolViolation(msgspec.Struct, frozen=True):
     message: str
 
 
-class ActivityChanged(msgspec.Struct, frozen=True):
+class ActivityChanged(msgspec.Struct, frozen=True, gc=False):
     """The turn's activity changed (for observers)."""
 
     activity: Activity
 
 
-class ViolationRaised(msgspec.Struct, frozen=True):
+class ViolationRaised(msgspec.Struct, frozen=True, gc=False):
     """A protocol violation was tolerated (logged as a warning, event dropped or repaired)."""
 
     violation: ProtocolViolation
 
 
-class ToolsReady(msgspec.Struct, frozen=True):
+class ToolsReady(msgspec.Struct, frozen=True, gc=False):
     """The run's stream ended with tool calls pending: execute them, then continue.
 
     The ``calls`` are already ``executing`` and the run lifecycle is
@@ -130,7 +135,7 @@ class ToolsReady(msgspec.Struct, frozen=True):
     awaiting: tuple[ToolCallInfo, ...] = ()
 
 
-class MessagesSettled(msgspec.Struct, frozen=True):
+class MessagesSettled(msgspec.Struct, frozen=True, gc=False):
     """Messages of the conversation reached their final form: a text or reasoning
     message closed, a batch of tool calls was committed with its results.
 
@@ -143,13 +148,13 @@ class MessagesSettled(msgspec.Struct, frozen=True):
     messages: tuple[ChatMessage, ...]
 
 
-class TurnCompleted(msgspec.Struct, frozen=True):
+class TurnCompleted(msgspec.Struct, frozen=True, gc=False):
     """The run finished and no tool call is pending: the turn is ``completed``."""
 
     reason: TerminalReason
 
 
-class TurnInterrupted(msgspec.Struct, frozen=True):
+class TurnInterrupted(msgspec.Struct, frozen=True, gc=False):
     """The run finished with the AG-UI ``interrupt`` outcome: the turn is ``interrupted``.
 
     The agent waits for answers; the next turn on the thread sends them as
@@ -167,7 +172,7 @@ class TurnInterrupted(msgspec.Struct, frozen=True):
     interrupts: tuple[Interrupt, ...]
 
 
-class TurnEnded(msgspec.Struct, frozen=True):
+class TurnEnded(msgspec.Struct, frozen=True, gc=False):
     """The turn ended otherwise (``failed``, ``cancelled`` or ``superseded``); it is in
     that final state already, and ``reason`` says why."""
 

@@ -142,14 +142,15 @@ def conversation_to_agui(
     """``to_agui_messages(conversation.messages)``, through the conversation's own
     :class:`ConversationMapper`, so that each run maps only what is new.
 
-    The mapper lives in a slot of the conversation that this module alone fills (by
-    ``include_reasoning``): the conversation empties it when its history is edited,
-    and never needs to know what it holds, so the import runs one way.
+    The mapper lives in a slot of the conversation that this module alone fills: the
+    conversation empties it when its history is edited, and never needs to know what
+    it holds, so the import runs one way. One mapper, not one per
+    ``include_reasoning`` (a thread's runs all map it the same way): asked the other
+    way, the slot gets a mapper for that way, which maps the thread afresh.
     """
-    mapper = conversation._mapping.get(include_reasoning)
-    if not isinstance(mapper, ConversationMapper):
-        mapper = ConversationMapper(include_reasoning=include_reasoning)
-        conversation._mapping[include_reasoning] = mapper
+    mapper = conversation._mapping
+    if not isinstance(mapper, ConversationMapper) or mapper.include_reasoning != include_reasoning:
+        mapper = conversation._mapping = ConversationMapper(include_reasoning=include_reasoning)
     return mapper.map(conversation.messages)
 
 
@@ -170,12 +171,15 @@ class ConversationMapper:
       sent under (the full mapping would have renamed that one): start over;
     - a new message is still streaming (a text or reasoning record not complete):
       that call is mapped in full and nothing is kept from it.
+
+    Attributes:
+        include_reasoning: Whether reasoning records are sent (``reasoning`` messages).
     """
 
-    __slots__ = ("_ids", "_include_reasoning", "_last_id", "_out", "_sources")
+    __slots__ = ("_ids", "_last_id", "_out", "_sources", "include_reasoning")
 
     def __init__(self, *, include_reasoning: bool = False) -> None:
-        self._include_reasoning = include_reasoning
+        self.include_reasoning = include_reasoning
         self._sources: list[ChatMessage] = []
         self._out: list[Message] = []
         self._ids = _Ids(())
@@ -206,7 +210,7 @@ class ConversationMapper:
         for message in new:
             if isinstance(message, _STREAMED):
                 if not message.complete:
-                    return to_agui_messages(messages, include_reasoning=self._include_reasoning)
+                    return to_agui_messages(messages, include_reasoning=self.include_reasoning)
             elif not isinstance(message, ToolCallBatch):
                 supplied.append(message.id)
         if supplied and not self._ids.reserve(supplied):
@@ -217,7 +221,7 @@ class ConversationMapper:
             new,
             self._ids,
             self._last_id,
-            include_reasoning=self._include_reasoning,
+            include_reasoning=self.include_reasoning,
         )
         self._sources.extend(new)
         return list(self._out)

@@ -35,7 +35,9 @@ from toolrelay._core._processor_state import (
     _EXECUTING_TOOLS,
     _OPEN_CALL,
     _STREAMING,
+    NO_ITEMS,
     ProcessorState,
+    added,
 )
 from toolrelay._core._tool_result import ToolResult
 from toolrelay._errors import IllegalTransition
@@ -251,7 +253,7 @@ class TurnLifecycle(ProcessorState):
         self.run_id = run_id
         self.run_count = runs
         self._calls = {call.id: call for call in calls}
-        self._turn_calls.extend(calls)
+        self._turn_calls = list(calls)  # none before: restore comes first
         executing = tuple(c for c in calls if c.status is ToolCallStatus.executing)
         # Calls still waiting for a decision wait again (Turn.approve / Turn.deny).
         awaiting = tuple(c for c in calls if c.status is _AWAITING_APPROVAL)
@@ -266,11 +268,11 @@ class TurnLifecycle(ProcessorState):
         if not self._settled:
             return effects
         settled = MessagesSettled(tuple(self._settled))
-        self._settled.clear()
+        self._settled = NO_ITEMS  # its list goes: a turn between runs holds none
         return (*effects, settled)
 
     def _settle(self, message: ChatMessage) -> None:
-        self._settled.append(message)
+        self._settled = added(self._settled, message)
 
     def _commit_batch(self) -> None:
         """Append the run's calls, each final, to the conversation as one
@@ -417,7 +419,7 @@ class TurnLifecycle(ProcessorState):
     def _calling_started(self, call: ToolCallInfo) -> None:
         self._calling_count += 1
         if len(self._calling_shown) < MAX_ACTIVITY_NAMES and not self._calling_waiting:
-            self._calling_shown.append(call)
+            self._calling_shown = added(self._calling_shown, call)
         elif self._calling_waiting is None:
             self._calling_waiting = deque((call,))
         else:

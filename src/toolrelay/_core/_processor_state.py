@@ -12,8 +12,8 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections import deque
-from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any, TypeVar
 
 from toolrelay._core._conversation import (
     ChatMessage,
@@ -44,7 +44,11 @@ from toolrelay.protocol import (
     Tool,
 )
 
-__all__ = ("ProcessorState",)
+__all__ = ("NO_ITEMS", "NO_KEYS", "ProcessorState", "added", "keyed")
+
+T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
 
 # A call still open: any state its declared machine does not call final.
 _OPEN_CALL = TOOL_CALL_MACHINE.states - TOOL_CALL_MACHINE.finals
@@ -72,6 +76,55 @@ _DONE = Activity(ActivityKind.DONE)
 # with is None, which no delta's id equals).
 _NEVER_ADDED: list[str] = []
 _NO_ADDER: Callable[[str], None] = _NEVER_ADDED.append
+
+
+class _SharedEmptyList(list[Any]):
+    """The type of :data:`NO_ITEMS`: adding to it is a bug, and raises."""
+
+    __slots__ = ()
+
+    def append(self, item: Any) -> None:
+        raise TypeError("NO_ITEMS is shared: store what added() returns instead")
+
+    def extend(self, items: Iterable[Any]) -> None:
+        raise TypeError("NO_ITEMS is shared: store a list of your own instead")
+
+
+class _SharedEmptyDict(dict[Any, Any]):
+    """The type of :data:`NO_KEYS`: setting an item in it is a bug, and raises."""
+
+    __slots__ = ()
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise TypeError("NO_KEYS is shared: store what keyed() returns instead")
+
+
+# What a per-turn or per-run list (dict) of the processor is until its first item:
+# one shared empty list (dict) that refuses to grow. Each writer stores what added()
+# (keyed()) returns, a list (dict) of the turn's own from the first item on, so a turn
+# that never settles a message, calls a tool or gets a late argument makes nothing
+# for it: most of these stay empty in most runs, and an empty list is 56 bytes the
+# cycle collector walks, an empty dict 64 bytes.
+NO_ITEMS: list[Any] = _SharedEmptyList()
+NO_KEYS: dict[Any, Any] = _SharedEmptyDict()
+
+
+def added(items: list[T], item: T) -> list[T]:
+    """``items`` with ``item`` appended: ``items`` itself, or a new list in place of
+    an empty one (which may be the shared :data:`NO_ITEMS`); store what it returns."""
+    if items:
+        items.append(item)
+        return items
+    return [item]
+
+
+def keyed(mapping: dict[K, V], key: K, value: V) -> dict[K, V]:
+    """``mapping`` with ``key`` set to ``value``: ``mapping`` itself, or a new dict
+    in place of the shared :data:`NO_KEYS`; store what it returns."""
+    if type(mapping) is _SharedEmptyDict:
+        return {key: value}
+    mapping[key] = value
+    return mapping
 
 
 _ID_PREFIX = uuid.uuid4().hex[:16]
@@ -180,7 +233,7 @@ class ProcessorState:
         self.max_repeats = max_repeats
         self._approval_tools = frozenset(approval_tools)
         # Per (tool name, canonical arguments), how many times this turn asked for it.
-        self._requested: dict[tuple[str, str], int] = {}
+        self._requested: dict[tuple[str, str], int] = NO_KEYS
         self._tools = list(tools)
         self._limits = limits if limits is not None else Limits()
         self._context = list(context)
@@ -207,7 +260,7 @@ class ProcessorState:
         self._activity = _IDLE
         # Messages that reached their final form since the last effects were returned
         # (reported once, as MessagesSettled, by _with_settled).
-        self._settled: list[ChatMessage] = []
+        self._settled: list[ChatMessage] = NO_ITEMS
         # Argument characters of the whole turn. No call's UTF-8 arguments, nor the
         # turn's, can pass their byte limit while these (4 bytes at most each) stay
         # under a quarter of the smaller one; past that, bytes are counted exactly.
@@ -215,12 +268,12 @@ class ProcessorState:
         self._arg_exact: int | None = None
         limits = self._limits
         self._arg_char_safe = min(limits.max_argument_bytes, limits.max_turn_argument_bytes) // 4
-        self._turn_calls: list[ToolCallInfo] = []
+        self._turn_calls: list[ToolCallInfo] = NO_ITEMS
         # The turn's text, counted the same way: the hot path counts characters
         # within a budget that keeps 4 bytes each plus the full path's exact bytes
         # under the bound; past it, the whole turn's text is counted exactly, once,
         # and then delta by delta (the hot path is closed: budget -1).
-        self._turn_texts: list[TextMessage] = []
+        self._turn_texts: list[TextMessage] = NO_ITEMS
         self._text_hot_chars = 0
         self._text_full_bytes = 0
         self._text_hot_budget = limits.max_text_bytes // 4
@@ -272,8 +325,8 @@ class ProcessorState:
         self._run_first_message = len(self.conversation.messages)
         self._calls: dict[str, ToolCallInfo] = {}
         self._open_texts: dict[str, TextMessage] = {}
-        self._open_reasoning: dict[str, ReasoningRecord] = {}
-        self._result_ids: dict[str, str] = {}
+        self._open_reasoning: dict[str, ReasoningRecord] = NO_KEYS
+        self._result_ids: dict[str, str] = NO_KEYS
         self._chunk_call: ToolCallInfo | None = None
         self._chunk_text: TextMessage | None = None
         self._chunk_reasoning: ReasoningRecord | None = None
@@ -289,7 +342,7 @@ class ProcessorState:
         # character bound.
         self._text_adders: dict[str, Callable[[str], None]] = {}
         self._arg_adders: dict[str, Callable[[str], None]] = {}
-        self._exact_arg_bytes: dict[str, int] = {}
+        self._exact_arg_bytes: dict[str, int] = NO_KEYS
         # The hot path's message and call; an id is None when there is none (no
         # delta's id compares equal); see _hot_text.
         self._hot_text_id: str | None = None
@@ -298,19 +351,19 @@ class ProcessorState:
         # Calls still calling (streaming or pending), for the activity: the first
         # MAX_ACTIVITY_NAMES shown, the rest waiting in order (amortised O(1) each).
         self._calling_count = 0
-        self._calling_shown: list[ToolCallInfo] = []
+        self._calling_shown: list[ToolCallInfo] = NO_ITEMS
         # Made when a call has to wait (past MAX_ACTIVITY_NAMES calling at once).
         self._calling_waiting: deque[ToolCallInfo] | None = None
         # Calls of the batch still executing (record_result commits at 0).
         self._executing_left = 0
         # Reasoning records of the run by id (open or closed), for signatures.
-        self._run_reasoning: dict[str, ReasoningRecord] = {}
+        self._run_reasoning: dict[str, ReasoningRecord] = NO_KEYS
         self._run_texts = False
         # Call ids, as dicts (id -> True) rather than sets: a dict of strings is not
         # tracked by the cycle collector and an empty one is a quarter of an empty set.
-        self._late_args: dict[str, bool] = {}
-        self._snapshot_checked: dict[str, bool] = {}
-        self._from_snapshot: dict[str, bool] = {}
+        self._late_args: dict[str, bool] = NO_KEYS
+        self._snapshot_checked: dict[str, bool] = NO_KEYS
+        self._from_snapshot: dict[str, bool] = NO_KEYS
         # The agent's state, patched in place within its bounds; built at the first
         # delta of a run (a copy: the RunAgentInput sent holds the previous one).
         self._state: BoundedState | None = None

@@ -13,7 +13,7 @@ from toolrelay._core._effects import (
     Effect,
 )
 from toolrelay._core._processor_base import ProcessorBase
-from toolrelay._core._processor_state import _REASONING
+from toolrelay._core._processor_state import _REASONING, keyed
 from toolrelay.protocol import (
     ReasoningEncryptedValueEvent,
     ReasoningEndEvent,
@@ -40,8 +40,8 @@ class ReasoningEvents(ProcessorBase):
         if record is None:
             self._count_message()
             record = ReasoningRecord(message_id, complete=False)
-            self._open_reasoning[message_id] = record
-            self._run_reasoning[message_id] = record
+            self._open_reasoning = keyed(self._open_reasoning, message_id, record)
+            self._run_reasoning = keyed(self._run_reasoning, message_id, record)
             self.conversation.append(record)
         return record
 

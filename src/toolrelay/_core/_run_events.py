@@ -18,7 +18,7 @@ from toolrelay._core._effects import (
     TurnInterrupted,
 )
 from toolrelay._core._processor_base import ProcessorBase
-from toolrelay._core._processor_state import _DONE, _FAILED, _PENDING, _STREAMING
+from toolrelay._core._processor_state import _DONE, _FAILED, _PENDING, _STREAMING, keyed
 from toolrelay._core._tool_result import ToolResult
 from toolrelay._machines import (
     RunEvent,
@@ -181,7 +181,7 @@ class RunEvents(ProcessorBase):
         for call in pending:
             key = (call.name, _canonical_arguments(call.arguments))
             count = self._requested.get(key, 0) + 1
-            self._requested[key] = count
+            self._requested = keyed(self._requested, key, count)
             if count >= limit and tripped is None:
                 tripped = (call.name, count)
         if tripped is None:

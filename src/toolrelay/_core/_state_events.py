@@ -17,7 +17,7 @@ from toolrelay._core._effects import (
 )
 from toolrelay._core._patch import BoundedState, JsonPatchError, StateBoundError, StateBounds
 from toolrelay._core._processor_base import ProcessorBase
-from toolrelay._core._processor_state import _PENDING
+from toolrelay._core._processor_state import _PENDING, added, keyed
 from toolrelay._errors import LimitExceededError
 from toolrelay.protocol import (
     AssistantMessage,
@@ -116,7 +116,7 @@ class StateEvents(ProcessorBase):
                 call = self._calls.get(snap.id)
                 if call is None or call.status is not _PENDING or call.id in self._snapshot_checked:
                     continue
-                self._snapshot_checked[call.id] = True
+                self._snapshot_checked = keyed(self._snapshot_checked, call.id, True)
                 recorded = snap.function.arguments
                 streamed = call.arguments
                 if recorded == streamed or _same_json(recorded, streamed):
@@ -126,7 +126,7 @@ class StateEvents(ProcessorBase):
                 if utf8_len(recorded) > self._limits.max_argument_bytes:
                     continue
                 call.replace_arguments(recorded)
-                self._from_snapshot[call.id] = True
+                self._from_snapshot = keyed(self._from_snapshot, call.id, True)
                 effects.extend(
                     self._violation(
                         "arguments_from_snapshot",
@@ -172,7 +172,7 @@ class StateEvents(ProcessorBase):
             if isinstance(message.content, str) and message.content:
                 self._count_message()
                 adopted = TextMessage(message.id, "assistant", message.content)
-                self._turn_texts.append(adopted)
+                self._turn_texts = added(self._turn_texts, adopted)
                 self._run_texts = True
                 self._count_text(message.content)
                 self.conversation.append(adopted)

@@ -12,7 +12,7 @@ from toolrelay._core._effects import (
     Effect,
 )
 from toolrelay._core._processor_base import ProcessorBase
-from toolrelay._core._processor_state import _STREAMING_TEXT
+from toolrelay._core._processor_state import _STREAMING_TEXT, added
 from toolrelay.protocol import (
     TextMessageChunkEvent,
     TextMessageContentEvent,
@@ -31,7 +31,7 @@ class TextEvents(ProcessorBase):
         text = TextMessage(message_id, role or "assistant", complete=False)
         self._open_texts[message_id] = text
         self._text_adders[message_id] = text.adder
-        self._turn_texts.append(text)
+        self._turn_texts = added(self._turn_texts, text)
         self._run_texts = True
         self.conversation.append(text)
         return text

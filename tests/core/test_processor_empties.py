@@ -1,0 +1,79 @@
+"""The processor's shared empty list and dict (issue 16): most per-turn and per-run
+collections stay empty in most runs, so a processor starts each of them as one shared
+empty list (``NO_ITEMS``) or dict (``NO_KEYS``) and makes its own at the first item.
+The shared ones refuse to grow, and one turn's items never reach another turn."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolrelay._core._conversation import Conversation
+from toolrelay._core._processor import EventProcessor
+from toolrelay._core._processor_state import NO_ITEMS, NO_KEYS, added, keyed
+from toolrelay.protocol import (
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    UserMessage,
+)
+from toolrelay.testing import run_finished, run_started, server_tool_call, text, tool_call
+
+
+def test_the_shared_empties_refuse_to_grow() -> None:
+    with pytest.raises(TypeError, match="shared"):
+        NO_ITEMS.append(1)
+    with pytest.raises(TypeError, match="shared"):
+        NO_ITEMS.extend([1])
+    with pytest.raises(TypeError, match="shared"):
+        NO_KEYS["key"] = 1
+    assert NO_ITEMS == [] and NO_KEYS == {}
+
+
+def test_added_and_keyed_make_a_collection_of_their_own_at_the_first_item() -> None:
+    first = added(NO_ITEMS, "a")
+    assert first == ["a"] and first is not NO_ITEMS
+    assert added(first, "b") is first and first == ["a", "b"]
+    mapping = keyed(NO_KEYS, "a", 1)
+    assert mapping == {"a": 1} and mapping is not NO_KEYS
+    assert keyed(mapping, "b", 2) is mapping and mapping == {"a": 1, "b": 2}
+    assert NO_ITEMS == [] and NO_KEYS == {}
+
+
+def _processor(thread: str) -> EventProcessor:
+    conversation = Conversation(thread, [UserMessage(id=f"u-{thread}", content="hi")])
+    processor = EventProcessor(conversation, max_repeats=3)
+    processor.start_run(f"run-{thread}")
+    return processor
+
+
+def test_one_turns_items_never_reach_another_turn() -> None:
+    # A run that fills every lazily made collection: reasoning, text, calls (one
+    # with arguments after its END), a result the agent sent itself, and a repeat
+    # count; a second processor made after it starts empty, and the shared empties
+    # stay empty.
+    busy = _processor("busy")
+    events = [
+        run_started("busy", "run-busy"),
+        ReasoningMessageStartEvent(message_id="r1"),
+        ReasoningMessageContentEvent(message_id="r1", delta="hmm"),
+        ReasoningMessageEndEvent(message_id="r1"),
+        *text("Let me look.", id="m1"),
+        *server_tool_call("search", {"q": "x"}, "found", id="s1", message_id="res-1"),
+        ToolCallStartEvent(tool_call_id="c1", tool_call_name="lookup"),
+        ToolCallArgsEvent(tool_call_id="c1", delta='{"a": '),
+        ToolCallEndEvent(tool_call_id="c1"),
+        ToolCallArgsEvent(tool_call_id="c1", delta="1}"),
+        *tool_call("other", "{}", id="c2"),
+        run_finished("busy", "run-busy"),
+    ]
+    for event in events:
+        busy.receive(event)
+    assert [call.id for call in busy.tool_calls] == ["s1", "c1", "c2"]
+    assert busy.tool_calls[1].arguments == '{"a": 1}'
+    assert [v.code for v in busy.violations] == ["args_after_end"]
+    fresh = _processor("fresh")
+    assert fresh.tool_calls == () and fresh.violations == []
+    assert NO_ITEMS == [] and NO_KEYS == {}
