@@ -157,8 +157,10 @@ class SQLiteStore:
         claim: Claim | None = None,
     ) -> int:
         check_append(key, records, claim)
-        item = Append(key, records, [encode_record(r) for r in records], owner, claim)
-        await self._queued(item)
+        item = Append(key, records, owner, claim)
+        if self._connection is None:
+            await self.open()
+        await self._work.run(item)
         return item.last
 
     def _write(self, connection: sqlite3.Connection, batch: list[Append]) -> None:
@@ -181,13 +183,15 @@ class SQLiteStore:
         connection.execute("BEGIN IMMEDIATE")
         try:
             lasts: list[int | BaseException] = []
-            rows: list[tuple[object, int, bytes]] = []  # every append's records, one statement
+            # Where each append's records go: its thread's row and the sequence number
+            # before its first; the rows are made one at a time as the insert takes them.
+            spans: list[tuple[object, int, Sequence[Record]]] = []
             for item in batch:
                 key = item.key
                 if item.claim is not None and not claim_valid(connection, item.claim, now):
                     lasts.append(stale(item.claim, "nothing was written"))
                     continue
-                count = len(item.bodies)
+                count = len(item.records)
                 # One statement moves the thread forward and says where it stood.
                 row = connection.execute(
                     "UPDATE threads SET last_seq = last_seq + ?, updated_at = ? "
@@ -210,10 +214,16 @@ class SQLiteStore:
                             connection.execute(
                                 "UPDATE threads SET live_turn = ? WHERE id = ?", (turn, thread)
                             )
-                first = last - count
-                rows.extend((thread, first + i, body) for i, body in enumerate(item.bodies, 1))
+                spans.append((thread, last - count, item.records))
                 lasts.append(int(last))
-            connection.executemany("INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)", rows)
+            connection.executemany(
+                "INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)",
+                (
+                    (thread, first + i, encode_record(record))
+                    for thread, first, records in spans
+                    for i, record in enumerate(records, 1)
+                ),
+            )
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
