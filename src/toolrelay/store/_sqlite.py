@@ -180,7 +180,10 @@ class SQLiteStore:
 
     def _transaction(self, connection: sqlite3.Connection, batch: list[Append]) -> None:
         now = time.time()
-        connection.execute("BEGIN IMMEDIATE")
+        # One cursor for the transaction's statements: ``connection.execute`` makes a
+        # cursor (and a weak reference to it) per call, two statements per append.
+        cursor = connection.cursor()
+        cursor.execute("BEGIN IMMEDIATE")
         try:
             lasts: list[int | BaseException] = []
             # Where each append's records go: its thread's row and the sequence number
@@ -193,7 +196,7 @@ class SQLiteStore:
                     continue
                 count = len(item.records)
                 # One statement moves the thread forward and says where it stood.
-                row = connection.execute(
+                row = cursor.execute(
                     "UPDATE threads SET last_seq = last_seq + ?, updated_at = ? "
                     "WHERE server = ? AND room = ? AND thread = ? "
                     "RETURNING id, last_seq, live_turn",
@@ -201,7 +204,7 @@ class SQLiteStore:
                 ).fetchone()
                 if row is None:  # a new thread: its row starts where the records leave it
                     live = live_turn_after(None, item.records) if item.turns else None
-                    cursor = connection.execute(
+                    cursor.execute(
                         f"INSERT INTO threads ({THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (key.server, key.room_id, key.thread_id, item.owner, count, live, now, now),
                     )
@@ -211,12 +214,12 @@ class SQLiteStore:
                     if item.turns:
                         turn = live_turn_after(live, item.records)
                         if turn != live:
-                            connection.execute(
+                            cursor.execute(
                                 "UPDATE threads SET live_turn = ? WHERE id = ?", (turn, thread)
                             )
                 spans.append((thread, last - count, item.records))
                 lasts.append(int(last))
-            connection.executemany(
+            cursor.executemany(
                 "INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)",
                 (
                     (thread, first + i, encode_record(record))
@@ -224,11 +227,13 @@ class SQLiteStore:
                     for i, record in enumerate(records, 1)
                 ),
             )
-            connection.execute("COMMIT")
+            cursor.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise
+        finally:
+            cursor.close()
         for item, outcome in zip(batch, lasts, strict=True):
             if isinstance(outcome, int):
                 item.written(outcome)
