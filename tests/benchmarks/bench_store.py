@@ -80,9 +80,9 @@ def _raw_log(path: Path) -> sqlite3.Connection:
         "CREATE TABLE threads (id INTEGER PRIMARY KEY, thread TEXT UNIQUE, last_seq INTEGER)"
     )
     connection.execute(
-        "CREATE TABLE records (thread INTEGER, seq INTEGER, body BLOB, "
-        "PRIMARY KEY (thread, seq)) WITHOUT ROWID"
+        "CREATE TABLE records (id INTEGER PRIMARY KEY, thread INTEGER, seq INTEGER, body BLOB)"
     )
+    connection.execute("CREATE UNIQUE INDEX records_thread_seq ON records (thread, seq)")
     return connection
 
 
@@ -98,7 +98,9 @@ def _raw_inserts(path: Path, blocks: list[Record], threads: int) -> None:
         (last,) = connection.execute(
             "SELECT last_seq FROM threads WHERE thread = ?", (f"t{thread}",)
         ).fetchone()
-        connection.execute("INSERT INTO records VALUES (?, ?, ?)", (thread, last + 1, body))
+        connection.execute(
+            "INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)", (thread, last + 1, body)
+        )
         connection.execute("UPDATE threads SET last_seq = ? WHERE id = ?", (last + 1, thread))
         connection.execute("COMMIT")
     connection.close()
@@ -250,7 +252,7 @@ def _raw_turn_writes(path: Path, threads: dict[ThreadKey, list[tuple[Record, ...
                 "SELECT last_seq FROM threads WHERE thread = ?", (key.thread_id,)
             ).fetchone()
             connection.executemany(
-                "INSERT INTO records VALUES (?, ?, ?)",
+                "INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)",
                 [(ids[key], last + i, body) for i, body in enumerate(bodies, 1)],
             )
             connection.execute(

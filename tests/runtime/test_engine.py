@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -184,6 +185,19 @@ async def test_single_tool_call_continues_and_completes() -> None:
     assert call.result == ToolResult.success("42")
     assert agent.run_count == 2
     assert turn.tool_calls == ()
+
+
+async def test_the_default_turn_and_run_ids_are_random_uuid4s() -> None:
+    agent = ScriptedAgent(*[[tool_call("get_secret_number", {"name": "alice"})], [text("42")]] * 3)
+    with anyio.fail_after(5):
+        async with Engine(agent, tools=SECRET_TOOLS) as engine:
+            turns = [await engine.run_turn(f"t{i}", "What is Alice's number?") for i in range(3)]
+    ids = [turn.turn_id for turn in turns] + [run.run_id for run in agent.inputs]
+    assert len(ids) == len(set(ids)) == 3 + 6
+    for value in ids:
+        parsed = uuid.UUID(hex=value)
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+        assert parsed.hex == value
 
 
 async def test_secret_numbers_happy_path() -> None:

@@ -67,6 +67,53 @@ async def test_a_store_from_a_newer_version_is_refused(tmp_path: Path) -> None:
         await SQLiteStore(path).open()
 
 
+async def test_a_version_2_file_gets_its_records_in_write_order_and_keeps_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "toolrelay.db"
+    other = ThreadKey("other")
+    store = SQLiteStore(path)
+    await store.append(KEY, sample_records())
+    await store.append(other, [TurnStarted(turn_id="o")])
+    await store.append(KEY, [TurnStarted(turn_id="again")])
+    written = {key: await store.read(key) for key in (KEY, other)}
+    await store.aclose()
+    with sqlite3.connect(path) as connection:  # the records table as version 2 left it
+        connection.executescript(
+            "CREATE TABLE clustered (thread INTEGER NOT NULL REFERENCES threads (id) "
+            "ON DELETE CASCADE, seq INTEGER NOT NULL, body BLOB NOT NULL, "
+            "PRIMARY KEY (thread, seq)) WITHOUT ROWID;"
+            "INSERT INTO clustered SELECT thread, seq, body FROM records;"
+            "DROP TABLE records; ALTER TABLE clustered RENAME TO records;"
+            "PRAGMA user_version=2;"
+        )
+    reopened = SQLiteStore(path)
+    try:
+        assert {key: await reopened.read(key) for key in (KEY, other)} == written
+        last = written[KEY][-1].seq
+        assert await reopened.append(KEY, [TurnStarted(turn_id="after")]) == last + 1
+        assert [e.seq for e in await reopened.read(KEY, after=last - 1)] == [last, last + 1]
+        assert await reopened.delete_thread(other)  # the cascade finds its records
+    finally:
+        await reopened.aclose()
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        (table,) = connection.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'records'"
+        ).fetchone()
+        assert "WITHOUT ROWID" not in table
+        assert connection.execute(
+            "SELECT count(*) FROM records r WHERE r.thread NOT IN (SELECT id FROM threads)"
+        ).fetchone() == (0,)
+        unique = [row[1] for row in connection.execute("PRAGMA index_list(records)") if row[2]]
+        assert unique == ["records_thread_seq"]
+        with pytest.raises(sqlite3.IntegrityError):  # a sequence number is never reused
+            connection.execute(
+                "INSERT INTO records (thread, seq, body) SELECT thread, seq, body FROM records "
+                "LIMIT 1"
+            )
+
+
 async def test_two_stores_opening_a_new_file_at_once_create_the_schema_once(
     tmp_path: Path,
 ) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -501,9 +501,12 @@ class TurnDriver:
         try:
             try:
                 async with host.engine.backend.run(self.key, run_input) as events:
-                    if self.trace is None and isinstance(events, EventBatches):
-                        # A read's events at once (no observer needs them one by one).
-                        await self._receive_batches(events.batches())
+                    # A read's events at once (no observer needs them one by one) from
+                    # a stream that is EventBatches: the attribute is what isinstance
+                    # checks on a runtime protocol, read at a hundredth of its cost
+                    # (on Python 3.11 isinstance walks the protocol's classes, ~10 µs).
+                    if self.trace is None and hasattr(events, "batches"):
+                        await self._receive_batches(cast("EventBatches", events).batches())
                     else:
                         if self.trace is not None:
                             events = self.trace.watch(events)

@@ -12,7 +12,7 @@ engine knows are open (docs/concepts.md, "A turn, its runs, and the thread").
 from __future__ import annotations
 
 import math
-import uuid
+import os
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -53,7 +53,13 @@ __all__ = ("Engine",)
 
 
 def _new_id() -> str:
-    return uuid.uuid4().hex
+    """A random UUID's 32 hex digits (version 4, as ``uuid.uuid4().hex``) at a quarter
+    of its cost: the ``UUID`` object is not made. Several are made per turn (its id, each
+    run's)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    return raw.hex()
 
 
 class Engine:

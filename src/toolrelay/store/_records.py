@@ -60,8 +60,12 @@ __all__ = (
 )
 
 
-class _Base(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    pass
+class _Base(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """Frozen data that points at nothing that points back (text, numbers, the
+    agent's JSON state, messages and results of the same kind), so never part of a
+    reference cycle: the collector does not track records (``gc=False``). Every write
+    holds some while it waits for its commit, and under load the collector would walk
+    them in the old generation."""
 
 
 # -- messages ------------------------------------------------------------------------

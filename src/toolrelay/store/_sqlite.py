@@ -157,8 +157,10 @@ class SQLiteStore:
         claim: Claim | None = None,
     ) -> int:
         check_append(key, records, claim)
-        item = Append(key, records, [encode_record(r) for r in records], owner, claim)
-        await self._queued(item)
+        item = Append(key, records, owner, claim)
+        if self._connection is None:
+            await self.open()
+        await self._work.run(item)
         return item.last
 
     def _write(self, connection: sqlite3.Connection, batch: list[Append]) -> None:
@@ -178,18 +180,23 @@ class SQLiteStore:
 
     def _transaction(self, connection: sqlite3.Connection, batch: list[Append]) -> None:
         now = time.time()
-        connection.execute("BEGIN IMMEDIATE")
+        # One cursor for the transaction's statements: ``connection.execute`` makes a
+        # cursor (and a weak reference to it) per call, two statements per append.
+        cursor = connection.cursor()
+        cursor.execute("BEGIN IMMEDIATE")
         try:
             lasts: list[int | BaseException] = []
-            rows: list[tuple[object, int, bytes]] = []  # every append's records, one statement
+            # Where each append's records go: its thread's row and the sequence number
+            # before its first; the rows are made one at a time as the insert takes them.
+            spans: list[tuple[object, int, Sequence[Record]]] = []
             for item in batch:
                 key = item.key
                 if item.claim is not None and not claim_valid(connection, item.claim, now):
                     lasts.append(stale(item.claim, "nothing was written"))
                     continue
-                count = len(item.bodies)
+                count = len(item.records)
                 # One statement moves the thread forward and says where it stood.
-                row = connection.execute(
+                row = cursor.execute(
                     "UPDATE threads SET last_seq = last_seq + ?, updated_at = ? "
                     "WHERE server = ? AND room = ? AND thread = ? "
                     "RETURNING id, last_seq, live_turn",
@@ -197,7 +204,7 @@ class SQLiteStore:
                 ).fetchone()
                 if row is None:  # a new thread: its row starts where the records leave it
                     live = live_turn_after(None, item.records) if item.turns else None
-                    cursor = connection.execute(
+                    cursor.execute(
                         f"INSERT INTO threads ({THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (key.server, key.room_id, key.thread_id, item.owner, count, live, now, now),
                     )
@@ -207,18 +214,26 @@ class SQLiteStore:
                     if item.turns:
                         turn = live_turn_after(live, item.records)
                         if turn != live:
-                            connection.execute(
+                            cursor.execute(
                                 "UPDATE threads SET live_turn = ? WHERE id = ?", (turn, thread)
                             )
-                first = last - count
-                rows.extend((thread, first + i, body) for i, body in enumerate(item.bodies, 1))
+                spans.append((thread, last - count, item.records))
                 lasts.append(int(last))
-            connection.executemany("INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)", rows)
-            connection.execute("COMMIT")
+            cursor.executemany(
+                "INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)",
+                (
+                    (thread, first + i, encode_record(record))
+                    for thread, first, records in spans
+                    for i, record in enumerate(records, 1)
+                ),
+            )
+            cursor.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise
+        finally:
+            cursor.close()
         for item, outcome in zip(batch, lasts, strict=True):
             if isinstance(outcome, int):
                 item.written(outcome)

@@ -40,15 +40,15 @@ class Queued:
 
 
 class Append(Queued):
-    """One ``append``; ``last`` is its last sequence number once written."""
+    """One ``append``; ``last`` is its last sequence number once written. Its records
+    are encoded in the hop, in the worker thread (none of it on the event loop)."""
 
-    __slots__ = ("bodies", "claim", "key", "last", "owner", "records", "turns")
+    __slots__ = ("claim", "key", "last", "owner", "records")
 
     def __init__(
         self,
         key: ThreadKey,
         records: Sequence[Record],
-        bodies: list[bytes],
         owner: str | None,
         claim: Claim | None = None,
     ) -> None:
@@ -56,11 +56,13 @@ class Append(Queued):
         self.key = key
         self.claim = claim
         self.records = records
-        self.bodies = bodies
         self.owner = owner
         self.last = 0
-        #: Whether the records may change the thread's live turn.
-        self.turns = any(type(r) in _TURN_BOUNDS for r in records)
+
+    @property
+    def turns(self) -> bool:
+        """Whether the records may change the thread's live turn."""
+        return any(type(r) in _TURN_BOUNDS for r in self.records)
 
     def written(self, last: int) -> None:
         self.last = last
