@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import anyio
@@ -15,7 +16,7 @@ from toolrelay import (
     StoreVersionError,
     ThreadKey,
 )
-from toolrelay.store import SCHEMA_VERSION, SQLiteStore, TurnStarted
+from toolrelay.store import SCHEMA_VERSION, SQLiteStore, StateSaved, TurnStarted
 from toolrelay.store._sqlite_schema import APPLICATION_ID
 from toolrelay.testing.store_contract import sample_records
 
@@ -112,6 +113,42 @@ async def test_a_version_2_file_gets_its_records_in_write_order_and_keeps_them(
                 "INSERT INTO records (thread, seq, body) SELECT thread, seq, body FROM records "
                 "LIMIT 1"
             )
+
+
+async def test_a_record_that_cannot_be_encoded_fails_its_append_alone_in_a_group_commit(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "toolrelay.db")
+    released = threading.Event()
+    outcomes: dict[str, object] = {}
+
+    async def append(name: str, state: object) -> None:
+        try:
+            outcomes[name] = await store.append(
+                ThreadKey(name), [TurnStarted(turn_id=name), StateSaved(turn_id=name, state=state)]
+            )
+        except TypeError as exc:
+            outcomes[name] = exc
+
+    try:
+        await store.open()
+        async with anyio.create_task_group() as group:
+            # A job holds the connection while the appends queue: they share the next hop.
+            group.start_soon(store._run, lambda connection: released.wait(10), "wait")
+            await anyio.sleep(0.05)
+            for name, state in (("a", {"n": 1}), ("bad", {"n": object()}), ("b", {"n": 2})):
+                group.start_soon(append, name, state)
+            await anyio.sleep(0.05)
+            released.set()
+        assert outcomes["a"] == 2 and outcomes["b"] == 2
+        assert isinstance(outcomes["bad"], TypeError)
+        assert await store.thread(ThreadKey("bad")) is None  # nothing of it written
+        assert [e.record for e in await store.read(ThreadKey("a"))][1] == StateSaved(
+            turn_id="a", state={"n": 1}
+        )
+    finally:
+        released.set()
+        await store.aclose()
 
 
 async def test_two_stores_opening_a_new_file_at_once_create_the_schema_once(
