@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 from toolrelay._core._conversation import (
@@ -78,25 +78,30 @@ _NEVER_ADDED: list[str] = []
 _NO_ADDER: Callable[[str], None] = _NEVER_ADDED.append
 
 
+def _refuse_items(*args: Any, **kwargs: Any) -> Any:
+    raise TypeError("NO_ITEMS is shared: store what added() returns instead")
+
+
+def _refuse_keys(*args: Any, **kwargs: Any) -> Any:
+    raise TypeError("NO_KEYS is shared: store what keyed() returns instead")
+
+
 class _SharedEmptyList(list[Any]):
-    """The type of :data:`NO_ITEMS`: adding to it is a bug, and raises."""
+    """The type of :data:`NO_ITEMS`: adding to it, in any way a list can grow or
+    change, is a bug, and raises."""
 
     __slots__ = ()
 
-    def append(self, item: Any) -> None:
-        raise TypeError("NO_ITEMS is shared: store what added() returns instead")
-
-    def extend(self, items: Iterable[Any]) -> None:
-        raise TypeError("NO_ITEMS is shared: store a list of your own instead")
+    append = extend = insert = __iadd__ = __imul__ = __setitem__ = _refuse_items
 
 
 class _SharedEmptyDict(dict[Any, Any]):
-    """The type of :data:`NO_KEYS`: setting an item in it is a bug, and raises."""
+    """The type of :data:`NO_KEYS`: setting a key in it, in any way a dict can gain
+    one, is a bug, and raises."""
 
     __slots__ = ()
 
-    def __setitem__(self, key: Any, value: Any) -> None:
-        raise TypeError("NO_KEYS is shared: store what keyed() returns instead")
+    __setitem__ = setdefault = update = __ior__ = _refuse_keys
 
 
 # What a per-turn or per-run list (dict) of the processor is until its first item:
