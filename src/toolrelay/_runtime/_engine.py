@@ -2,7 +2,7 @@
 
 The engine is entered and closed. It holds its threads
 (:mod:`toolrelay._runtime._threads`), has its turns made
-(:mod:`toolrelay._runtime._factory`), starts each one's task in its task group
+(:mod:`toolrelay._runtime._factory`), starts each one's task
 (:mod:`toolrelay._runtime._tasks`; the loop itself is :mod:`toolrelay._runtime._driver`)
 and lets observers subscribe (:mod:`toolrelay._runtime._observers`). A turn that answers
 the agent's interrupts is a new turn on the thread, checked against the interrupts the
@@ -18,7 +18,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 import anyio
-from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from toolrelay._core import (
@@ -313,7 +312,7 @@ class Engine:
                 unanswered). Checked only when the engine knows them (see
                 :meth:`open_interrupts`); duplicates are refused in any case.
         """
-        group = self._tasks.check_open()
+        self._tasks.check_open()
         key = key if isinstance(key, ThreadKey) else ThreadKey(key)
         entries = tuple(resume)
         if message is None and not entries:
@@ -329,13 +328,18 @@ class Engine:
             owner=owner,
             tool_context=tool_context,
         )
-        return self._launch(group, turn, f"toolrelay turn {key}")
+        return self._launch(turn, f"toolrelay turn {key}")
 
-    def _launch(self, group: TaskGroup, turn: Turn, name: str) -> Turn:
-        """``turn`` becomes its thread's latest, is live, told, and its task starts."""
+    def _launch(self, turn: Turn, name: str) -> Turn:
+        """``turn`` becomes its thread's latest, is live, told, and its task starts.
+
+        Raises:
+            ClosedError: The engine closed meanwhile (a recovery waits on the store).
+        """
+        self._tasks.check_open()
         self._threads.turns[turn.key] = turn
         turn.publish_state()
-        self._tasks.start(group, turn, name)
+        self._tasks.start(turn, name)
         return turn
 
     # -- the store ---------------------------------------------------------------------
@@ -364,7 +368,7 @@ class Engine:
             ClosedError: The engine is closed or not entered.
             StoreError: The store could not be read.
         """
-        group = self._tasks.check_open()
+        self._tasks.check_open()
         store = self.store
         if store is None:
             return ()
@@ -378,7 +382,7 @@ class Engine:
             key: ThreadKey, conversation: Conversation, log: ThreadLog, live: LiveTurn
         ) -> Turn:
             turn = self._factory.resumed(key, conversation, log, live)
-            return self._launch(group, turn, f"toolrelay recovered turn {key}")
+            return self._launch(turn, f"toolrelay recovered turn {key}")
 
         return await recover_turns(store, self._threads, wanted, resume)
 
@@ -400,11 +404,11 @@ class Engine:
                 knows of no turn on it).
             StoreError: The store could not be read.
         """
-        group = self._tasks.check_open()
+        self._tasks.check_open()
         thread = key if isinstance(key, ThreadKey) else ThreadKey(key)
         failed_id = await self._threads.failed_turn(thread)
         turn = self._factory.new(thread, None, retry_of=failed_id)
-        return self._launch(group, turn, f"toolrelay turn {thread}")
+        return self._launch(turn, f"toolrelay turn {thread}")
 
     async def run_turn(
         self,

@@ -1,25 +1,54 @@
-"""Where the engine's turns run: one task group, the live turns, the count of the others.
+"""Where the engine's turns run: one task per live turn, the live turns, the count of the others.
 
-Every turn's task runs in the engine's task group, entered with the engine and left
-when it closes (no fire-and-forget task). The live turns are known, so closing ends
-each one (``cancelled``, reason ``closed``: safety check 2) and can wait for them; a
-turn that ended is counted by final state and forgotten here, so statistics cost
-O(live turns), not O(turns ever started).
+Every turn's task is started by the engine and waited for when it closes (no
+fire-and-forget task). The live turns are known, so closing ends each one
+(``cancelled``, reason ``closed``: safety check 2) and waits for their tasks; a turn
+that ended is counted by final state and forgotten here, so statistics cost O(live
+turns), not O(turns ever started).
+
+A turn's task is the event loop's own, not an anyio task group's: anyio's
+``start_soon`` wraps every task in a handle of its own (a wrapper coroutine, a cancel
+scope, an event, a task-state entry and a done closure), which a turn never reads and
+which was a third of what a live turn held (docs/performance.md, "A turn's task").
+The turn brings what it needs itself: its own cancel scope (``TurnDriver.run``), and a
+driver that catches every error but a cancellation. What a task group gave besides is
+kept here:
+
+- on asyncio, the tasks are held (the loop keeps only weak references), closing waits
+  for every one, shielded (the engine ends each live turn first, which cancels its
+  work), and an error that escapes a turn's task (a ``BaseException`` no turn catches)
+  ends the other live turns and is raised from the engine's exit in an exception
+  group, as anyio's task group raised it;
+- on trio, the tasks run in a nursery the engine opens and leaves, which does all of
+  that itself.
 """
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from collections.abc import Callable, Coroutine
+from contextvars import Context
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import TaskGroup
+import anyio.lowlevel
 
 from toolrelay._errors import ClosedError
 from toolrelay._machines import RunStatus
-from toolrelay._reasons import TerminalReason
+from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay._runtime._turn import Turn
 
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
+    import trio
+
 __all__ = ("TurnTasks",)
+
+#: What a turn's task runs: its driver's ``run``, given what it calls when it is over.
+TaskFunction = Callable[[Callable[[], None]], Coroutine[Any, Any, None]]
 
 
 def _only(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
@@ -32,49 +61,131 @@ def _only(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
     return None
 
 
+def _on_trio() -> bool:
+    """Whether the running event loop is trio's (anyio's other backend is asyncio)."""
+    trio_module = sys.modules.get("trio")
+    return trio_module is not None and bool(trio_module.lowlevel.in_trio_task())
+
+
+#: Why the other live turns end when an error escapes one turn's task.
+_SIBLING_FAILED = TerminalReason(
+    kind=ReasonKind.CANCELLED, message="another turn's task failed unexpectedly"
+)
+
+
 class TurnTasks:
-    """The engine's task group and the turns whose task runs in it.
+    """The engine's turns' tasks, and the turns whose task runs.
 
     Attributes:
         closed: Whether the engine was closed (no turn starts any more).
     """
 
-    __slots__ = ("_finished", "_group", "_live", "closed")
+    __slots__ = (
+        "_errors",
+        "_finished",
+        "_live",
+        "_loop",
+        "_nursery",
+        "_nursery_manager",
+        "_scope",
+        "_task_done",
+        "closed",
+    )
 
     def __init__(self) -> None:
-        self._live: set[Turn] = set()
+        # The live turns, each with its task on asyncio (held here: the loop does not).
+        self._live: dict[Turn, asyncio.Task[None] | None] = {}
         # Turns whose task is done, by final state: counted once as each one leaves
         # ``_live`` (O(1) per turn; no list of past turns is kept).
         self._finished: dict[RunStatus, int] = dict.fromkeys(RunStatus, 0)
-        self._group: TaskGroup | None = None
+        # Errors that escaped a turn's task (asyncio; trio's nursery keeps its own).
+        self._errors: list[BaseException] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # The engine's body (asyncio): cancelled when an error escapes a turn's task.
+        self._scope: anyio.CancelScope | None = None
+        self._nursery: trio.Nursery | None = None
+        self._nursery_manager: AbstractAsyncContextManager[trio.Nursery] | None = None
+        # One bound method for every task's done callback (made once, not per task).
+        self._task_done = self._on_task_done
         self.closed = False
 
-    async def open(self) -> None:
-        """Enter the task group (the engine is entered)."""
-        group = anyio.create_task_group()
-        await group.__aenter__()
-        self._group = group
+    @property
+    def opened(self) -> bool:
+        return self._loop is not None or self._nursery is not None
 
-    def check_open(self) -> TaskGroup:
-        """The task group turns start in.
+    async def open(self) -> None:
+        """Begin taking turns (the engine is entered): on trio, enter the nursery."""
+        if _on_trio():
+            import trio
+
+            manager = trio.open_nursery()
+            self._nursery = await manager.__aenter__()
+            self._nursery_manager = manager
+        else:
+            await anyio.lowlevel.checkpoint()
+            scope = anyio.CancelScope()
+            scope.__enter__()
+            self._scope = scope
+            self._loop = asyncio.get_running_loop()
+
+    def check_open(self) -> None:
+        """Raises:
+        ClosedError: The engine is closed or not entered."""
+        if self.closed or not self.opened:
+            raise ClosedError(
+                "the engine is closed" if self.closed else "use the engine with 'async with'"
+            )
+
+    def start(self, turn: Turn, name: str) -> None:
+        """``turn`` is live, and its task starts.
 
         Raises:
             ClosedError: The engine is closed or not entered.
         """
-        if self.closed or self._group is None:
-            raise ClosedError(
-                "the engine is closed" if self.closed else "use the engine with 'async with'"
-            )
-        return self._group
+        self.check_open()
+        self._live[turn] = None
+        task = turn.drive(self._spawn, name)
+        if task is not None and turn in self._live:  # (an eager task may be over)
+            self._live[turn] = task
 
-    def start(self, group: TaskGroup, turn: Turn, name: str) -> None:
-        """``turn`` is live, and its task starts in ``group``."""
-        self._live.add(turn)
-        turn.drive(group, name)
+    def _spawn(
+        self, function: TaskFunction, over: Callable[[], None], name: str, context: Context
+    ) -> asyncio.Task[None] | None:
+        """Start ``function(over)`` as a task of its own in ``context`` (asyncio: that
+        context itself, shared with the task's done callback, which would otherwise
+        copy one of its own; trio: a copy, as every trio task starts in)."""
+        if self._nursery is not None:
+            context.run(self._start_soon, self._nursery, function, over, name)
+            return None
+        assert self._loop is not None
+        task = self._loop.create_task(function(over), name=name, context=context)
+        task.add_done_callback(self._task_done, context=context)
+        return task
+
+    @staticmethod
+    def _start_soon(
+        nursery: trio.Nursery, function: TaskFunction, over: Callable[[], None], name: str
+    ) -> None:
+        nursery.start_soon(function, over, name=name)
+
+    def _on_task_done(self, task: asyncio.Task[None]) -> None:
+        """An asyncio task of a turn is done: an error that escaped it (no turn lets
+        one but a cancellation out) ends the other live turns and cancels the engine's
+        body, and the engine's exit raises it."""
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is None:
+            return
+        self._errors.append(error)
+        for turn in list(self._live):
+            turn.end(_SIBLING_FAILED)
+        if self._scope is not None:
+            self._scope.cancel()
 
     def ended(self, turn: Turn) -> None:
         """``turn``'s task is ending: it is counted, and no longer live."""
-        self._live.discard(turn)
+        self._live.pop(turn, None)
         self._finished[turn.status] += 1
 
     def counts(self) -> dict[RunStatus, int]:
@@ -103,16 +214,34 @@ class TurnTasks:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        """Leave the task group (the engine is left), once its tasks are done."""
-        group, self._group = self._group, None
-        if group is None:
+        """Stop taking turns (the engine is left), once their tasks are done.
+
+        Every live turn was ended first (:meth:`end_all`), which cancelled its work, so
+        the wait is shielded: a caller cancelled meanwhile still leaves no task behind.
+        """
+        manager, self._nursery_manager = self._nursery_manager, None
+        if manager is not None:
+            self._nursery = None
+            try:
+                return await manager.__aexit__(exc_type, exc, tb)
+            except BaseExceptionGroup as group_error:
+                # The nursery wraps the caller's own exception; the engine's tasks
+                # never raise (each turn catches its own), so it is the caller's error
+                # alone: raise it as itself, as httpx.AsyncClient does.
+                if exc is not None and _only(group_error) is exc:
+                    raise exc from None
+                raise
+        scope, self._scope = self._scope, None
+        if scope is None:
             return None
-        try:
-            return await group.__aexit__(exc_type, exc, tb)
-        except BaseExceptionGroup as group_error:
-            # The task group wraps the caller's own exception; the engine's tasks never
-            # raise (each turn catches its own), so it is the caller's error alone:
-            # raise it as itself, as httpx.AsyncClient does.
-            if exc is not None and _only(group_error) is exc:
-                raise exc from None
-            raise
+        self._loop = None
+        with anyio.CancelScope(shield=True):
+            await self.wait_all()
+            await anyio.lowlevel.checkpoint()  # the last tasks' done callbacks run
+        swallowed = scope.__exit__(exc_type, exc, tb)
+        if self._errors:
+            errors, self._errors = self._errors, []
+            if exc is not None and not swallowed:
+                errors.append(exc)
+            raise BaseExceptionGroup("unhandled errors in a turn's task", errors) from None
+        return swallowed

@@ -8,11 +8,13 @@ engine starts through :meth:`Turn.drive`.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import anyio
 import anyio.lowlevel
-from anyio.abc import TaskGroup
 
 from toolrelay._core import (
     Activity,
@@ -36,7 +38,20 @@ from toolrelay.backends._base import using_run_settings
 from toolrelay.protocol import Interrupt, ResumeEntry
 from toolrelay.store import LiveTurn
 
-__all__ = ("Turn",)
+__all__ = ("Spawn", "Turn")
+
+#: How the engine starts a turn's task: ``spawn(function, over, name, context)`` runs
+#: ``function(over)`` as a task named ``name`` in ``context`` (or a copy of it), and
+#: returns the task on asyncio (see ``runtime/_tasks.py``).
+Spawn = Callable[
+    [
+        Callable[[Callable[[], None]], Coroutine[Any, Any, None]],
+        Callable[[], None],
+        str,
+        contextvars.Context,
+    ],
+    "asyncio.Task[None] | None",
+]
 
 
 class Turn:
@@ -283,23 +298,21 @@ class Turn:
             # changes, so only a newly focused view is told it again.
             self._host.notifications.publish(StateChanged(self.snapshot()))
 
-    def drive(self, group: TaskGroup, name: str) -> None:
-        """Engine-facing: start the turn's task in ``group`` (once); it ends with the
-        turn in a final state.
+    def drive(self, spawn: Spawn, name: str) -> asyncio.Task[None] | None:
+        """Engine-facing: start the turn's task through ``spawn`` (once); it ends with
+        the turn in a final state. Returns what ``spawn`` returns (the task, on
+        asyncio).
 
         The task runs the driver's own coroutine (no frame of the turn's stays
         suspended on it while the turn lives), in a context where the turn's run
-        settings are set: a copy of this one, made here and dropped once the task has
-        copied it (every task starts in a copy of its starter's context), so nothing
-        is held to reset them, and the caller's context never sees them.
+        settings are set: a copy of this one, made here, so nothing is held to reset
+        them, and the caller's context never sees them.
         """
         driver = self._driver
         assert driver is not None, "a turn's task is started once"
-        contextvars.copy_context().run(self._spawn, group, driver, name)
-
-    def _spawn(self, group: TaskGroup, driver: TurnDriver, name: str) -> None:
-        using_run_settings(self._host.run_settings(self.key)).__enter__()
-        group.start_soon(driver.run, self._task_ended, name=name)
+        context = contextvars.copy_context()
+        context.run(using_run_settings(self._host.run_settings(self.key)).__enter__)
+        return spawn(driver.run, self._task_ended, name, context)
 
     def _task_ended(self) -> None:
         """The task's last step: the engine is told, then the turn's waiters wake.
