@@ -8,9 +8,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from toolrelay import Engine, Limits, ReasonKind, RunStatus, ThreadKey, ToolCallStatus, ToolRegistry
+from toolrelay._runtime._deadlines import Deadlines
 from toolrelay.backends import (
     EventStream,
     RunSettings,
@@ -19,7 +21,7 @@ from toolrelay.backends import (
     using_run_settings,
 )
 from toolrelay.protocol import RunAgentInput
-from toolrelay.testing import ScriptedAgent, text, tool_call
+from toolrelay.testing import Hang, ScriptedAgent, text, tool_call
 
 pytestmark = pytest.mark.anyio
 
@@ -83,3 +85,62 @@ async def test_each_run_sees_its_engines_limits_and_an_engine_without_adopts_the
     assert effective_limits(backend.limits) is backend.limits
     with using_run_settings(RunSettings(limits=mine)):
         assert effective_limits(backend.limits) is mine
+
+
+# -- the engine's deadline keeper (runtime/_deadlines.py) -----------------------------
+
+
+async def test_many_parked_turns_each_fail_at_their_deadline_and_none_is_kept_after() -> None:
+    agent = ScriptedAgent(respond=lambda key, run_input: [Hang()])
+    async with Engine(agent, limits=Limits(turn_seconds=0.2)) as engine:
+        turns = [engine.start_turn(f"t{i}", "go") for i in range(20)]
+        with anyio.fail_after(5):
+            for turn in turns:
+                await turn.wait_finished()
+        assert len(engine._tasks.deadlines) == 0
+    for turn in turns:
+        assert turn.reason is not None
+        assert (turn.reason.kind, turn.reason.code) == (ReasonKind.DEADLINE, "turn_seconds")
+    assert agent.open_streams == 0
+
+
+async def test_a_shorter_turn_seconds_set_later_is_due_first() -> None:
+    agent = ScriptedAgent(respond=lambda key, run_input: [Hang()])
+    async with Engine(agent, limits=Limits(turn_seconds=30)) as engine:
+        long = engine.start_turn("long", "go")
+        with anyio.fail_after(5):
+            while agent.open_streams < 1:
+                await anyio.lowlevel.checkpoint()
+        engine.limits = Limits(turn_seconds=0.2)
+        started = anyio.current_time()
+        short = engine.start_turn("short", "go")
+        with anyio.fail_after(5):
+            await short.wait_finished()
+        assert anyio.current_time() - started < 2  # not after the long turn's 30 s
+        assert short.reason is not None and short.reason.kind is ReasonKind.DEADLINE
+        assert not long.finished  # its own deadline is not due
+        assert len(engine._tasks.deadlines) == 1
+        long.cancel()
+        with anyio.fail_after(5):
+            await long.wait_finished()
+        assert len(engine._tasks.deadlines) == 0
+
+
+async def test_a_turn_that_ended_before_its_deadline_is_left_alone() -> None:
+    agent = ScriptedAgent([text("quick")], [Hang()])
+    async with Engine(agent, limits=Limits(turn_seconds=0.2)) as engine:
+        quick = await engine.run_turn("quick", "go")
+        assert len(engine._tasks.deadlines) == 0
+        # A later turn's deadline comes after the one the keeper last slept for.
+        later = engine.start_turn("later", "go")
+        with anyio.fail_after(5):
+            await later.wait_finished()
+    assert quick.status is RunStatus.completed
+    assert later.reason is not None and later.reason.kind is ReasonKind.DEADLINE
+
+
+async def test_the_keeper_stopped_before_its_task_began_returns_at_once() -> None:
+    deadlines = Deadlines()
+    deadlines.stop()
+    with anyio.fail_after(1):
+        await deadlines.keep()

@@ -42,7 +42,8 @@ def _task_functions(engine: Engine) -> list[str]:
     """What each live turn's task runs, by the qualified name of its coroutine."""
     live = engine._tasks._live
     if engine._tasks._nursery is not None:  # trio: the nursery's tasks
-        return [task.coro.__qualname__ for task in engine._tasks._nursery.child_tasks]
+        tasks = engine._tasks._nursery.child_tasks
+        return [t.coro.__qualname__ for t in tasks if t.name != "toolrelay turn deadlines"]
     return [getattr(t.get_coro(), "__qualname__", "") for t in live.values() if t is not None]
 
 

@@ -182,6 +182,11 @@ class TurnDriver:
         self._perform(effects)
         return True
 
+    def expire(self) -> None:
+        """The turn's deadline (``turn_seconds``) is due: its work stops, and its task
+        ends it ``failed`` (``deadline``) unless something ended it first."""
+        self._scope.cancel()
+
     def approve(self, call: ToolCallInfo) -> None:
         """``call``, awaiting approval, is approved: it runs."""
         self._perform(self._processor.approve(call))
@@ -225,9 +230,10 @@ class TurnDriver:
         )
         scope = self._scope
         if turn_seconds is not None:
-            # The deadline is the turn's own scope's (one scope fewer per live turn):
-            # what else cancels it ends the turn first, so a turn still on is late.
-            scope.deadline = anyio.current_time() + turn_seconds
+            # The engine's keeper cancels the turn's own scope at the deadline (no
+            # timer per turn; runtime/_deadlines.py): what else cancels it ends the
+            # turn first, so a turn still on is late.
+            host.deadlines.add(self, turn_seconds)
         try:
             with scope:  # the run settings are set in the task's context (Turn.drive)
                 if trace is None:
@@ -244,6 +250,8 @@ class TurnDriver:
         except Exception as exc:
             self._internal_error(exc)
         finally:
+            if turn_seconds is not None:
+                host.deadlines.remove(self, turn_seconds)
             if not processor.status.is_final:
                 # Only a cancellation from outside toolrelay's own calls gets here.
                 self._perform(processor.cancel("the turn's task was cancelled"))

@@ -194,6 +194,7 @@ class Engine:
             tracer_provider=tracer_provider,
             include_reasoning=include_reasoning_given,
             new_run_id=run_id_factory,
+            deadlines=self._tasks.deadlines,
             load=self._threads.load,
             finished=self._turn_finished,
         )

@@ -27,6 +27,7 @@ import anyio
 
 from toolrelay._core import Limits, ThreadKey
 from toolrelay._reasons import ReasonKind, TerminalReason
+from toolrelay._runtime._deadlines import Deadlines
 from toolrelay._runtime._durable import ThreadLog
 from toolrelay._runtime._executor import ToolOptions, ToolThreads
 from toolrelay._runtime._fanout import Fanout
@@ -96,6 +97,7 @@ class TurnHost(Generic[TurnT]):
         include_reasoning: The engine's ``include_reasoning`` as its caller gave it
             (told to the backend, see :class:`~toolrelay.backends.RunSettings`).
         new_run_id: Makes a client-side run id when the backend allocates none.
+        deadlines: Where a turn's deadline (``turn_seconds``) is kept while it runs.
         load: Puts what the store has of a thread in front of its conversation, once
             (with a store only).
         finished: Called as a turn's task ends, before its waiters wake: the turn's
@@ -110,6 +112,7 @@ class TurnHost(Generic[TurnT]):
     tracer_provider: TracerProvider | None
     include_reasoning: bool | None
     new_run_id: Callable[[], str]
+    deadlines: Deadlines
     load: Callable[[ThreadKey, ThreadLog], Awaitable[None]]
     finished: Callable[[TurnT, RunHandle | None], None]
 

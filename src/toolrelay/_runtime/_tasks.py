@@ -38,6 +38,7 @@ import anyio.lowlevel
 from toolrelay._errors import ClosedError
 from toolrelay._machines import RunStatus
 from toolrelay._reasons import ReasonKind, TerminalReason
+from toolrelay._runtime._deadlines import Deadlines
 from toolrelay._runtime._turn import Turn
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ class TurnTasks:
 
     __slots__ = (
         "_errors",
+        "_keeper",
         "_finished",
         "_live",
         "_loop",
@@ -90,6 +92,7 @@ class TurnTasks:
         "_scope",
         "_task_done",
         "closed",
+        "deadlines",
     )
 
     def __init__(self) -> None:
@@ -108,6 +111,9 @@ class TurnTasks:
         # One bound method for every task's done callback (made once, not per task).
         self._task_done = self._on_task_done
         self.closed = False
+        #: The live turns' deadlines, kept by one task while the engine is open.
+        self.deadlines = Deadlines()
+        self._keeper: asyncio.Task[None] | None = None
 
     @property
     def opened(self) -> bool:
@@ -121,12 +127,16 @@ class TurnTasks:
             manager = trio.open_nursery()
             self._nursery = await manager.__aenter__()
             self._nursery_manager = manager
+            self._nursery.start_soon(self.deadlines.keep, name="toolrelay turn deadlines")
         else:
             await anyio.lowlevel.checkpoint()
             scope = anyio.CancelScope()
             scope.__enter__()
             self._scope = scope
             self._loop = asyncio.get_running_loop()
+            self._keeper = self._loop.create_task(
+                self.deadlines.keep(), name="toolrelay turn deadlines"
+            )
 
     def check_open(self) -> None:
         """Raises:
@@ -219,6 +229,7 @@ class TurnTasks:
         Every live turn was ended first (:meth:`end_all`), which cancelled its work, so
         the wait is shielded: a caller cancelled meanwhile still leaves no task behind.
         """
+        self.deadlines.stop()
         manager, self._nursery_manager = self._nursery_manager, None
         if manager is not None:
             self._nursery = None
@@ -237,6 +248,9 @@ class TurnTasks:
         self._loop = None
         with anyio.CancelScope(shield=True):
             await self.wait_all()
+            keeper, self._keeper = self._keeper, None
+            if keeper is not None:
+                await keeper
             await anyio.lowlevel.checkpoint()  # the last tasks' done callbacks run
         swallowed = scope.__exit__(exc_type, exc, tb)
         if self._errors:
