@@ -15,6 +15,7 @@ import pytest
 
 from toolrelay import Engine, RunStatus, ThreadKey
 from toolrelay._reasons import ReasonKind
+from toolrelay._runtime import _tasks
 from toolrelay.protocol import RunAgentInput
 from toolrelay.testing import Hang, ScriptedAgent, text
 
@@ -133,3 +134,32 @@ async def test_an_engine_left_by_an_outer_cancellation_ends_its_turns_and_waits_
         assert turn.reason is not None and turn.reason.kind in expected
     assert agent.open_streams == 0  # every stream closed before the engine was left
     assert _task_functions(engine) == []
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_turns_start_through_the_loops_task_factory_unless_it_is_eager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loop = asyncio.get_running_loop()
+    made: list[str] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **options: Any) -> asyncio.Task[Any]:
+        made.append(getattr(coro, "__qualname__", ""))
+        return asyncio.Task(coro, loop=loop, **options)
+
+    loop.set_task_factory(factory)
+    try:
+        async with Engine(ScriptedAgent([text("one")], [text("two")])) as engine:
+            first = await engine.run_turn("t1", "go")
+            assert made.count("TurnDriver.run") == 1  # an instrumenting factory sees it
+            # Told apart as asyncio's eager factory (3.12+), it is passed by: a turn
+            # must not run its first steps inside start_turn.
+            monkeypatch.setattr(_tasks, "_EAGER_CODE", factory.__code__)
+            second = engine.start_turn("t2", "go")
+            assert second.status is RunStatus.idle and second.run_id is None
+            with anyio.fail_after(5):
+                await second.wait_finished()
+            assert made.count("TurnDriver.run") == 1
+    finally:
+        loop.set_task_factory(None)
+    assert (first.status, second.status) == (RunStatus.completed, RunStatus.completed)

@@ -68,6 +68,18 @@ def _on_trio() -> bool:
     return trio_module is not None and bool(trio_module.lowlevel.in_trio_task())
 
 
+#: The code of asyncio's eager task factory (Python 3.12 and later), to tell it.
+_EAGER_CODE = getattr(getattr(asyncio, "eager_task_factory", None), "__code__", None)
+
+
+def _eager(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop`` starts its tasks eagerly (``asyncio.eager_task_factory``)."""
+    factory = loop.get_task_factory()
+    if factory is None or _EAGER_CODE is None:
+        return False
+    return getattr(factory, "__code__", None) is _EAGER_CODE
+
+
 #: Why the other live turns end when an error escapes one turn's task.
 _SIBLING_FAILED = TerminalReason(
     kind=ReasonKind.CANCELLED, message="another turn's task failed unexpectedly"
@@ -83,8 +95,8 @@ class TurnTasks:
 
     __slots__ = (
         "_errors",
-        "_keeper",
         "_finished",
+        "_keeper",
         "_live",
         "_loop",
         "_nursery",
@@ -154,8 +166,12 @@ class TurnTasks:
         """
         self.check_open()
         self._live[turn] = None
-        task = turn.drive(self._spawn, name)
-        if task is not None and turn in self._live:  # (an eager task may be over)
+        try:
+            task = turn.drive(self._spawn, name)
+        except BaseException:
+            del self._live[turn]  # no task: nothing to wait for
+            raise
+        if task is not None:
             self._live[turn] = task
 
     def _spawn(
@@ -167,8 +183,15 @@ class TurnTasks:
         if self._nursery is not None:
             context.run(self._start_soon, self._nursery, function, over, name)
             return None
-        assert self._loop is not None
-        task = self._loop.create_task(function(over), name=name, context=context)
+        loop = self._loop
+        assert loop is not None
+        coroutine = function(over)
+        if _eager(loop):
+            # As anyio does: an eager task would run the turn's first steps inside
+            # start_turn, before it returns; the turn starts on the loop's next step.
+            task = asyncio.Task(coroutine, loop=loop, name=name, context=context)
+        else:
+            task = loop.create_task(coroutine, name=name, context=context)
         task.add_done_callback(self._task_done, context=context)
         return task
 
