@@ -83,7 +83,7 @@ def _leave_turns_running(monkeypatch: pytest.MonkeyPatch) -> str:
     async def never_ends(self: TurnDriver) -> None:
         await anyio.sleep_forever()  # the turn is left running, nothing ever happens
 
-    monkeypatch.setattr(TurnDriver, "_run_all", never_ends)
+    monkeypatch.setattr(TurnDriver, "_first", never_ends)
     return "promises 1/4"
 
 

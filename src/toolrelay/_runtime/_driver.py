@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from contextvars import Token
 from typing import Any, cast
 
 import anyio
@@ -234,15 +235,18 @@ class TurnDriver:
             # timer per turn; runtime/_deadlines.py): what else cancels it ends the
             # turn first, so a turn still on is late.
             host.deadlines.add(self, turn_seconds)
+        attached: Token[Any] | None = None
         try:
             with scope:  # the run settings are set in the task's context (Turn.drive)
-                if trace is None:
-                    if await self._prepare():
-                        await self._run_all()
-                else:
-                    with trace.current():
-                        if await self._prepare():
-                            await self._run_all()
+                if trace is not None:
+                    attached = trace.attach()  # the turn's span, current in its task
+                # Each run streams in this frame: no frame stays suspended between the
+                # task and the stream while the turn waits on its agent.
+                step = await self._first() if await self._prepare() else None
+                while step is not None:
+                    handle, run_input = step
+                    del step  # (a tuple the collector would walk while the run streams)
+                    step = await self._next(handle, await self._stream(handle, run_input))
             if scope.cancelled_caught and not processor.status.is_final:
                 self._perform(processor.fail(host.deadline_reason()))
         except StoreError as exc:
@@ -250,6 +254,9 @@ class TurnDriver:
         except Exception as exc:
             self._internal_error(exc)
         finally:
+            if attached is not None:
+                assert trace is not None
+                trace.detach(attached)
             if turn_seconds is not None:
                 host.deadlines.remove(self, turn_seconds)
             if not processor.status.is_final:
@@ -360,51 +367,55 @@ class TurnDriver:
         self._perform(effects)
         await self._flush()
 
-    async def _run_all(self) -> None:
+    async def _first(self) -> tuple[RunHandle, RunAgentInput] | None:
+        """The turn's first run to stream (``None``: the turn is over). A turn a crash
+        left executing tools is restored instead, and goes on from its batch."""
         processor = self._processor
-        engine = self._host.engine
+        registry = self._host.engine.registry
         recovered, self._recovered = self._recovered, None
-        restored = recovered is not None and recovered.tools is not None
         if recovered is not None and recovered.tools is not None:
             tools = recovered.tools
             handle = RunHandle(self.key, tools.run_id, depth=tools.depth)
-            engine.registry.register_run(handle)
+            registry.register_run(handle)
             self.handle = handle
-            ending = self._restore(recovered)
-        else:
-            run_id = await self._allocate()
-            if run_id is None:
-                return
-            handle = RunHandle(self.key, run_id)
-            engine.registry.register_run(handle)
-            self.handle = handle
-            run_input = processor.start_run(run_id)
-            self.publish_state()
-            ending = await self._stream(handle, run_input)
-        while True:
-            match ending:
-                case ToolsReady(calls=calls, awaiting=awaiting):
-                    await self._execute(calls, recovering=restored, awaiting=bool(awaiting))
-                case None if restored and processor.status is RunStatus.executing_tools:
-                    pass  # restored after its batch was committed: continue
-                case _:
-                    return
-            if self._stale(handle):
-                return
-            next_run_id = await self._allocate()
-            if next_run_id is None or self._stale(handle):
-                return
-            next_handle = RunHandle(self.key, next_run_id, depth=processor.depth + 1)
-            if not engine.registry.replace_run(handle, next_handle):
-                next_handle.dispose()
-                self._perform(processor.supersede("the run was replaced on its thread"))
-                return
-            handle = next_handle
-            self.handle = handle
-            run_input = processor.start_run(next_run_id)
-            self.publish_state()
-            restored = False
-            ending = await self._stream(handle, run_input)
+            return await self._next(handle, self._restore(recovered), restored=True)
+        run_id = await self._allocate()
+        if run_id is None:
+            return None
+        handle = RunHandle(self.key, run_id)
+        registry.register_run(handle)
+        self.handle = handle
+        run_input = processor.start_run(run_id)
+        self.publish_state()
+        return handle, run_input
+
+    async def _next(
+        self, handle: RunHandle, ending: RunEnding | None, *, restored: bool = False
+    ) -> tuple[RunHandle, RunAgentInput] | None:
+        """After the run of ``handle`` ended with ``ending``: run its tools, then the
+        continuation to stream (``None``: the turn is over)."""
+        processor = self._processor
+        match ending:
+            case ToolsReady(calls=calls, awaiting=awaiting):
+                await self._execute(calls, recovering=restored, awaiting=bool(awaiting))
+            case None if restored and processor.status is RunStatus.executing_tools:
+                pass  # restored after its batch was committed: continue
+            case _:
+                return None
+        if self._stale(handle):
+            return None
+        next_run_id = await self._allocate()
+        if next_run_id is None or self._stale(handle):
+            return None
+        next_handle = RunHandle(self.key, next_run_id, depth=processor.depth + 1)
+        if not self._host.engine.registry.replace_run(handle, next_handle):
+            next_handle.dispose()
+            self._perform(processor.supersede("the run was replaced on its thread"))
+            return None
+        self.handle = next_handle
+        run_input = processor.start_run(next_run_id)
+        self.publish_state()
+        return next_handle, run_input
 
     async def _execute(
         self, calls: tuple[ToolCallInfo, ...], *, recovering: bool, awaiting: bool = False

@@ -59,6 +59,9 @@ except ImportError:  # pragma: no cover - exercised in a subprocess without the 
     AVAILABLE = False
 
 if TYPE_CHECKING:
+    from contextvars import Token
+
+    from opentelemetry.context import Context as OtelContext
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
 __all__ = ("AVAILABLE", "PROVIDER_NAMES", "TurnTrace", "start_turn", "tracer_for")
@@ -305,14 +308,14 @@ class TurnTrace:
         name = f"invoke_agent {key.server}" if key.server else "invoke_agent"
         self._span: Span = tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
 
-    @contextlib.contextmanager
-    def current(self) -> Iterator[None]:
-        """Make the turn's span the current one (in the turn's task, for the turn)."""
-        token = otel_context.attach(trace.set_span_in_context(self._span))
-        try:
-            yield
-        finally:
-            otel_context.detach(token)
+    def attach(self) -> Token[OtelContext]:
+        """Make the turn's span the current one (in the turn's task, for the turn);
+        returns what :meth:`detach` takes, in the same task, when the turn is over."""
+        return otel_context.attach(trace.set_span_in_context(self._span))
+
+    def detach(self, token: Token[OtelContext]) -> None:
+        """The turn's span is no longer the current one (``token``: :meth:`attach`'s)."""
+        otel_context.detach(token)
 
     def watch(self, events: EventStream) -> EventStream:
         """``events``, recording the usage the run reports on its run's span."""
