@@ -422,5 +422,14 @@ class TestRunHandle:
         assert calls == ["first", "second"]
         assert handle.disposed
 
+    def test_dispose_runs_callbacks_in_the_order_they_were_added(self) -> None:
+        handle = RunHandle(A, "run-1")
+        calls: list[int] = []
+        for n in range(4):
+            handle.on_dispose(lambda n=n: calls.append(n))  # type: ignore[misc]
+        handle.dispose()
+        handle.dispose()  # idempotent: none runs twice
+        assert calls == [0, 1, 2, 3]
+
     def test_handles_compare_by_identity(self) -> None:
         assert RunHandle(A, "run-1") != RunHandle(A, "run-1")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from anyio.streams.memory import MemoryObjectReceiveStream
 
@@ -82,7 +82,10 @@ class RunHandle:
     key: ThreadKey
     run_id: str
     depth: int = 0
-    _callbacks: list[Callable[[], object]] = field(default_factory=list)
+    # The first callback in a slot (a run has one: its stream's), the others in a list
+    # made for them: no list per handle for the collector to walk.
+    _callback: Callable[[], object] | None = None
+    _more: list[Callable[[], object]] | None = None
     _disposed: bool = False
 
     @property
@@ -94,8 +97,12 @@ class RunHandle:
         """Run ``callback`` (synchronously) when the handle is disposed."""
         if self._disposed:
             callback()
+        elif self._callback is None:
+            self._callback = callback
+        elif self._more is None:
+            self._more = [callback]
         else:
-            self._callbacks.append(callback)
+            self._more.append(callback)
 
     def dispose(self) -> None:
         """Release the run (cancel its stream). Idempotent.
@@ -105,7 +112,8 @@ class RunHandle:
         if self._disposed:
             return
         self._disposed = True
-        callbacks, self._callbacks = self._callbacks, []
+        callbacks = [] if self._callback is None else [self._callback, *(self._more or ())]
+        self._callback = self._more = None
         error: BaseException | None = None
         for callback in callbacks:
             try:
