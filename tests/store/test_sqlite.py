@@ -16,13 +16,15 @@ from toolrelay import (
     StoreVersionError,
     ThreadKey,
 )
-from toolrelay.store import SCHEMA_VERSION, SQLiteStore, StateSaved, TurnStarted
+from toolrelay._reasons import ReasonKind, TerminalReason
+from toolrelay.store import SCHEMA_VERSION, SQLiteStore, StateSaved, TurnEnded, TurnStarted
 from toolrelay.store._sqlite_schema import APPLICATION_ID
 from toolrelay.testing.store_contract import sample_records
 
 pytestmark = pytest.mark.anyio
 
 KEY = ThreadKey("t")
+DONE = TerminalReason(kind=ReasonKind.COMPLETED, message="done")
 
 
 async def test_the_file_is_created_on_first_use_in_wal_mode_with_its_schema_version(
@@ -361,4 +363,73 @@ async def test_waiters_woken_by_a_leader_cancelled_before_its_hop_are_written(
     assert await store.read(ThreadKey("leader")) == []  # cancelled before: not written
     for name in "bcd":
         assert [e.record for e in await store.read(ThreadKey(name))] == [TurnStarted(turn_id=name)]
+    await store.aclose()
+
+
+async def test_a_thread_another_process_wrote_meanwhile_is_numbered_after_its_records(
+    tmp_path: Path,
+) -> None:
+    # The store moves the rows of threads it wrote last by id, checked against the row
+    # as it left it: another process's appends to the thread in between are seen.
+    path = tmp_path / "toolrelay.db"
+    ours, theirs = SQLiteStore(path), SQLiteStore(path)
+    assert await ours.append(KEY, [TurnStarted(turn_id="a")]) == 1
+    assert await theirs.append(KEY, [StateSaved(turn_id="a", state=1)]) == 2  # same live turn
+    assert await ours.append(KEY, [StateSaved(turn_id="a", state=2)]) == 3
+    assert await theirs.append(KEY, [TurnEnded(turn_id="a", status="completed", reason=DONE)]) == 4
+    assert await theirs.append(KEY, [TurnStarted(turn_id="b")]) == 5
+    assert await ours.append(KEY, [StateSaved(turn_id="b", state=3)]) == 6
+    assert [e.seq for e in await theirs.read(KEY)] == [1, 2, 3, 4, 5, 6]
+    info = await ours.thread(KEY)
+    assert info is not None and info.last_seq == 6 and info.live_turn == "b"
+    await ours.aclose()
+    await theirs.aclose()
+
+
+async def test_a_thread_deleted_elsewhere_is_made_again_and_never_written_into_another(
+    tmp_path: Path,
+) -> None:
+    # Another process deletes the thread, and a new thread takes its row's id (SQLite
+    # reuses the largest rowid), its sequence number and its live turn: the row is
+    # the same but for its names, and the next append must not land in it.
+    path = tmp_path / "toolrelay.db"
+    ours, theirs = SQLiteStore(path), SQLiteStore(path)
+    other = ThreadKey("other")
+    await ours.append(KEY, [TurnStarted(turn_id="a")])
+    assert await theirs.delete_thread(KEY)
+    await theirs.append(other, [TurnStarted(turn_id="a")])
+    assert await ours.append(KEY, [StateSaved(turn_id="a", state=1)]) == 1
+    assert [e.record for e in await ours.read(other)] == [TurnStarted(turn_id="a")]
+    assert [e.record for e in await theirs.read(KEY)] == [StateSaved(turn_id="a", state=1)]
+    info = await theirs.thread(KEY)
+    assert info is not None and info.live_turn is None  # a new thread's row, from its records
+    await ours.aclose()
+    await theirs.aclose()
+
+
+async def test_appends_of_one_thread_in_one_group_commit_are_numbered_in_order(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "toolrelay.db")
+    await store.append(KEY, [TurnStarted(turn_id="a")])
+    released = threading.Event()
+    lasts: dict[int, int] = {}
+
+    async def append(state: int) -> None:
+        lasts[state] = await store.append(KEY, [StateSaved(turn_id="a", state=state)] * state)
+
+    try:
+        async with anyio.create_task_group() as group:
+            # A job holds the connection while the appends queue: they share the next hop.
+            group.start_soon(store._run, lambda connection: released.wait(10), "wait")
+            await anyio.sleep(0.05)
+            for state in (1, 2, 3):
+                group.start_soon(append, state)
+                await anyio.wait_all_tasks_blocked()
+            released.set()
+    finally:
+        released.set()
+    assert lasts == {1: 2, 2: 4, 3: 7}  # in the order they queued
+    states = [e.record.state for e in (await store.read(KEY))[1:]]  # type: ignore[union-attr]
+    assert states == [1, 2, 2, 3, 3, 3]
     await store.aclose()

@@ -26,9 +26,10 @@ import os
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar, TypeVar, cast
+from typing import ClassVar, TypeAlias, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -37,7 +38,7 @@ from toolrelay._core import ThreadKey
 from toolrelay._errors import StoreCorruptError, StoreUnavailableError
 from toolrelay.store._claims import Claim, check_append
 from toolrelay.store._contract import Entry, ThreadInfo, live_turn_after
-from toolrelay.store._records import Record, decode_record, encode_record
+from toolrelay.store._records import Record, decode_record, record_encoder
 from toolrelay.store._sqlite_claims import (
     check_lease,
     claim_valid,
@@ -59,6 +60,75 @@ from toolrelay.store._sqlite_schema import (
 __all__ = ("SCHEMA_VERSION", "SQLiteStore")
 
 T = TypeVar("T")
+
+_encode = record_encoder.encode
+
+#: A thread's row as the store last wrote it: its id, last sequence number, live turn.
+_Row: TypeAlias = tuple[int, int, str | None]
+
+#: How many threads' rows the store remembers (the most recently written): an append
+#: to one of them moves its row by id, checked, without looking the thread up first.
+_KNOWN_THREADS = 1024
+
+# An append moves its thread's row by id, and only if the row is still as the store
+# last wrote it (another process, a deleted thread: the row is read again).
+_ADVANCE = (
+    "UPDATE threads SET last_seq = ?, updated_at = ? "
+    "WHERE id = ? AND last_seq = ? AND live_turn IS ? AND thread = ? AND room = ? AND server = ?"
+)
+_ADVANCE_TURN = (
+    "UPDATE threads SET last_seq = ?, live_turn = ?, updated_at = ? "
+    "WHERE id = ? AND last_seq = ? AND live_turn IS ? AND thread = ? AND room = ? AND server = ?"
+)
+
+
+def _advance(
+    cursor: sqlite3.Cursor,
+    key: ThreadKey,
+    row: _Row,
+    records: Sequence[Record],
+    count: int,
+    now: float,
+) -> _Row | None:
+    """Move ``key``'s thread, whose row was ``row``, past ``count`` records (and to its
+    live turn after ``records``); ``None`` (nothing written) if the row is not ``row``
+    any more. One statement, by the row's id: the live turn's partial index is touched
+    only when the live turn changes."""
+    thread, last, live = row
+    turn = live_turn_after(live, records)
+    where = (thread, last, live, key.thread_id, key.room_id, key.server)
+    if turn == live:
+        cursor.execute(_ADVANCE, (last + count, now, *where))
+    else:
+        cursor.execute(_ADVANCE_TURN, (last + count, turn, now, *where))
+    return (thread, last + count, turn) if cursor.rowcount == 1 else None
+
+
+def _take(
+    cursor: sqlite3.Cursor,
+    key: ThreadKey,
+    owner: str | None,
+    records: Sequence[Record],
+    count: int,
+    now: float,
+) -> _Row:
+    """Move ``key``'s thread past ``count`` records, its row read first (a new thread's
+    row starts where the records leave it)."""
+    seen = cursor.execute(
+        "SELECT id, last_seq, live_turn FROM threads WHERE server = ? AND room = ? AND thread = ?",
+        (key.server, key.room_id, key.thread_id),
+    ).fetchone()
+    if seen is None:
+        live = live_turn_after(None, records)
+        cursor.execute(
+            f"INSERT INTO threads ({THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (key.server, key.room_id, key.thread_id, owner, count, live, now, now),
+        )
+        assert cursor.lastrowid is not None
+        return (cursor.lastrowid, count, live)
+    row = _advance(cursor, key, seen, records, count, now)
+    assert row is not None  # as read, in the same transaction
+    return row
 
 
 class SQLiteStore:
@@ -86,6 +156,8 @@ class SQLiteStore:
         self._connection: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self._work = WorkQueue(self._hop, str(self.path))
+        #: The rows of the threads the store wrote last (used with ``_lock`` held).
+        self._known: OrderedDict[ThreadKey, _Row] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -103,6 +175,7 @@ class SQLiteStore:
 
     def _close(self, connection: sqlite3.Connection) -> None:
         with self._lock:
+            self._known.clear()
             connection.close()
 
     def _open(self) -> None:
@@ -181,6 +254,9 @@ class SQLiteStore:
 
     def _transaction(self, connection: sqlite3.Connection, batch: list[Append]) -> None:
         now = time.time()
+        known = self._known
+        # The rows this transaction moves, as it leaves them: known once it commits.
+        moved: dict[ThreadKey, _Row] = {}
         # One cursor for the transaction's statements: ``connection.execute`` makes a
         # cursor (and a weak reference to it) per call, two statements per append.
         cursor = connection.cursor()
@@ -190,42 +266,26 @@ class SQLiteStore:
             # Where each append's records go: its thread's row, the sequence number
             # before its first, and the records encoded; the rows are made one at a time
             # as the insert takes them.
-            spans: list[tuple[object, int, list[bytes]]] = []
+            spans: list[tuple[int, int, list[bytes]]] = []
             for item in batch:
                 key = item.key
                 if item.claim is not None and not claim_valid(connection, item.claim, now):
                     lasts.append(stale(item.claim, "nothing was written"))
                     continue
+                records = item.records
                 try:
-                    bodies = [encode_record(record) for record in item.records]
+                    bodies = [_encode(record) for record in records]
                 except (TypeError, ValueError) as exc:  # its own, not its group commit's
                     lasts.append(exc)
                     continue
                 count = len(bodies)
-                # One statement moves the thread forward and says where it stood.
-                row = cursor.execute(
-                    "UPDATE threads SET last_seq = last_seq + ?, updated_at = ? "
-                    "WHERE server = ? AND room = ? AND thread = ? "
-                    "RETURNING id, last_seq, live_turn",
-                    (count, now, key.server, key.room_id, key.thread_id),
-                ).fetchone()
-                if row is None:  # a new thread: its row starts where the records leave it
-                    live = live_turn_after(None, item.records) if item.turns else None
-                    cursor.execute(
-                        f"INSERT INTO threads ({THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (key.server, key.room_id, key.thread_id, item.owner, count, live, now, now),
-                    )
-                    thread, last = cursor.lastrowid, count
-                else:
-                    thread, last, live = row
-                    if item.turns:
-                        turn = live_turn_after(live, item.records)
-                        if turn != live:
-                            cursor.execute(
-                                "UPDATE threads SET live_turn = ? WHERE id = ?", (turn, thread)
-                            )
-                spans.append((thread, last - count, bodies))
-                lasts.append(int(last))
+                seen = moved.get(key) or known.get(key)
+                row = None if seen is None else _advance(cursor, key, seen, records, count, now)
+                if row is None:  # not seen, or no longer as seen: read it
+                    row = _take(cursor, key, item.owner, records, count, now)
+                moved[key] = row
+                spans.append((row[0], row[1] - count, bodies))
+                lasts.append(row[1])
             cursor.executemany(
                 "INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)",
                 (
@@ -241,6 +301,11 @@ class SQLiteStore:
             raise
         finally:
             cursor.close()
+        for key, row in moved.items():
+            known[key] = row
+            known.move_to_end(key)
+        while len(known) > _KNOWN_THREADS:
+            known.popitem(last=False)
         for item, outcome in zip(batch, lasts, strict=True):
             if isinstance(outcome, int):
                 item.written(outcome)
@@ -298,6 +363,7 @@ class SQLiteStore:
 
     async def delete_thread(self, key: ThreadKey) -> bool:
         def delete(connection: sqlite3.Connection) -> bool:
+            self._known.pop(key, None)
             cursor = connection.execute(
                 "DELETE FROM threads WHERE server = ? AND room = ? AND thread = ?",
                 (key.server, key.room_id, key.thread_id),

@@ -14,13 +14,10 @@ import anyio.to_thread
 from toolrelay._core import ThreadKey
 from toolrelay._errors import StoreUnavailableError
 from toolrelay.store._claims import Claim
-from toolrelay.store._records import Record, TurnEnded, TurnStarted
+from toolrelay.store._records import Record
 from toolrelay.store._sqlite_schema import sqlite_error
 
 __all__ = ("Append", "Job", "Queued", "WorkQueue")
-
-#: The records that may change a thread's live turn.
-_TURN_BOUNDS = frozenset((TurnStarted, TurnEnded))
 
 
 class Queued:
@@ -58,11 +55,6 @@ class Append(Queued):
         self.records = records
         self.owner = owner
         self.last = 0
-
-    @property
-    def turns(self) -> bool:
-        """Whether the records may change the thread's live turn."""
-        return any(type(r) in _TURN_BOUNDS for r in self.records)
 
     def written(self, last: int) -> None:
         self.last = last
