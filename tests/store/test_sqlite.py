@@ -433,3 +433,49 @@ async def test_appends_of_one_thread_in_one_group_commit_are_numbered_in_order(
     states = [e.record.state for e in (await store.read(KEY))[1:]]  # type: ignore[union-attr]
     assert states == [1, 2, 2, 3, 3, 3]
     await store.aclose()
+
+
+async def test_a_waiter_cancelled_during_its_hop_leaves_the_others_of_the_hop_woken(
+    tmp_path: Path,
+) -> None:
+    # Each waiter waits on a future (or event) of its own: cancelling one while its
+    # hop runs wakes it alone, its records are written all the same (the hop began:
+    # rule 7), and the others of the hop wake to their numbers.
+    store = SQLiteStore(tmp_path / "toolrelay.db")
+    first, second = threading.Event(), threading.Event()
+    written: dict[str, int] = {}
+    cancelled = anyio.CancelScope()
+
+    async def append(name: str) -> None:
+        written[name] = await store.append(ThreadKey(name), [TurnStarted(turn_id=name)])
+
+    async def append_cancelled() -> None:
+        with cancelled:
+            await append("b")
+
+    try:
+        await store.open()
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                group.start_soon(store._run, lambda connection: first.wait(10), "first")
+                await anyio.wait_all_tasks_blocked()  # its hop holds the connection
+                group.start_soon(store._run, lambda connection: second.wait(10), "second")
+                await anyio.wait_all_tasks_blocked()
+                group.start_soon(append, "a")
+                group.start_soon(append_cancelled)
+                group.start_soon(append, "c")
+                await anyio.wait_all_tasks_blocked()
+                first.set()  # the next hop takes the second job and the appends
+                await anyio.sleep(0.05)
+                cancelled.cancel()  # while that hop waits for the second job
+                await anyio.sleep(0.05)
+                assert written == {}
+                second.set()
+    finally:
+        first.set()
+        second.set()
+    assert cancelled.cancelled_caught
+    assert written == {"a": 1, "c": 1}
+    for name in "abc":
+        assert [e.record for e in await store.read(ThreadKey(name))] == [TurnStarted(turn_id=name)]
+    await store.aclose()

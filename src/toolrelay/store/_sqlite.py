@@ -28,6 +28,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import ClassVar, TypeAlias, TypeVar, cast
 
@@ -96,11 +97,16 @@ def _advance(
     only when the live turn changes."""
     thread, last, live = row
     turn = live_turn_after(live, records)
-    where = (thread, last, live, key.thread_id, key.room_id, key.server)
     if turn == live:
-        cursor.execute(_ADVANCE, (last + count, now, *where))
+        cursor.execute(
+            _ADVANCE,
+            (last + count, now, thread, last, live, key.thread_id, key.room_id, key.server),
+        )
     else:
-        cursor.execute(_ADVANCE_TURN, (last + count, turn, now, *where))
+        cursor.execute(
+            _ADVANCE_TURN,
+            (last + count, turn, now, thread, last, live, key.thread_id, key.room_id, key.server),
+        )
     return (thread, last + count, turn) if cursor.rowcount == 1 else None
 
 
@@ -258,15 +264,16 @@ class SQLiteStore:
         # The rows this transaction moves, as it leaves them: known once it commits.
         moved: dict[ThreadKey, _Row] = {}
         # One cursor for the transaction's statements: ``connection.execute`` makes a
-        # cursor (and a weak reference to it) per call, two statements per append.
+        # cursor (and a weak reference to it) per call, a statement or two per append.
         cursor = connection.cursor()
         cursor.execute("BEGIN IMMEDIATE")
         try:
             lasts: list[int | BaseException] = []
-            # Where each append's records go: its thread's row, the sequence number
-            # before its first, and the records encoded; the rows are made one at a time
-            # as the insert takes them.
-            spans: list[tuple[int, int, list[bytes]]] = []
+            # The records' rows as three columns (flat lists of the whole transaction:
+            # no list or tuple per append held until the commit).
+            threads: list[int] = []
+            seqs: list[int] = []
+            bodies: list[bytes] = []
             for item in batch:
                 key = item.key
                 if item.claim is not None and not claim_valid(connection, item.claim, now):
@@ -274,25 +281,23 @@ class SQLiteStore:
                     continue
                 records = item.records
                 try:
-                    bodies = [_encode(record) for record in records]
+                    bodies.extend([_encode(record) for record in records])
                 except (TypeError, ValueError) as exc:  # its own, not its group commit's
                     lasts.append(exc)
                     continue
-                count = len(bodies)
+                count = len(records)
                 seen = moved.get(key) or known.get(key)
                 row = None if seen is None else _advance(cursor, key, seen, records, count, now)
                 if row is None:  # not seen, or no longer as seen: read it
                     row = _take(cursor, key, item.owner, records, count, now)
                 moved[key] = row
-                spans.append((row[0], row[1] - count, bodies))
-                lasts.append(row[1])
+                thread, last, _ = row
+                threads.extend(repeat(thread, count))
+                seqs.extend(range(last - count + 1, last + 1))
+                lasts.append(last)
             cursor.executemany(
                 "INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)",
-                (
-                    (thread, first + i, body)
-                    for thread, first, bodies in spans
-                    for i, body in enumerate(bodies, 1)
-                ),
+                zip(threads, seqs, bodies, strict=True),
             )
             cursor.execute("COMMIT")
         except BaseException:
