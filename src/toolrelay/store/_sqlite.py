@@ -30,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from itertools import repeat
 from pathlib import Path
-from typing import ClassVar, TypeAlias, TypeVar, cast
+from typing import ClassVar, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -64,9 +64,6 @@ T = TypeVar("T")
 
 _encode = record_encoder.encode
 
-#: A thread's row as the store last wrote it: its id, last sequence number, live turn.
-_Row: TypeAlias = tuple[int, int, str | None]
-
 #: How many threads' rows the store remembers (the most recently written): an append
 #: to one of them moves its row by id, checked, without looking the thread up first.
 _KNOWN_THREADS = 1024
@@ -84,57 +81,63 @@ _ADVANCE_TURN = (
 
 
 def _advance(
-    cursor: sqlite3.Cursor,
-    key: ThreadKey,
-    row: _Row,
-    records: Sequence[Record],
-    count: int,
-    now: float,
-) -> _Row | None:
-    """Move ``key``'s thread, whose row was ``row``, past ``count`` records (and to its
-    live turn after ``records``); ``None`` (nothing written) if the row is not ``row``
-    any more. One statement, by the row's id: the live turn's partial index is touched
-    only when the live turn changes."""
-    thread, last, live = row
+    cursor: sqlite3.Cursor, item: Append, thread: int, last: int, live: str | None, now: float
+) -> bool:
+    """Move ``item``'s thread, whose row was ``thread``, ``last``, ``live``, past its
+    records (and to its live turn after them), and say so in ``item``; ``False``
+    (nothing written) if the row is not as it was any more. One statement, by the row's
+    id: the live turn's partial index is touched only when the live turn changes."""
+    key, records = item.key, item.records
     turn = live_turn_after(live, records)
+    moved = last + len(records)
     if turn == live:
         cursor.execute(
-            _ADVANCE,
-            (last + count, now, thread, last, live, key.thread_id, key.room_id, key.server),
+            _ADVANCE, (moved, now, thread, last, live, key.thread_id, key.room_id, key.server)
         )
     else:
         cursor.execute(
             _ADVANCE_TURN,
-            (last + count, turn, now, thread, last, live, key.thread_id, key.room_id, key.server),
+            (moved, turn, now, thread, last, live, key.thread_id, key.room_id, key.server),
         )
-    return (thread, last + count, turn) if cursor.rowcount == 1 else None
+    if cursor.rowcount != 1:
+        return False
+    item.thread, item.last, item.live = thread, moved, turn
+    return True
 
 
-def _take(
-    cursor: sqlite3.Cursor,
-    key: ThreadKey,
-    owner: str | None,
-    records: Sequence[Record],
-    count: int,
-    now: float,
-) -> _Row:
-    """Move ``key``'s thread past ``count`` records, its row read first (a new thread's
-    row starts where the records leave it)."""
+def _take(cursor: sqlite3.Cursor, item: Append, now: float) -> None:
+    """Move ``item``'s thread past its records, its row read first (a new thread's row
+    starts where the records leave it), and say so in ``item``."""
+    key, records = item.key, item.records
     seen = cursor.execute(
         "SELECT id, last_seq, live_turn FROM threads WHERE server = ? AND room = ? AND thread = ?",
         (key.server, key.room_id, key.thread_id),
     ).fetchone()
-    if seen is None:
-        live = live_turn_after(None, records)
-        cursor.execute(
-            f"INSERT INTO threads ({THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (key.server, key.room_id, key.thread_id, owner, count, live, now, now),
-        )
-        assert cursor.lastrowid is not None
-        return (cursor.lastrowid, count, live)
-    row = _advance(cursor, key, seen, records, count, now)
-    assert row is not None  # as read, in the same transaction
-    return row
+    if seen is not None:
+        thread, last, live = seen
+        written = _advance(cursor, item, thread, last, live, now)
+        assert written  # as read, in the same transaction
+        return
+    live = live_turn_after(None, records)
+    count = len(records)
+    cursor.execute(
+        f"INSERT INTO threads ({THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (key.server, key.room_id, key.thread_id, item.owner, count, live, now, now),
+    )
+    assert cursor.lastrowid is not None
+    item.thread, item.last, item.live = cursor.lastrowid, count, live
+
+
+class _Seen:
+    """A thread's row as the store last wrote it (one per remembered thread, moved in
+    place: an append allocates nothing to remember it)."""
+
+    __slots__ = ("id", "last", "live")
+
+    def __init__(self, id: int, last: int, live: str | None) -> None:
+        self.id = id
+        self.last = last
+        self.live = live
 
 
 class SQLiteStore:
@@ -163,7 +166,7 @@ class SQLiteStore:
         self._lock = threading.Lock()
         self._work = WorkQueue(self._hop, str(self.path))
         #: The rows of the threads the store wrote last (used with ``_lock`` held).
-        self._known: OrderedDict[ThreadKey, _Row] = OrderedDict()
+        self._known: OrderedDict[ThreadKey, _Seen] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -261,40 +264,43 @@ class SQLiteStore:
     def _transaction(self, connection: sqlite3.Connection, batch: list[Append]) -> None:
         now = time.time()
         known = self._known
-        # The rows this transaction moves, as it leaves them: known once it commits.
-        moved: dict[ThreadKey, _Row] = {}
+        # The last append of each thread this transaction moves: known once it commits.
+        moved: dict[ThreadKey, Append] = {}
         # One cursor for the transaction's statements: ``connection.execute`` makes a
         # cursor (and a weak reference to it) per call, a statement or two per append.
         cursor = connection.cursor()
         cursor.execute("BEGIN IMMEDIATE")
         try:
-            lasts: list[int | BaseException] = []
+            failed: list[tuple[Append, BaseException]] = []
             # The records' rows as three columns (flat lists of the whole transaction:
             # no list or tuple per append held until the commit).
             threads: list[int] = []
             seqs: list[int] = []
             bodies: list[bytes] = []
             for item in batch:
-                key = item.key
+                key, records = item.key, item.records
                 if item.claim is not None and not claim_valid(connection, item.claim, now):
-                    lasts.append(stale(item.claim, "nothing was written"))
+                    failed.append((item, stale(item.claim, "nothing was written")))
                     continue
-                records = item.records
                 try:
                     bodies.extend([_encode(record) for record in records])
                 except (TypeError, ValueError) as exc:  # its own, not its group commit's
-                    lasts.append(exc)
+                    failed.append((item, exc))
                     continue
+                before = moved.get(key)
+                if before is not None:
+                    written = _advance(cursor, item, before.thread, before.last, before.live, now)
+                else:
+                    seen = known.get(key)
+                    written = seen is not None and _advance(
+                        cursor, item, seen.id, seen.last, seen.live, now
+                    )
+                if not written:  # not seen, or no longer as seen: read it
+                    _take(cursor, item, now)
+                moved[key] = item
                 count = len(records)
-                seen = moved.get(key) or known.get(key)
-                row = None if seen is None else _advance(cursor, key, seen, records, count, now)
-                if row is None:  # not seen, or no longer as seen: read it
-                    row = _take(cursor, key, item.owner, records, count, now)
-                moved[key] = row
-                thread, last, _ = row
-                threads.extend(repeat(thread, count))
-                seqs.extend(range(last - count + 1, last + 1))
-                lasts.append(last)
+                threads.extend(repeat(item.thread, count))
+                seqs.extend(range(item.last - count + 1, item.last + 1))
             cursor.executemany(
                 "INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)",
                 zip(threads, seqs, bodies, strict=True),
@@ -306,16 +312,20 @@ class SQLiteStore:
             raise
         finally:
             cursor.close()
-        for key, row in moved.items():
-            known[key] = row
-            known.move_to_end(key)
-        while len(known) > _KNOWN_THREADS:
-            known.popitem(last=False)
-        for item, outcome in zip(batch, lasts, strict=True):
-            if isinstance(outcome, int):
-                item.written(outcome)
+        for key, item in moved.items():
+            seen = known.get(key)
+            if seen is None:
+                known[key] = _Seen(item.thread, item.last, item.live)
+                if len(known) > _KNOWN_THREADS:
+                    known.popitem(last=False)
             else:
-                item.fail(outcome)
+                seen.id, seen.last, seen.live = item.thread, item.last, item.live
+                known.move_to_end(key)
+        for item, error in failed:
+            item.fail(error)
+        for item in batch:
+            if not item.settled:
+                item.written()
 
     async def read(
         self, key: ThreadKey, *, after: int = 0, limit: int | None = None
