@@ -17,7 +17,14 @@ from toolrelay import (
     ThreadKey,
 )
 from toolrelay._reasons import ReasonKind, TerminalReason
-from toolrelay.store import SCHEMA_VERSION, SQLiteStore, StateSaved, TurnEnded, TurnStarted
+from toolrelay.store import (
+    SCHEMA_VERSION,
+    SQLiteStore,
+    StateSaved,
+    TurnEnded,
+    TurnStarted,
+    _sqlite as sqlite_module,
+)
 from toolrelay.store._sqlite_schema import APPLICATION_ID
 from toolrelay.testing.store_contract import sample_records
 
@@ -479,3 +486,19 @@ async def test_a_waiter_cancelled_during_its_hop_leaves_the_others_of_the_hop_wo
     for name in "abc":
         assert [e.record for e in await store.read(ThreadKey(name))] == [TurnStarted(turn_id=name)]
     await store.aclose()
+
+
+async def test_the_store_remembers_a_bounded_number_of_threads_and_reads_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "_KNOWN_THREADS", 4)
+    store = SQLiteStore(tmp_path / "toolrelay.db")
+    keys = [ThreadKey(f"t{i}") for i in range(10)]
+    for key in keys:
+        await store.append(key, [TurnStarted(turn_id="a")])
+    assert list(store._known) == keys[-4:]  # the oldest are forgotten first
+    for key in keys:  # the forgotten ones are read again, and numbered after their log
+        assert await store.append(key, [StateSaved(turn_id="a", state=1)]) == 2
+    assert len(store._known) == 4
+    await store.aclose()
+    assert not store._known

@@ -80,57 +80,9 @@ _ADVANCE_TURN = (
 )
 
 
-def _advance(
-    cursor: sqlite3.Cursor, item: Append, thread: int, last: int, live: str | None, now: float
-) -> bool:
-    """Move ``item``'s thread, whose row was ``thread``, ``last``, ``live``, past its
-    records (and to its live turn after them), and say so in ``item``; ``False``
-    (nothing written) if the row is not as it was any more. One statement, by the row's
-    id: the live turn's partial index is touched only when the live turn changes."""
-    key, records = item.key, item.records
-    turn = live_turn_after(live, records)
-    moved = last + len(records)
-    if turn == live:
-        cursor.execute(
-            _ADVANCE, (moved, now, thread, last, live, key.thread_id, key.room_id, key.server)
-        )
-    else:
-        cursor.execute(
-            _ADVANCE_TURN,
-            (moved, turn, now, thread, last, live, key.thread_id, key.room_id, key.server),
-        )
-    if cursor.rowcount != 1:
-        return False
-    item.thread, item.last, item.live = thread, moved, turn
-    return True
-
-
-def _take(cursor: sqlite3.Cursor, item: Append, now: float) -> None:
-    """Move ``item``'s thread past its records, its row read first (a new thread's row
-    starts where the records leave it), and say so in ``item``."""
-    key, records = item.key, item.records
-    seen = cursor.execute(
-        "SELECT id, last_seq, live_turn FROM threads WHERE server = ? AND room = ? AND thread = ?",
-        (key.server, key.room_id, key.thread_id),
-    ).fetchone()
-    if seen is not None:
-        thread, last, live = seen
-        written = _advance(cursor, item, thread, last, live, now)
-        assert written  # as read, in the same transaction
-        return
-    live = live_turn_after(None, records)
-    count = len(records)
-    cursor.execute(
-        f"INSERT INTO threads ({THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (key.server, key.room_id, key.thread_id, item.owner, count, live, now, now),
-    )
-    assert cursor.lastrowid is not None
-    item.thread, item.last, item.live = cursor.lastrowid, count, live
-
-
 class _Seen:
-    """A thread's row as the store last wrote it (one per remembered thread, moved in
-    place: an append allocates nothing to remember it)."""
+    """A thread's row as the store last wrote it, moved in place as the store writes
+    the thread (an append allocates nothing to remember it)."""
 
     __slots__ = ("id", "last", "live")
 
@@ -138,6 +90,50 @@ class _Seen:
         self.id = id
         self.last = last
         self.live = live
+
+
+def _advance(cursor: sqlite3.Cursor, item: Append, seen: _Seen, now: float) -> bool:
+    """Move ``item``'s thread, whose row was ``seen``, past its records (and to its
+    live turn after them), ``seen`` with it; ``False`` (nothing written) if the row is
+    not as seen any more. One statement, by the row's id: the live turn's partial
+    index is touched only when the live turn changes."""
+    key, records = item.key, item.records
+    last, live = seen.last, seen.live
+    turn = live_turn_after(live, records)
+    moved = last + len(records)
+    thread, room, server = key.thread_id, key.room_id, key.server
+    if turn == live:
+        cursor.execute(_ADVANCE, (moved, now, seen.id, last, live, thread, room, server))
+    else:
+        cursor.execute(_ADVANCE_TURN, (moved, turn, now, seen.id, last, live, thread, room, server))
+    if cursor.rowcount != 1:
+        return False
+    seen.last = item.last = moved
+    seen.live = turn
+    return True
+
+
+def _take(cursor: sqlite3.Cursor, item: Append, now: float) -> _Seen:
+    """Move ``item``'s thread past its records, its row read first (a new thread's row
+    starts where the records leave it); the row as the append leaves it."""
+    key, records = item.key, item.records
+    row = cursor.execute(
+        "SELECT id, last_seq, live_turn FROM threads WHERE server = ? AND room = ? AND thread = ?",
+        (key.server, key.room_id, key.thread_id),
+    ).fetchone()
+    if row is not None:
+        seen = _Seen(*row)
+        written = _advance(cursor, item, seen, now)
+        assert written  # as read, in the same transaction
+        return seen
+    live = live_turn_after(None, records)
+    item.last = count = len(records)
+    cursor.execute(
+        f"INSERT INTO threads ({THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (key.server, key.room_id, key.thread_id, item.owner, count, live, now, now),
+    )
+    assert cursor.lastrowid is not None
+    return _Seen(cursor.lastrowid, count, live)
 
 
 class SQLiteStore:
@@ -264,8 +260,6 @@ class SQLiteStore:
     def _transaction(self, connection: sqlite3.Connection, batch: list[Append]) -> None:
         now = time.time()
         known = self._known
-        # The last append of each thread this transaction moves: known once it commits.
-        moved: dict[ThreadKey, Append] = {}
         # One cursor for the transaction's statements: ``connection.execute`` makes a
         # cursor (and a weak reference to it) per call, a statement or two per append.
         cursor = connection.cursor()
@@ -287,19 +281,14 @@ class SQLiteStore:
                 except (TypeError, ValueError) as exc:  # its own, not its group commit's
                     failed.append((item, exc))
                     continue
-                before = moved.get(key)
-                if before is not None:
-                    written = _advance(cursor, item, before.thread, before.last, before.live, now)
-                else:
-                    seen = known.get(key)
-                    written = seen is not None and _advance(
-                        cursor, item, seen.id, seen.last, seen.live, now
-                    )
-                if not written:  # not seen, or no longer as seen: read it
-                    _take(cursor, item, now)
-                moved[key] = item
+                seen = known.get(key)
+                if seen is None or not _advance(cursor, item, seen, now):
+                    # Not seen, or no longer as seen: read (the oldest is forgotten).
+                    seen = known[key] = _take(cursor, item, now)
+                    if len(known) > _KNOWN_THREADS:
+                        known.popitem(last=False)
                 count = len(records)
-                threads.extend(repeat(item.thread, count))
+                threads.extend(repeat(seen.id, count))
                 seqs.extend(range(item.last - count + 1, item.last + 1))
             cursor.executemany(
                 "INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)",
@@ -307,20 +296,13 @@ class SQLiteStore:
             )
             cursor.execute("COMMIT")
         except BaseException:
+            # What the rows were moved to was not written: read them again.
+            known.clear()
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise
         finally:
             cursor.close()
-        for key, item in moved.items():
-            seen = known.get(key)
-            if seen is None:
-                known[key] = _Seen(item.thread, item.last, item.live)
-                if len(known) > _KNOWN_THREADS:
-                    known.popitem(last=False)
-            else:
-                seen.id, seen.last, seen.live = item.thread, item.last, item.live
-                known.move_to_end(key)
         for item, error in failed:
             item.fail(error)
         for item in batch:

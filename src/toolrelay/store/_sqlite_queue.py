@@ -82,11 +82,10 @@ class Queued:
 
 
 class Append(Queued):
-    """One ``append``. Its records are encoded in the hop, in the worker thread (none
-    of it on the event loop); ``thread``, ``last`` and ``live`` are its thread's row
-    (id, last sequence number, live turn) as its transaction leaves it."""
+    """One ``append``; ``last`` is its last sequence number once written. Its records
+    are encoded in the hop, in the worker thread (none of it on the event loop)."""
 
-    __slots__ = ("claim", "key", "last", "live", "owner", "records", "thread")
+    __slots__ = ("claim", "key", "last", "owner", "records")
 
     def __init__(
         self,
@@ -100,12 +99,10 @@ class Append(Queued):
         self.claim = claim
         self.records = records
         self.owner = owner
-        self.thread = 0
         self.last = 0
-        self.live: str | None = None
 
     def written(self) -> None:
-        """Its transaction committed: ``last`` is its last sequence number."""
+        """Its transaction committed (``last`` was set as it was written)."""
         self.settled = True
 
 
