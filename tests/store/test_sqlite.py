@@ -24,6 +24,7 @@ from toolrelay.store import (
     TurnEnded,
     TurnStarted,
     _sqlite as sqlite_module,
+    encode_record,
 )
 from toolrelay.store._sqlite_schema import APPLICATION_ID
 from toolrelay.testing.store_contract import sample_records
@@ -502,3 +503,14 @@ async def test_the_store_remembers_a_bounded_number_of_threads_and_reads_the_oth
     assert len(store._known) == 4
     await store.aclose()
     assert not store._known
+
+
+async def test_records_are_stored_as_json_blobs_readable_without_toolrelay(tmp_path: Path) -> None:
+    path = tmp_path / "toolrelay.db"
+    store = SQLiteStore(path)
+    await store.append(KEY, sample_records())
+    await store.aclose()
+    with sqlite3.connect(path) as connection:
+        rows = connection.execute("SELECT typeof(body), body FROM records ORDER BY seq").fetchall()
+    assert {kind for kind, _ in rows} == {"blob"}
+    assert [body for _, body in rows] == [encode_record(record) for record in sample_records()]

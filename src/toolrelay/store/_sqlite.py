@@ -62,7 +62,7 @@ __all__ = ("SCHEMA_VERSION", "SQLiteStore")
 
 T = TypeVar("T")
 
-_encode = record_encoder.encode
+_encode_into = record_encoder.encode_into
 
 #: How many threads' rows the store remembers (the most recently written): an append
 #: to one of them moves its row by id, checked, without looking the thread up first.
@@ -270,15 +270,23 @@ class SQLiteStore:
             # no list or tuple per append held until the commit).
             threads: list[int] = []
             seqs: list[int] = []
-            bodies: list[bytes] = []
+            bodies: list[bytearray] = []
             for item in batch:
                 key, records = item.key, item.records
                 if item.claim is not None and not claim_valid(connection, item.claim, now):
                     failed.append((item, stale(item.claim, "nothing was written")))
                     continue
+                # Each body in a bytearray: sqlite3 binds one as a blob at once, where
+                # bytes first go through its adapters' registry (a lookup and two
+                # attribute probes per value).
+                mark = len(bodies)
                 try:
-                    bodies.extend([_encode(record) for record in records])
+                    for record in records:
+                        body = bytearray()
+                        _encode_into(record, body)
+                        bodies.append(body)
                 except (TypeError, ValueError) as exc:  # its own, not its group commit's
+                    del bodies[mark:]
                     failed.append((item, exc))
                     continue
                 seen = known.get(key)
