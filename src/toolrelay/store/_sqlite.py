@@ -190,16 +190,15 @@ class SQLiteStore:
 
     # -- the queue ---------------------------------------------------------------------
 
-    async def _queued(self, item: Queued) -> None:
-        if self._connection is None:
-            await self.open()
-        await self._work.run(item)
-
     async def _run(self, work: Callable[[sqlite3.Connection], T], doing: str) -> T:
         """Run ``work`` on the connection in a worker thread, with whatever else is
         queued; a failure is typed."""
         job = Job(work, doing)
-        await self._queued(job)
+        # (the queue entered from here, as ``append`` does: one coroutine fewer for
+        # every waiting read, each turn on a thread the engine does not hold reads it)
+        if self._connection is None:
+            await self.open()
+        await self._work.run(job)
         return cast("T", job.value)
 
     def _hop(self, batch: list[Queued]) -> None:
@@ -236,7 +235,6 @@ class SQLiteStore:
     ) -> int:
         check_append(key, records, claim)
         item = Append(key, records, owner, claim)
-        # (_queued's two steps written out: one coroutine fewer for every waiting write)
         if self._connection is None:
             await self.open()
         await self._work.run(item)
