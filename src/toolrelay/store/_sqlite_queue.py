@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
-import sniffio
 
 from toolrelay._core import ThreadKey
 from toolrelay._errors import StoreUnavailableError
@@ -38,9 +37,9 @@ class HopEnd:
         self._futures: list[asyncio.Future[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event: anyio.Event | None = None
-        if sniffio.current_async_library() == "asyncio":
+        try:
             self._loop = asyncio.get_running_loop()
-        else:
+        except RuntimeError:  # no asyncio loop: another backend (trio)
             self._event = anyio.Event()
 
     def wait(self) -> Awaitable[None]:
