@@ -11,7 +11,10 @@ the process being killed at any point (SIGKILL); only a power cut can lose the l
 commits, and never leaves the file damaged. ``durable=True`` asks for ``synchronous=FULL``.
 
 Appends are ``BEGIN IMMEDIATE`` transactions that number their records after the
-thread's last and move its row forward, all or nothing (promise 9). Claims
+thread's last and move its row forward, all or nothing (promise 9). The store
+remembers the rows of threads it wrote and moves one by its id, in one ``UPDATE``
+whose ``WHERE`` checks the row is still as remembered; a row another process wrote
+meanwhile (or a thread deleted, its id taken) is read again. Claims
 (:class:`~toolrelay.store.ClaimingStore`, worker processes of one machine) live in
 their own table, timed by the machine's clock; a fenced append checks its claim in the
 transaction that writes it, and a stale one is refused alone.
@@ -64,8 +67,8 @@ T = TypeVar("T")
 
 _encode_into = record_encoder.encode_into
 
-#: How many threads' rows the store remembers (the most recently written): an append
-#: to one of them moves its row by id, checked, without looking the thread up first.
+#: How many threads' rows the store remembers (first in, first out): an append to one
+#: of them moves its row by id, checked, without looking the thread up first.
 _KNOWN_THREADS = 1024
 
 # An append moves its thread's row by id, and only if the row is still as the store
@@ -161,7 +164,7 @@ class SQLiteStore:
         self._connection: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self._work = WorkQueue(self._hop, str(self.path))
-        #: The rows of the threads the store wrote last (used with ``_lock`` held).
+        #: The rows of threads the store wrote (bounded; used with ``_lock`` held).
         self._known: OrderedDict[ThreadKey, _Seen] = OrderedDict()
 
     def __repr__(self) -> str:
