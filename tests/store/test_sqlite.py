@@ -16,13 +16,23 @@ from toolrelay import (
     StoreVersionError,
     ThreadKey,
 )
-from toolrelay.store import SCHEMA_VERSION, SQLiteStore, StateSaved, TurnStarted
+from toolrelay._reasons import ReasonKind, TerminalReason
+from toolrelay.store import (
+    SCHEMA_VERSION,
+    SQLiteStore,
+    StateSaved,
+    TurnEnded,
+    TurnStarted,
+    _sqlite as sqlite_module,
+    encode_record,
+)
 from toolrelay.store._sqlite_schema import APPLICATION_ID
 from toolrelay.testing.store_contract import sample_records
 
 pytestmark = pytest.mark.anyio
 
 KEY = ThreadKey("t")
+DONE = TerminalReason(kind=ReasonKind.COMPLETED, message="done")
 
 
 async def test_the_file_is_created_on_first_use_in_wal_mode_with_its_schema_version(
@@ -362,3 +372,145 @@ async def test_waiters_woken_by_a_leader_cancelled_before_its_hop_are_written(
     for name in "bcd":
         assert [e.record for e in await store.read(ThreadKey(name))] == [TurnStarted(turn_id=name)]
     await store.aclose()
+
+
+async def test_a_thread_another_process_wrote_meanwhile_is_numbered_after_its_records(
+    tmp_path: Path,
+) -> None:
+    # The store moves the rows of threads it wrote last by id, checked against the row
+    # as it left it: another process's appends to the thread in between are seen.
+    path = tmp_path / "toolrelay.db"
+    ours, theirs = SQLiteStore(path), SQLiteStore(path)
+    assert await ours.append(KEY, [TurnStarted(turn_id="a")]) == 1
+    assert await theirs.append(KEY, [StateSaved(turn_id="a", state=1)]) == 2  # same live turn
+    assert await ours.append(KEY, [StateSaved(turn_id="a", state=2)]) == 3
+    assert await theirs.append(KEY, [TurnEnded(turn_id="a", status="completed", reason=DONE)]) == 4
+    assert await theirs.append(KEY, [TurnStarted(turn_id="b")]) == 5
+    assert await ours.append(KEY, [StateSaved(turn_id="b", state=3)]) == 6
+    assert [e.seq for e in await theirs.read(KEY)] == [1, 2, 3, 4, 5, 6]
+    info = await ours.thread(KEY)
+    assert info is not None and info.last_seq == 6 and info.live_turn == "b"
+    await ours.aclose()
+    await theirs.aclose()
+
+
+async def test_a_thread_deleted_elsewhere_is_made_again_and_never_written_into_another(
+    tmp_path: Path,
+) -> None:
+    # Another process deletes the thread, and a new thread takes its row's id (SQLite
+    # reuses the largest rowid), its sequence number and its live turn: the row is
+    # the same but for its names, and the next append must not land in it.
+    path = tmp_path / "toolrelay.db"
+    ours, theirs = SQLiteStore(path), SQLiteStore(path)
+    other = ThreadKey("other")
+    await ours.append(KEY, [TurnStarted(turn_id="a")])
+    assert await theirs.delete_thread(KEY)
+    await theirs.append(other, [TurnStarted(turn_id="a")])
+    assert await ours.append(KEY, [StateSaved(turn_id="a", state=1)]) == 1
+    assert [e.record for e in await ours.read(other)] == [TurnStarted(turn_id="a")]
+    assert [e.record for e in await theirs.read(KEY)] == [StateSaved(turn_id="a", state=1)]
+    info = await theirs.thread(KEY)
+    assert info is not None and info.live_turn is None  # a new thread's row, from its records
+    await ours.aclose()
+    await theirs.aclose()
+
+
+async def test_appends_of_one_thread_in_one_group_commit_are_numbered_in_order(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "toolrelay.db")
+    await store.append(KEY, [TurnStarted(turn_id="a")])
+    released = threading.Event()
+    lasts: dict[int, int] = {}
+
+    async def append(state: int) -> None:
+        lasts[state] = await store.append(KEY, [StateSaved(turn_id="a", state=state)] * state)
+
+    try:
+        async with anyio.create_task_group() as group:
+            # A job holds the connection while the appends queue: they share the next hop.
+            group.start_soon(store._run, lambda connection: released.wait(10), "wait")
+            await anyio.sleep(0.05)
+            for state in (1, 2, 3):
+                group.start_soon(append, state)
+                await anyio.wait_all_tasks_blocked()
+            released.set()
+    finally:
+        released.set()
+    assert lasts == {1: 2, 2: 4, 3: 7}  # in the order they queued
+    states = [e.record.state for e in (await store.read(KEY))[1:]]  # type: ignore[union-attr]
+    assert states == [1, 2, 2, 3, 3, 3]
+    await store.aclose()
+
+
+async def test_a_waiter_cancelled_during_its_hop_leaves_the_others_of_the_hop_woken(
+    tmp_path: Path,
+) -> None:
+    # Each waiter waits on a future (or event) of its own: cancelling one while its
+    # hop runs wakes it alone, its records are written all the same (the hop began:
+    # rule 7), and the others of the hop wake to their numbers.
+    store = SQLiteStore(tmp_path / "toolrelay.db")
+    first, second = threading.Event(), threading.Event()
+    written: dict[str, int] = {}
+    cancelled = anyio.CancelScope()
+
+    async def append(name: str) -> None:
+        written[name] = await store.append(ThreadKey(name), [TurnStarted(turn_id=name)])
+
+    async def append_cancelled() -> None:
+        with cancelled:
+            await append("b")
+
+    try:
+        await store.open()
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                group.start_soon(store._run, lambda connection: first.wait(10), "first")
+                await anyio.wait_all_tasks_blocked()  # its hop holds the connection
+                group.start_soon(store._run, lambda connection: second.wait(10), "second")
+                await anyio.wait_all_tasks_blocked()
+                group.start_soon(append, "a")
+                group.start_soon(append_cancelled)
+                group.start_soon(append, "c")
+                await anyio.wait_all_tasks_blocked()
+                first.set()  # the next hop takes the second job and the appends
+                await anyio.sleep(0.05)
+                cancelled.cancel()  # while that hop waits for the second job
+                await anyio.sleep(0.05)
+                assert written == {}
+                second.set()
+    finally:
+        first.set()
+        second.set()
+    assert cancelled.cancelled_caught
+    assert written == {"a": 1, "c": 1}
+    for name in "abc":
+        assert [e.record for e in await store.read(ThreadKey(name))] == [TurnStarted(turn_id=name)]
+    await store.aclose()
+
+
+async def test_the_store_remembers_a_bounded_number_of_threads_and_reads_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "_KNOWN_THREADS", 4)
+    store = SQLiteStore(tmp_path / "toolrelay.db")
+    keys = [ThreadKey(f"t{i}") for i in range(10)]
+    for key in keys:
+        await store.append(key, [TurnStarted(turn_id="a")])
+    assert list(store._known) == keys[-4:]  # the oldest are forgotten first
+    for key in keys:  # the forgotten ones are read again, and numbered after their log
+        assert await store.append(key, [StateSaved(turn_id="a", state=1)]) == 2
+    assert len(store._known) == 4
+    await store.aclose()
+    assert not store._known
+
+
+async def test_records_are_stored_as_json_blobs_readable_without_toolrelay(tmp_path: Path) -> None:
+    path = tmp_path / "toolrelay.db"
+    store = SQLiteStore(path)
+    await store.append(KEY, sample_records())
+    await store.aclose()
+    with sqlite3.connect(path) as connection:
+        rows = connection.execute("SELECT typeof(body), body FROM records ORDER BY seq").fetchall()
+    assert {kind for kind, _ in rows} == {"blob"}
+    assert [body for _, body in rows] == [encode_record(record) for record in sample_records()]

@@ -67,18 +67,31 @@ class _Gate:
     def held(self) -> bool:
         return self._held
 
-    async def __aenter__(self) -> None:
+    def acquire_nowait(self) -> bool:
+        """Take it if it is free (no checkpoint); whether it was taken."""
+        if self._held:
+            return False
+        self._held = True
+        return True
+
+    async def acquire(self) -> None:
         while self._held:
             if self._free is None:
                 self._free = anyio.Event()
             await self._free.wait()
         self._held = True
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    def release(self) -> None:
         self._held = False
         free, self._free = self._free, None
         if free is not None:
             free.set()  # every waiter wakes; the first to run holds it, the rest wait again
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.release()
 
 
 class WaitingTurn(Protocol):
@@ -214,7 +227,14 @@ class ThreadLog:
         Raises:
             StoreError: Nothing was written; the records wait for the next flush.
         """
-        async with self._lock:
+        # Taken and given back by hand, not ``async with``: that holds the gate's bound
+        # ``__aexit__`` for as long as the write waits, and every write of every turn
+        # waits for the store (objects alive across collections are what the cyclic
+        # collector pays for).
+        gate = self._lock
+        if not gate.acquire_nowait():
+            await gate.acquire()
+        try:
             if self._unsure:
                 await self._settle()
             if not self._outbox:
@@ -241,6 +261,8 @@ class ThreadLog:
                 if self._ordered:  # cancelled mid-write: it may have landed
                     self._unsure = records
                 raise
+        finally:
+            gate.release()
 
     async def _settle(self) -> None:
         """After a cancelled write: whether its records landed, read from the thread's

@@ -57,6 +57,7 @@ __all__ = (
     "encode_record",
     "message_from_record",
     "message_to_record",
+    "record_encoder",
 )
 
 
@@ -257,13 +258,14 @@ Record: TypeAlias = (
 )
 """Everything a thread's log holds."""
 
-_encoder = msgspec.json.Encoder()
+#: What :func:`encode_record` uses (its ``encode`` called directly where every call counts).
+record_encoder = msgspec.json.Encoder()
 _decoder: msgspec.json.Decoder[Record] = msgspec.json.Decoder(Record)
 
 
 def encode_record(record: Record) -> bytes:
     """The record as JSON bytes (what every store keeps)."""
-    return _encoder.encode(record)
+    return record_encoder.encode(record)
 
 
 def decode_record(data: bytes | str) -> Record:

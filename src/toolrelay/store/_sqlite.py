@@ -11,7 +11,10 @@ the process being killed at any point (SIGKILL); only a power cut can lose the l
 commits, and never leaves the file damaged. ``durable=True`` asks for ``synchronous=FULL``.
 
 Appends are ``BEGIN IMMEDIATE`` transactions that number their records after the
-thread's last and move its row forward, all or nothing (promise 9). Claims
+thread's last and move its row forward, all or nothing (promise 9). The store
+remembers the rows of threads it wrote and moves one by its id, in one ``UPDATE``
+whose ``WHERE`` checks the row is still as remembered; a row another process wrote
+meanwhile (or a thread deleted, its id taken) is read again. Claims
 (:class:`~toolrelay.store.ClaimingStore`, worker processes of one machine) live in
 their own table, timed by the machine's clock; a fenced append checks its claim in the
 transaction that writes it, and a stale one is refused alone.
@@ -26,7 +29,9 @@ import os
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import ClassVar, TypeVar, cast
 
@@ -37,7 +42,7 @@ from toolrelay._core import ThreadKey
 from toolrelay._errors import StoreCorruptError, StoreUnavailableError
 from toolrelay.store._claims import Claim, check_append
 from toolrelay.store._contract import Entry, ThreadInfo, live_turn_after
-from toolrelay.store._records import Record, decode_record, encode_record
+from toolrelay.store._records import Record, decode_record, record_encoder
 from toolrelay.store._sqlite_claims import (
     check_lease,
     claim_valid,
@@ -59,6 +64,79 @@ from toolrelay.store._sqlite_schema import (
 __all__ = ("SCHEMA_VERSION", "SQLiteStore")
 
 T = TypeVar("T")
+
+_encode_into = record_encoder.encode_into
+
+#: How many threads' rows the store remembers (first in, first out): an append to one
+#: of them moves its row by id, checked, without looking the thread up first.
+_KNOWN_THREADS = 1024
+
+# An append moves its thread's row by id, and only if the row is still as the store
+# last wrote it (another process, a deleted thread: the row is read again).
+_ADVANCE = (
+    "UPDATE threads SET last_seq = ?, updated_at = ? "
+    "WHERE id = ? AND last_seq = ? AND live_turn IS ? AND thread = ? AND room = ? AND server = ?"
+)
+_ADVANCE_TURN = (
+    "UPDATE threads SET last_seq = ?, live_turn = ?, updated_at = ? "
+    "WHERE id = ? AND last_seq = ? AND live_turn IS ? AND thread = ? AND room = ? AND server = ?"
+)
+
+
+class _Seen:
+    """A thread's row as the store last wrote it, moved in place as the store writes
+    the thread (an append allocates nothing to remember it)."""
+
+    __slots__ = ("id", "last", "live")
+
+    def __init__(self, id: int, last: int, live: str | None) -> None:
+        self.id = id
+        self.last = last
+        self.live = live
+
+
+def _advance(cursor: sqlite3.Cursor, item: Append, seen: _Seen, now: float) -> bool:
+    """Move ``item``'s thread, whose row was ``seen``, past its records (and to its
+    live turn after them), ``seen`` with it; ``False`` (nothing written) if the row is
+    not as seen any more. One statement, by the row's id: the live turn's partial
+    index is touched only when the live turn changes."""
+    key, records = item.key, item.records
+    last, live = seen.last, seen.live
+    turn = live_turn_after(live, records)
+    moved = last + len(records)
+    thread, room, server = key.thread_id, key.room_id, key.server
+    if turn == live:
+        cursor.execute(_ADVANCE, (moved, now, seen.id, last, live, thread, room, server))
+    else:
+        cursor.execute(_ADVANCE_TURN, (moved, turn, now, seen.id, last, live, thread, room, server))
+    if cursor.rowcount != 1:
+        return False
+    seen.last = item.last = moved
+    seen.live = turn
+    return True
+
+
+def _take(cursor: sqlite3.Cursor, item: Append, now: float) -> _Seen:
+    """Move ``item``'s thread past its records, its row read first (a new thread's row
+    starts where the records leave it); the row as the append leaves it."""
+    key, records = item.key, item.records
+    row = cursor.execute(
+        "SELECT id, last_seq, live_turn FROM threads WHERE server = ? AND room = ? AND thread = ?",
+        (key.server, key.room_id, key.thread_id),
+    ).fetchone()
+    if row is not None:
+        seen = _Seen(*row)
+        written = _advance(cursor, item, seen, now)
+        assert written  # as read, in the same transaction
+        return seen
+    live = live_turn_after(None, records)
+    item.last = count = len(records)
+    cursor.execute(
+        f"INSERT INTO threads ({THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (key.server, key.room_id, key.thread_id, item.owner, count, live, now, now),
+    )
+    assert cursor.lastrowid is not None
+    return _Seen(cursor.lastrowid, count, live)
 
 
 class SQLiteStore:
@@ -86,6 +164,8 @@ class SQLiteStore:
         self._connection: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self._work = WorkQueue(self._hop, str(self.path))
+        #: The rows of threads the store wrote (bounded; used with ``_lock`` held).
+        self._known: OrderedDict[ThreadKey, _Seen] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -103,6 +183,7 @@ class SQLiteStore:
 
     def _close(self, connection: sqlite3.Connection) -> None:
         with self._lock:
+            self._known.clear()
             connection.close()
 
     def _open(self) -> None:
@@ -112,16 +193,15 @@ class SQLiteStore:
 
     # -- the queue ---------------------------------------------------------------------
 
-    async def _queued(self, item: Queued) -> None:
-        if self._connection is None:
-            await self.open()
-        await self._work.run(item)
-
     async def _run(self, work: Callable[[sqlite3.Connection], T], doing: str) -> T:
         """Run ``work`` on the connection in a worker thread, with whatever else is
         queued; a failure is typed."""
         job = Job(work, doing)
-        await self._queued(job)
+        # (the queue entered from here, as ``append`` does: one coroutine fewer for
+        # every waiting read, each turn on a thread the engine does not hold reads it)
+        if self._connection is None:
+            await self.open()
+        await self._work.run(job)
         return cast("T", job.value)
 
     def _hop(self, batch: list[Queued]) -> None:
@@ -158,7 +238,6 @@ class SQLiteStore:
     ) -> int:
         check_append(key, records, claim)
         item = Append(key, records, owner, claim)
-        # (_queued's two steps written out: one coroutine fewer for every waiting write)
         if self._connection is None:
             await self.open()
         await self._work.run(item)
@@ -181,71 +260,63 @@ class SQLiteStore:
 
     def _transaction(self, connection: sqlite3.Connection, batch: list[Append]) -> None:
         now = time.time()
+        known = self._known
         # One cursor for the transaction's statements: ``connection.execute`` makes a
-        # cursor (and a weak reference to it) per call, two statements per append.
+        # cursor (and a weak reference to it) per call, a statement or two per append.
         cursor = connection.cursor()
         cursor.execute("BEGIN IMMEDIATE")
         try:
-            lasts: list[int | BaseException] = []
-            # Where each append's records go: its thread's row, the sequence number
-            # before its first, and the records encoded; the rows are made one at a time
-            # as the insert takes them.
-            spans: list[tuple[object, int, list[bytes]]] = []
+            failed: list[tuple[Append, BaseException]] = []
+            # The records' rows as three columns (flat lists of the whole transaction:
+            # no list or tuple per append held until the commit).
+            threads: list[int] = []
+            seqs: list[int] = []
+            bodies: list[bytearray] = []
             for item in batch:
-                key = item.key
+                key, records = item.key, item.records
                 if item.claim is not None and not claim_valid(connection, item.claim, now):
-                    lasts.append(stale(item.claim, "nothing was written"))
+                    failed.append((item, stale(item.claim, "nothing was written")))
                     continue
+                # Each body in a bytearray: sqlite3 binds one as a blob at once, where
+                # bytes first go through its adapters' registry (a lookup and two
+                # attribute probes per value).
+                mark = len(bodies)
                 try:
-                    bodies = [encode_record(record) for record in item.records]
+                    for record in records:
+                        body = bytearray()
+                        _encode_into(record, body)
+                        bodies.append(body)
                 except (TypeError, ValueError) as exc:  # its own, not its group commit's
-                    lasts.append(exc)
+                    del bodies[mark:]
+                    failed.append((item, exc))
                     continue
-                count = len(bodies)
-                # One statement moves the thread forward and says where it stood.
-                row = cursor.execute(
-                    "UPDATE threads SET last_seq = last_seq + ?, updated_at = ? "
-                    "WHERE server = ? AND room = ? AND thread = ? "
-                    "RETURNING id, last_seq, live_turn",
-                    (count, now, key.server, key.room_id, key.thread_id),
-                ).fetchone()
-                if row is None:  # a new thread: its row starts where the records leave it
-                    live = live_turn_after(None, item.records) if item.turns else None
-                    cursor.execute(
-                        f"INSERT INTO threads ({THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (key.server, key.room_id, key.thread_id, item.owner, count, live, now, now),
-                    )
-                    thread, last = cursor.lastrowid, count
-                else:
-                    thread, last, live = row
-                    if item.turns:
-                        turn = live_turn_after(live, item.records)
-                        if turn != live:
-                            cursor.execute(
-                                "UPDATE threads SET live_turn = ? WHERE id = ?", (turn, thread)
-                            )
-                spans.append((thread, last - count, bodies))
-                lasts.append(int(last))
+                seen = known.get(key)
+                if seen is None or not _advance(cursor, item, seen, now):
+                    # Not seen, or no longer as seen: read (the oldest is forgotten).
+                    seen = known[key] = _take(cursor, item, now)
+                    if len(known) > _KNOWN_THREADS:
+                        known.popitem(last=False)
+                count = len(records)
+                threads.extend(repeat(seen.id, count))
+                seqs.extend(range(item.last - count + 1, item.last + 1))
             cursor.executemany(
                 "INSERT INTO records (thread, seq, body) VALUES (?, ?, ?)",
-                (
-                    (thread, first + i, body)
-                    for thread, first, bodies in spans
-                    for i, body in enumerate(bodies, 1)
-                ),
+                zip(threads, seqs, bodies, strict=True),
             )
             cursor.execute("COMMIT")
         except BaseException:
+            # What the rows were moved to was not written: read them again.
+            known.clear()
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise
         finally:
             cursor.close()
-        for item, outcome in zip(batch, lasts, strict=True):
-            if isinstance(outcome, int):
-                item.written(outcome)
-            else:
-                item.fail(outcome)
+        for item, error in failed:
+            item.fail(error)
+        for item in batch:
+            if not item.settled:
+                item.written()
 
     async def read(
         self, key: ThreadKey, *, after: int = 0, limit: int | None = None
@@ -298,6 +369,7 @@ class SQLiteStore:
 
     async def delete_thread(self, key: ThreadKey) -> bool:
         def delete(connection: sqlite3.Connection) -> bool:
+            self._known.pop(key, None)
             cursor = connection.execute(
                 "DELETE FROM threads WHERE server = ? AND room = ? AND thread = ?",
                 (key.server, key.room_id, key.thread_id),

@@ -5,22 +5,63 @@ concurrent turns share few hops and transactions; docs/concepts.md, "Group commi
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from toolrelay._core import ThreadKey
 from toolrelay._errors import StoreUnavailableError
 from toolrelay.store._claims import Claim
-from toolrelay.store._records import Record, TurnEnded, TurnStarted
+from toolrelay.store._records import Record
 from toolrelay.store._sqlite_schema import sqlite_error
 
 __all__ = ("Append", "Job", "Queued", "WorkQueue")
 
-#: The records that may change a thread's live turn.
-_TURN_BOUNDS = frozenset((TurnStarted, TurnEnded))
+
+class HopEnd:
+    """The end of one hop, as the work it holds waits for it.
+
+    On asyncio each waiter awaits a future of its own, directly: anyio's event puts two
+    coroutines between a waiter and its future (its ``wait`` and asyncio's), and every
+    write of every turn waits here, holding them. Elsewhere (trio), an anyio event.
+    """
+
+    __slots__ = ("_event", "_futures", "_loop", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._futures: list[asyncio.Future[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event: anyio.Event | None = None
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:  # no asyncio loop: another backend (trio)
+            self._event = anyio.Event()
+
+    def wait(self) -> Awaitable[None]:
+        """Wait until :meth:`set` (a cancelled waiter leaves its future behind: done,
+        it is skipped)."""
+        if self._set:
+            return anyio.lowlevel.checkpoint()
+        if self._loop is not None:
+            future = self._loop.create_future()
+            self._futures.append(future)
+            return future
+        assert self._event is not None
+        return self._event.wait()
+
+    def set(self) -> None:
+        self._set = True
+        if self._event is not None:
+            self._event.set()
+        futures, self._futures = self._futures, []
+        for future in futures:
+            if not future.done():
+                future.set_result(None)
 
 
 class Queued:
@@ -32,7 +73,7 @@ class Queued:
     def __init__(self) -> None:
         self.settled = False
         self.error: BaseException | None = None
-        self.hop: anyio.Event | None = None
+        self.hop: HopEnd | None = None
 
     def fail(self, error: BaseException) -> None:
         self.error = error
@@ -59,13 +100,8 @@ class Append(Queued):
         self.owner = owner
         self.last = 0
 
-    @property
-    def turns(self) -> bool:
-        """Whether the records may change the thread's live turn."""
-        return any(type(r) in _TURN_BOUNDS for r in self.records)
-
-    def written(self, last: int) -> None:
-        self.last = last
+    def written(self) -> None:
+        """Its transaction committed (``last`` was set as it was written)."""
         self.settled = True
 
 
@@ -102,13 +138,13 @@ class WorkQueue:
         self._leading = False
         #: The event of what is queued now (every queued item's ``hop``): set once it has
         #: run, or early when it moves back to the head or its leader quits.
-        self._next_hop: anyio.Event | None = None
+        self._next_hop: HopEnd | None = None
 
     async def run(self, item: Queued) -> None:
         """Queue ``item`` and return once it ran; raises what stopped it. A waiter that
         finds no leader leads."""
         if not self._queue:  # a new queue, a new event (a taken queue took its own)
-            self._next_hop = anyio.Event()
+            self._next_hop = HopEnd()
         item.hop = self._next_hop
         self._queue.append(item)
         try:
@@ -157,7 +193,7 @@ class WorkQueue:
         """Give what is queued now a new event and set the old one: its waiters wake
         before their work ran, and wait on (or lead) what is queued from here."""
         stale = self._next_hop
-        fresh = self._next_hop = anyio.Event()
+        fresh = self._next_hop = HopEnd()
         for item in self._queue:
             item.hop = fresh
         if stale is not None:
