@@ -5,6 +5,8 @@ The shared ones refuse to grow, and one turn's items never reach another turn.""
 
 from __future__ import annotations
 
+import gc
+from types import BuiltinMethodType
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from toolrelay.protocol import (
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
+    TextMessageContentEvent,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -111,3 +114,49 @@ def test_one_turns_items_never_reach_another_turn() -> None:
     fresh = _processor("fresh")
     assert fresh.tool_calls == () and fresh.violations == []
     assert NO_ITEMS == [] and NO_KEYS == {}
+
+
+def test_abandoned_calls_and_violations_of_one_turn_stay_its_own() -> None:
+    # Both start as the shared empty list: the turn that abandons a call and records
+    # a violation gets lists of its own, and a turn made after it reads empty ones.
+    busy = _processor("busy")
+    busy.receive(run_started("busy", "run-busy"))
+    busy.receive(ToolCallArgsEvent(tool_call_id="nope", delta="{}"))
+    busy.receive(ToolCallStartEvent(tool_call_id="c1", tool_call_name="lookup"))
+    busy.cancel()
+    assert [call.id for call in busy.abandoned] == ["c1"]
+    assert [v.code for v in busy.violations] == ["args_for_unknown_call"]
+    fresh = _processor("fresh")
+    assert fresh.abandoned == [] and fresh.violations == []
+    assert NO_ITEMS == []
+
+
+def test_a_finished_run_keeps_no_adder_of_its_messages_or_calls() -> None:
+    # The hot path holds the bound ``append`` of the message's (call's) chunk list
+    # while deltas stream; once the run ends the turn lets go of both.
+    processor = _processor("t")
+    processor.receive(run_started("t", "run-t"))
+    for event in (*text("Hello there", id="m1"), *tool_call("lookup", '{"q": 1}', id="c1")):
+        processor.receive(event)
+    processor.receive(ToolCallArgsEvent(tool_call_id="c1", delta=""))
+    processor.receive(run_finished("t", "run-t"))
+    adders = [item for item in gc.get_referents(processor) if isinstance(item, BuiltinMethodType)]
+    assert [adder.__self__ for adder in adders if adder.__self__] == []  # only the idle one
+    assert processor.conversation.messages[1].text == "Hello there"  # type: ignore[union-attr]
+    assert processor.tool_calls[0].arguments == '{"q": 1}'
+
+
+def test_the_hot_path_takes_deltas_only_for_an_open_message_or_a_streaming_call() -> None:
+    processor = _processor("t")
+    processor.receive(run_started("t", "run-t"))
+    processor.receive(ToolCallStartEvent(tool_call_id="c1", tool_call_name="lookup"))
+    processor.receive(ToolCallArgsEvent(tool_call_id="c1", delta='{"a":'))
+    processor.receive(ToolCallArgsEvent(tool_call_id="c1", delta="1}"))
+    processor.receive(ToolCallEndEvent(tool_call_id="c1"))
+    # After END the call is pending: a late delta takes the full path (a violation).
+    processor.receive(ToolCallArgsEvent(tool_call_id="c1", delta=" "))
+    processor.receive(TextMessageContentEvent(message_id="m1", delta="hi"))
+    processor.receive(TextMessageContentEvent(message_id="m1", delta="!"))
+    assert [v.code for v in processor.violations] == ["args_after_end", "content_without_start"]
+    assert processor.tool_calls[0].arguments == '{"a":1} '
+    assert processor.conversation.messages[-1].text == "hi!"  # type: ignore[union-attr]

@@ -36,6 +36,7 @@ from toolrelay._core._processor_state import (
     _OPEN_CALL,
     _STREAMING,
     NO_ITEMS,
+    NO_KEYS,
     ProcessorState,
     added,
 )
@@ -252,7 +253,7 @@ class TurnLifecycle(ProcessorState):
         self._run = RUN_MACHINE.cursor(_EXECUTING_TOOLS, depth=depth)
         self.run_id = run_id
         self.run_count = runs
-        self._calls = {call.id: call for call in calls}
+        self._calls = {call.id: call for call in calls} if calls else NO_KEYS
         self._turn_calls = list(calls)  # none before: restore comes first
         executing = tuple(c for c in calls if c.status is ToolCallStatus.executing)
         # Calls still waiting for a decision wait again (Turn.approve / Turn.deny).
@@ -287,7 +288,7 @@ class TurnLifecycle(ProcessorState):
             if call.result is not None:
                 calls.append(call)
                 ids.append(self._result_ids.get(call.id) or self._id_factory())
-        self._calls = {}
+        self._calls = NO_KEYS
         if not calls:
             return
         message = ToolCallBatch(
@@ -318,9 +319,7 @@ class TurnLifecycle(ProcessorState):
         )
 
     def _send_call(self, call: ToolCallInfo, event: ToolCallEvent) -> None:
-        # Every transition of a call goes through here, so a call that leaves
-        # `streaming` also leaves the hot path's adders.
-        self._arg_adders.pop(call.id, None)
+        # Every transition of a call within a turn goes through here.
         call.send(event)
 
     def _set_activity(self, activity: Activity) -> Sequence[Effect]:
@@ -346,17 +345,17 @@ class TurnLifecycle(ProcessorState):
                 self._send_call(call, ToolCallEvent.abandon)
                 if call.result is None:
                     call.result = ToolResult.failure(f"abandoned: {reason.message}")
-                self.abandoned.append(call)
+                self.abandoned = added(self.abandoned, call)
             else:
                 settled[key] = call
         # Calls that already have an outcome (the agent's TOOL_CALL_RESULT, a result the
         # runtime recorded) are kept in the conversation, not dropped (promise 7).
-        self._calls = settled
+        self._calls = settled or NO_KEYS
         self._commit_batch()
         self._run.send(event)
         self.reason = reason
         self._ended = True
-        self._hot_text_id = self._hot_call_id = None
+        self._forget_hot()
         return self._set_activity(_DONE)
 
     def _close_open_messages(self, *, interrupted: bool) -> None:
@@ -364,8 +363,7 @@ class TurnLifecycle(ProcessorState):
             text.complete = True
             text.interrupted = interrupted
             self._settle(text)
-        self._open_texts.clear()
-        self._text_adders.clear()
+        self._open_texts = NO_KEYS
         self._chunk_text = None
         for record in self._open_reasoning.values():
             record.complete = True
@@ -398,7 +396,6 @@ class TurnLifecycle(ProcessorState):
         text = self._chunk_text
         if text is not None:
             self._chunk_text = None
-            self._text_adders.pop(text.id, None)
             # Only closing the chunk first lets an END event close its text.
             if self._open_texts.pop(text.id, None) is not None:  # pragma: no branch - open
                 text.complete = True

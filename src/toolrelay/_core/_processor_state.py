@@ -150,7 +150,6 @@ class ProcessorState:
         "_arg_char_safe",
         "_arg_chars",
         "_arg_exact",
-        "_arg_adders",
         "_calling_count",
         "_calling_shown",
         "_calling_waiting",
@@ -177,7 +176,6 @@ class ProcessorState:
         "_hot_call_add",
         "_hot_text_id",
         "_hot_text_add",
-        "_text_adders",
         "_calls",
         "_chunk_call",
         "_chunk_reasoning",
@@ -255,10 +253,11 @@ class ProcessorState:
         self.server_run_id: str | None = None
         #: How many runs were started (1 + continuations).
         self.run_count = 0
-        #: Every protocol violation tolerated during the turn, in order.
-        self.violations: list[ProtocolViolation] = []
+        #: Every protocol violation tolerated during the turn, in order. (The shared
+        #: empty list until the first: most turns have none.)
+        self.violations: list[ProtocolViolation] = NO_ITEMS
         #: Tool calls that were open when the turn was aborted (cleared from the run).
-        self.abandoned: list[ToolCallInfo] = []
+        self.abandoned: list[ToolCallInfo] = NO_ITEMS
         #: What the agent asks, once the turn ended ``interrupted`` (the AG-UI
         #: ``interrupt`` outcome, one id each); empty otherwise.
         self.interrupts: tuple[Interrupt, ...] = ()
@@ -288,10 +287,16 @@ class ProcessorState:
         self._message_count = 0
         #: Violations past ``Limits.max_violations``: counted, not kept.
         self.violations_dropped = 0
-        # The hot path's message and call adders (their ids: see _reset_run).
+        self._reset_run()
+
+    def _forget_hot(self) -> None:
+        """Close the hot path: the next delta asks _hot_text / _hot_call again. The
+        adders go too: each is a bound method of a message's or call's chunk list,
+        which the turn would otherwise keep after the message or call closed."""
+        self._hot_text_id: str | None = None
+        self._hot_call_id: str | None = None
         self._hot_text_add: Callable[[str], None] = _NO_ADDER
         self._hot_call_add: Callable[[str], None] = _NO_ADDER
-        self._reset_run()
 
     @property
     def status(self) -> RunStatus:
@@ -328,8 +333,8 @@ class ProcessorState:
         """Give every per-run field its value at a run's start (the first one's too)."""
         # Where the current run's own messages start in the conversation.
         self._run_first_message = len(self.conversation.messages)
-        self._calls: dict[str, ToolCallInfo] = {}
-        self._open_texts: dict[str, TextMessage] = {}
+        self._calls: dict[str, ToolCallInfo] = NO_KEYS
+        self._open_texts: dict[str, TextMessage] = NO_KEYS
         self._open_reasoning: dict[str, ReasoningRecord] = NO_KEYS
         self._result_ids: dict[str, str] = NO_KEYS
         self._chunk_call: ToolCallInfo | None = None
@@ -342,16 +347,11 @@ class ProcessorState:
         self._ended = False
         self._wire_ended = False
         self._run_started_seen = False
-        # The hot path (see receive): the chunk lists of the open text messages and of
-        # the streaming calls, by id; exact argument bytes of the calls past the
-        # character bound.
-        self._text_adders: dict[str, Callable[[str], None]] = {}
-        self._arg_adders: dict[str, Callable[[str], None]] = {}
+        # Exact argument bytes of the calls past the character bound.
         self._exact_arg_bytes: dict[str, int] = NO_KEYS
-        # The hot path's message and call; an id is None when there is none (no
-        # delta's id compares equal); see _hot_text.
-        self._hot_text_id: str | None = None
-        self._hot_call_id: str | None = None
+        # The hot path's message and call (see receive): an id is None when there is
+        # none (no delta's id compares equal), and its adder is then let go.
+        self._forget_hot()
         self._run_call_count = 0
         # Calls still calling (streaming or pending), for the activity: the first
         # MAX_ACTIVITY_NAMES shown, the rest waiting in order (amortised O(1) each).

@@ -18,7 +18,15 @@ from toolrelay._core._effects import (
     TurnInterrupted,
 )
 from toolrelay._core._processor_base import ProcessorBase
-from toolrelay._core._processor_state import _DONE, _FAILED, _PENDING, _STREAMING, keyed
+from toolrelay._core._processor_state import (
+    _DONE,
+    _FAILED,
+    _PENDING,
+    _STREAMING,
+    NO_KEYS,
+    added,
+    keyed,
+)
 from toolrelay._core._tool_result import ToolResult
 from toolrelay._machines import (
     RunEvent,
@@ -86,6 +94,7 @@ class RunEvents(ProcessorBase):
     def _on_run_finished(self, event: RunFinishedEvent) -> Sequence[Effect]:
         self._ended = True
         self._wire_ended = True
+        self._forget_hot()
         effects: list[Effect] = []
         # A TEXT_MESSAGE_CHUNK stream, which has no END, was closed before this event.
         for text in self._open_texts.values():
@@ -106,7 +115,7 @@ class RunEvents(ProcessorBase):
             if status is _STREAMING:
                 self._send_call(call, ToolCallEvent.abandon)
                 call.result = ToolResult.failure("abandoned: the run ended before TOOL_CALL_END")
-                self.abandoned.append(call)
+                self.abandoned = added(self.abandoned, call)
                 effects.extend(
                     self._violation(
                         "tool_call_not_ended",
@@ -120,7 +129,7 @@ class RunEvents(ProcessorBase):
                 kept[key] = call
                 if status is _PENDING:
                     pending.append(call)
-        self._calls = kept
+        self._calls = kept or NO_KEYS
         outcome = event.outcome
         if outcome is not None and type(outcome) is not RunFinishedSuccessOutcome:
             # The agent stopped to ask, or because it was told to: what is pending is
