@@ -13,7 +13,7 @@ import itertools
 import uuid
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from toolrelay._core._conversation import (
     ChatMessage,
@@ -29,6 +29,14 @@ from toolrelay._core._effects import (
 )
 from toolrelay._core._limits import Limits
 from toolrelay._core._patch import BoundedState
+from toolrelay._core._shared import (
+    NO_ITEMS,
+    NO_KEYS,
+    NO_WIRE_KEYS,
+    added,
+    keyed,
+    wire_list,
+)
 from toolrelay._machines import (
     RUN_MACHINE,
     TOOL_CALL_MACHINE,
@@ -45,10 +53,6 @@ from toolrelay.protocol import (
 )
 
 __all__ = ("NO_ITEMS", "NO_KEYS", "ProcessorState", "added", "keyed")
-
-T = TypeVar("T")
-K = TypeVar("K")
-V = TypeVar("V")
 
 # A call still open: any state its declared machine does not call final.
 _OPEN_CALL = TOOL_CALL_MACHINE.states - TOOL_CALL_MACHINE.finals
@@ -76,60 +80,6 @@ _DONE = Activity(ActivityKind.DONE)
 # with is None, which no delta's id equals).
 _NEVER_ADDED: list[str] = []
 _NO_ADDER: Callable[[str], None] = _NEVER_ADDED.append
-
-
-def _refuse_items(*args: Any, **kwargs: Any) -> Any:
-    raise TypeError("NO_ITEMS is shared: store what added() returns instead")
-
-
-def _refuse_keys(*args: Any, **kwargs: Any) -> Any:
-    raise TypeError("NO_KEYS is shared: store what keyed() returns instead")
-
-
-class _SharedEmptyList(list[Any]):
-    """The type of :data:`NO_ITEMS`: adding to it, in any way a list can grow or
-    change, is a bug, and raises."""
-
-    __slots__ = ()
-
-    append = extend = insert = __iadd__ = __imul__ = __setitem__ = _refuse_items
-
-
-class _SharedEmptyDict(dict[Any, Any]):
-    """The type of :data:`NO_KEYS`: setting a key in it, in any way a dict can gain
-    one, is a bug, and raises."""
-
-    __slots__ = ()
-
-    __setitem__ = setdefault = update = __ior__ = _refuse_keys
-
-
-# What a per-turn or per-run list (dict) of the processor is until its first item:
-# one shared empty list (dict) that refuses to grow. Each writer stores what added()
-# (keyed()) returns, a list (dict) of the turn's own from the first item on, so a turn
-# that never settles a message, calls a tool or gets a late argument makes nothing
-# for it: most of these stay empty in most runs, and an empty list is 56 bytes the
-# cycle collector walks, an empty dict 64 bytes.
-NO_ITEMS: list[Any] = _SharedEmptyList()
-NO_KEYS: dict[Any, Any] = _SharedEmptyDict()
-
-
-def added(items: list[T], item: T) -> list[T]:
-    """``items`` with ``item`` appended: ``items`` itself, or a new list in place of
-    an empty one (which may be the shared :data:`NO_ITEMS`); store what it returns."""
-    if items:
-        items.append(item)
-        return items
-    return [item]
-
-
-def keyed(mapping: dict[K, V], key: K, value: V) -> dict[K, V]:
-    """``mapping`` with ``key`` set to ``value``: ``mapping`` itself, or a new dict
-    in place of the shared :data:`NO_KEYS`; store what it returns."""
-    if type(mapping) is _SharedEmptyDict:
-        return {key: value}
-    mapping[key] = value
-    return mapping
 
 
 _ID_PREFIX = uuid.uuid4().hex[:16]
@@ -237,10 +187,11 @@ class ProcessorState:
         self._approval_tools = frozenset(approval_tools)
         # Per (tool name, canonical arguments), how many times this turn asked for it.
         self._requested: dict[tuple[str, str], int] = NO_KEYS
-        self._tools = list(tools)
+        # Shared by every turn given the same tuples, as the engine's are (see wire_list).
+        self._tools = wire_list(tools)
         self._limits = limits if limits is not None else Limits()
-        self._context = list(context)
-        self._forwarded_props: Any = {} if forwarded_props is None else forwarded_props
+        self._context = wire_list(context)
+        self._forwarded_props: Any = NO_WIRE_KEYS if forwarded_props is None else forwarded_props
         self._id_factory = id_factory
         self._include_reasoning = include_reasoning
         self._resume = tuple(resume)
