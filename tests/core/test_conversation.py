@@ -134,3 +134,24 @@ def test_streamed_records_say_what_they_hold() -> None:
     )
     assert repr(TextMessage("m1", text="hi")) == "TextMessage(id='m1', role='assistant', text='hi')"
     assert repr(ReasoningRecord("r1", "hmm")) == "ReasoningRecord(id='r1', text='hmm')"
+
+
+def test_a_conversation_makes_its_index_only_when_asked_and_its_view_stays_live() -> None:
+    conversation = Conversation("t", [USER, _batch("b1", "c1")])
+    conversation.append(TextMessage("a1", text="hello"))
+    assert conversation._index is None  # most threads never ask
+    known = conversation.known_ids()
+    assert {"u1", "b1", "a1"} <= known
+    conversation.replace_head(2, [UserMessage(id="u0", content="stored")])
+    conversation.known_ids()
+    assert "u0" in known and "b1" not in known  # the view held is the live one
+    del conversation.messages[:]
+    assert not conversation.holds_tool_call("c1") and len(known) == 0
+
+
+def test_a_history_replaced_before_any_question_is_indexed_as_it_now_is() -> None:
+    conversation = Conversation("t", [USER])
+    conversation.replace_head(1, [_batch("b1", "c1")])
+    assert conversation._index is None
+    assert conversation.holds_tool_call("c1")
+    assert conversation.known_ids() >= {"b1", "gen-c1"}
