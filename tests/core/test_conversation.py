@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from toolrelay import ThreadKey, ToolCallStatus, ToolResult
+import pytest
+
+from toolrelay import IllegalTransition, ThreadKey, ToolCallStatus, ToolResult
 from toolrelay._core._conversation import (
     Conversation,
     ReasoningRecord,
@@ -11,6 +13,7 @@ from toolrelay._core._conversation import (
     ToolCallInfo,
 )
 from toolrelay._core._effects import Activity, ActivityKind
+from toolrelay._machines import ToolCallEvent
 from toolrelay.protocol import (
     AssistantMessage,
     FunctionCall,
@@ -155,3 +158,14 @@ def test_a_history_replaced_before_any_question_is_indexed_as_it_now_is() -> Non
     assert conversation._index is None
     assert conversation.holds_tool_call("c1")
     assert conversation.known_ids() >= {"b1", "gen-c1"}
+
+
+def test_a_call_moves_through_its_declared_machine_and_stays_put_when_refused() -> None:
+    call = ToolCallInfo("c1", "lookup")
+    assert call.status is ToolCallStatus.streaming
+    assert call.send(ToolCallEvent.finish_args) is ToolCallStatus.pending
+    with pytest.raises(IllegalTransition, match="'succeed' in state 'pending'"):
+        call.send(ToolCallEvent.succeed)
+    assert call.status is ToolCallStatus.pending
+    restored = ToolCallInfo("c2", "lookup", status=ToolCallStatus.executing)
+    assert restored.send(ToolCallEvent.succeed) is ToolCallStatus.completed

@@ -52,7 +52,7 @@ class ToolCallInfo:
 
     __slots__ = (
         "_args",
-        "_cursor",
+        "_status",
         "encrypted_value",
         "id",
         "name",
@@ -82,12 +82,14 @@ class ToolCallInfo:
         #: with subtype ``tool-call``, e.g. a thought signature), sent back with it.
         self.encrypted_value: str | None = None
         self._args = TextAccumulator(arguments)
-        self._cursor = TOOL_CALL_MACHINE.cursor(status)
+        # Where the call stands in the compiled ToolCallLifecycle (a state of its own
+        # rather than a cursor object: one object less per call for the collector).
+        self._status = TOOL_CALL_MACHINE.initial if status is None else status
 
     @property
     def status(self) -> ToolCallStatus:
         """The call's state in the tool-call machine."""
-        return self._cursor.state
+        return self._status
 
     @property
     def arguments(self) -> str:
@@ -114,8 +116,10 @@ class ToolCallInfo:
         return self._args.add
 
     def send(self, event: ToolCallEvent) -> ToolCallStatus:
-        """Move the call through its machine; raises ``IllegalTransition`` if refused."""
-        return self._cursor.send(event)
+        """Move the call through its machine; raises ``IllegalTransition`` if refused
+        (the call stays where it was)."""
+        status = self._status = TOOL_CALL_MACHINE.step(self._status, event)
+        return status
 
     def __repr__(self) -> str:
         return (

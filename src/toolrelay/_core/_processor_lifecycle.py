@@ -43,7 +43,6 @@ from toolrelay._core._processor_state import (
 from toolrelay._core._tool_result import ToolResult
 from toolrelay._errors import IllegalTransition
 from toolrelay._machines import (
-    RUN_MACHINE,
     RunEvent,
     RunStatus,
     ToolCallEvent,
@@ -80,7 +79,7 @@ class TurnLifecycle(ProcessorState):
             IllegalTransition: The turn is not idle or executing tools (for a
                 continuation, every call of the batch must have its result recorded).
         """
-        state = self._run.state
+        state = self._run_state
         resume: Sequence[ResumeEntry] = ()
         if state is _EXECUTING_TOOLS:
             if self._calls:
@@ -93,7 +92,7 @@ class TurnLifecycle(ProcessorState):
             event = RunEvent.start
             resume = self._resume
         parent = self.server_run_id or self.run_id
-        self._run.send(event)
+        self._send_run(event)
         self._reset_run()
         self.run_id = run_id
         self.server_run_id = None
@@ -161,7 +160,7 @@ class TurnLifecycle(ProcessorState):
             IllegalTransition: ``call`` is not executing (its result was recorded
                 already, or it is not part of the batch); nothing changed.
         """
-        if self._run.state.is_final:
+        if self._run_state.is_final:
             return NO_EFFECTS
         self._send_call(call, ToolCallEvent.succeed if result.error is None else ToolCallEvent.fail)
         call.result = result
@@ -186,7 +185,7 @@ class TurnLifecycle(ProcessorState):
         Raises:
             IllegalTransition: ``call`` does not await approval; nothing changed.
         """
-        if self._run.state.is_final:
+        if self._run_state.is_final:
             return NO_EFFECTS
         self._send_call(call, ToolCallEvent.approve)
         return self._tools_activity()
@@ -203,7 +202,7 @@ class TurnLifecycle(ProcessorState):
         Raises:
             IllegalTransition: ``call`` does not await approval; nothing changed.
         """
-        if self._run.state.is_final:
+        if self._run_state.is_final:
             return NO_EFFECTS
         self._send_call(call, ToolCallEvent.deny)
         call.result = ToolResult.failure(message)
@@ -248,9 +247,10 @@ class TurnLifecycle(ProcessorState):
         Raises:
             IllegalTransition: The processor has already started a run.
         """
-        if self._run.state is not RunStatus.idle or self.run_count:
-            raise IllegalTransition("RunLifecycle", self._run.state.value, "restore")
-        self._run = RUN_MACHINE.cursor(_EXECUTING_TOOLS, depth=depth)
+        if self._run_state is not RunStatus.idle or self.run_count:
+            raise IllegalTransition("RunLifecycle", self._run_state.value, "restore")
+        self._run_state = _EXECUTING_TOOLS
+        self._depth = depth
         self.run_id = run_id
         self.run_count = runs
         self._calls = {call.id: call for call in calls} if calls else NO_KEYS
@@ -330,7 +330,7 @@ class TurnLifecycle(ProcessorState):
         return (ActivityChanged(activity),)
 
     def _terminate(self, event: RunEvent, reason: TerminalReason) -> Sequence[Effect]:
-        if self._run.state.is_final:
+        if self._run_state.is_final:
             return NO_EFFECTS
         return self._with_settled((*self._end(event, reason), TurnEnded(reason)))
 
@@ -352,7 +352,7 @@ class TurnLifecycle(ProcessorState):
         # runtime recorded) are kept in the conversation, not dropped (promise 7).
         self._calls = settled or NO_KEYS
         self._commit_batch()
-        self._run.send(event)
+        self._send_run(event)
         self.reason = reason
         self._ended = True
         self._forget_hot()

@@ -40,6 +40,7 @@ from toolrelay._core._shared import (
 from toolrelay._machines import (
     RUN_MACHINE,
     TOOL_CALL_MACHINE,
+    RunEvent,
     RunStatus,
     ToolCallEvent,
     ToolCallStatus,
@@ -142,7 +143,8 @@ class ProcessorState:
         "_result_ids",
         "_resume",
         "_run_first_message",
-        "_run",
+        "_run_state",
+        "_depth",
         "_run_started_seen",
         "_settled",
         "_thinking",
@@ -195,7 +197,9 @@ class ProcessorState:
         self._id_factory = id_factory
         self._include_reasoning = include_reasoning
         self._resume = tuple(resume)
-        self._run = RUN_MACHINE.cursor()
+        # Where the turn stands in the run lifecycle, and its continuation depth.
+        self._run_state = RUN_MACHINE.initial
+        self._depth = 0
         #: Why the turn ended (``None`` while it runs).
         self.reason: TerminalReason | None = None
         #: The run id the client chose for the current run.
@@ -240,6 +244,17 @@ class ProcessorState:
         self.violations_dropped = 0
         self._reset_run()
 
+    def _send_run(self, event: RunEvent) -> None:
+        """Move the turn by ``event`` through the compiled ``RunLifecycle``, counting a
+        continuation where the declaration does (promise 3).
+
+        Raises:
+            IllegalTransition: The turn's state does not accept ``event``; the state
+                and the depth are unchanged.
+        """
+        self._run_state, counted = RUN_MACHINE.advance(self._run_state, event)
+        self._depth += counted
+
     def _forget_hot(self) -> None:
         """Close the hot path: the next delta asks _hot_text / _hot_call again. The
         adders go too: each is a bound method of a message's or call's chunk list,
@@ -252,12 +267,12 @@ class ProcessorState:
     @property
     def status(self) -> RunStatus:
         """The turn's state in the run lifecycle."""
-        return self._run.state
+        return self._run_state
 
     @property
     def depth(self) -> int:
         """Continuations started so far."""
-        return self._run.depth
+        return self._depth
 
     @property
     def activity(self) -> Activity:

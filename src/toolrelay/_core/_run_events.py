@@ -144,7 +144,7 @@ class RunEvents(ProcessorBase):
             if repeated is not None:
                 effects.extend(self.fail(repeated))
                 return tuple(effects)
-            if self._run.depth >= self.max_depth:
+            if self._depth >= self.max_depth:
                 effects.extend(
                     self.fail(
                         TerminalReason(
@@ -157,7 +157,7 @@ class RunEvents(ProcessorBase):
                     )
                 )
                 return tuple(effects)
-            self._run.send(RunEvent.execute_tools)
+            self._send_run(RunEvent.execute_tools)
             ready: list[ToolCallInfo] = []
             awaiting: list[ToolCallInfo] = []
             for call in pending:
@@ -174,7 +174,7 @@ class RunEvents(ProcessorBase):
             effects.append(ToolsReady(tuple(ready), tuple(awaiting)))
             return tuple(effects)
         self._commit_batch()
-        self._run.send(RunEvent.complete)
+        self._send_run(RunEvent.complete)
         self.reason = _COMPLETED
         effects.extend(self._set_activity(_DONE))
         effects.append(TurnCompleted(_COMPLETED))
