@@ -162,10 +162,10 @@ def test_a_history_replaced_before_any_question_is_indexed_as_it_now_is() -> Non
 
 def test_a_call_moves_through_its_declared_machine_and_stays_put_when_refused() -> None:
     call = ToolCallInfo("c1", "lookup")
-    assert call.status is ToolCallStatus.streaming
-    assert call.send(ToolCallEvent.finish_args) is ToolCallStatus.pending
+    statuses = [call.status, call.send(ToolCallEvent.finish_args)]
     with pytest.raises(IllegalTransition, match="'succeed' in state 'pending'"):
         call.send(ToolCallEvent.succeed)
-    assert call.status is ToolCallStatus.pending
+    statuses.append(call.status)
+    assert statuses == [ToolCallStatus.streaming, ToolCallStatus.pending, ToolCallStatus.pending]
     restored = ToolCallInfo("c2", "lookup", status=ToolCallStatus.executing)
     assert restored.send(ToolCallEvent.succeed) is ToolCallStatus.completed
