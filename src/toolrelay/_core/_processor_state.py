@@ -9,6 +9,7 @@ event handlers) are mixins over :class:`ProcessorState` that only read and write
 
 from __future__ import annotations
 
+import functools
 import itertools
 import uuid
 from collections import deque
@@ -81,6 +82,20 @@ _DONE = Activity(ActivityKind.DONE)
 # with is None, which no delta's id equals).
 _NEVER_ADDED: list[str] = []
 _NO_ADDER: Callable[[str], None] = _NEVER_ADDED.append
+
+
+_DEFAULT_LIMITS = Limits()
+
+
+@functools.lru_cache(maxsize=16)
+def _hot_budgets(limits: Limits) -> tuple[int, int]:
+    """The hot path's first character budgets under ``limits``: for arguments (a
+    quarter of the smaller argument bound) and for text (a quarter of the text
+    bound). Made once per ``Limits``, not per turn: ints this large are objects."""
+    return (
+        min(limits.max_argument_bytes, limits.max_turn_argument_bytes) // 4,
+        limits.max_text_bytes // 4,
+    )
 
 
 _ID_PREFIX = uuid.uuid4().hex[:16]
@@ -191,7 +206,7 @@ class ProcessorState:
         self._requested: dict[tuple[str, str], int] = NO_KEYS
         # Shared by every turn given the same tuples, as the engine's are (see wire_list).
         self._tools = wire_list(tools)
-        self._limits = limits if limits is not None else Limits()
+        self._limits = limits = _DEFAULT_LIMITS if limits is None else limits
         self._context = wire_list(context)
         self._forwarded_props: Any = NO_WIRE_KEYS if forwarded_props is None else forwarded_props
         self._id_factory = id_factory
@@ -225,8 +240,7 @@ class ProcessorState:
         # under a quarter of the smaller one; past that, bytes are counted exactly.
         self._arg_chars = 0
         self._arg_exact: int | None = None
-        limits = self._limits
-        self._arg_char_safe = min(limits.max_argument_bytes, limits.max_turn_argument_bytes) // 4
+        self._arg_char_safe, self._text_hot_budget = _hot_budgets(limits)
         self._turn_calls: list[ToolCallInfo] = NO_ITEMS
         # The turn's text, counted the same way: the hot path counts characters
         # within a budget that keeps 4 bytes each plus the full path's exact bytes
@@ -235,7 +249,6 @@ class ProcessorState:
         self._turn_texts: list[TextMessage] = NO_ITEMS
         self._text_hot_chars = 0
         self._text_full_bytes = 0
-        self._text_hot_budget = limits.max_text_bytes // 4
         self._text_exact: int | None = None
         self._text_results = 0
         self._reasoning_bytes = 0
