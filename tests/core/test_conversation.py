@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from toolrelay import IllegalTransition, ThreadKey, ToolCallStatus, ToolResult
@@ -169,3 +171,23 @@ def test_a_call_moves_through_its_declared_machine_and_stays_put_when_refused() 
     assert statuses == [ToolCallStatus.streaming, ToolCallStatus.pending, ToolCallStatus.pending]
     restored = ToolCallInfo("c2", "lookup", status=ToolCallStatus.executing)
     assert restored.send(ToolCallEvent.succeed) is ToolCallStatus.completed
+
+
+def test_messages_and_calls_hold_their_text_themselves_and_stay_truthy_when_empty() -> None:
+    # Their chunks are their own (no accumulator object beside them), and they take
+    # none of an accumulator's meaning: an empty message or call is still true.
+    call = ToolCallInfo("c1", "lookup")
+    text = TextMessage("m1", complete=False)
+    reasoning = ReasoningRecord("r1", complete=False)
+    assert call and text and reasoning
+    call.argument_adder('{"a":')
+    call.append_arguments(" 1}")
+    text.adder("hel")
+    text.append("lo")
+    reasoning.append("hmm")
+    assert (call.arguments, call.argument_bytes) == ('{"a": 1}', 8)
+    assert (text.text, text.byte_count, reasoning.text) == ("hello", 5, "hmm")
+    for holder in (call, text, reasoning):
+        assert [type(item) for item in gc.get_referents(holder) if type(item) is list] == [list]
+    call.replace_arguments("{}")
+    assert (call.arguments, call.argument_bytes) == ("{}", 2)

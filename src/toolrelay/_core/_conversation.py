@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence, Set as Abstra
 
 import msgspec
 
-from toolrelay._core._arguments import TextAccumulator
+from toolrelay._core._arguments import Chunks
 from toolrelay._core._tool_result import ToolResult
 from toolrelay._machines import TOOL_CALL_MACHINE, ToolCallEvent, ToolCallStatus
 from toolrelay.protocol import AssistantMessage, Message, ToolMessage
@@ -36,11 +36,12 @@ __all__ = (
 )
 
 
-class ToolCallInfo:
+class ToolCallInfo(Chunks):
     """One tool call of a run, from TOOL_CALL_START to its result.
 
     Its status is driven by the declared ``ToolCallLifecycle`` (through its compiled
-    table); argument deltas are appended without a transition.
+    table); argument deltas are appended without a transition, to chunks the call
+    holds itself (:class:`~toolrelay._core._arguments.Chunks`).
 
     Attributes:
         id: The ``toolCallId``.
@@ -51,7 +52,6 @@ class ToolCallInfo:
     """
 
     __slots__ = (
-        "_args",
         "_status",
         "encrypted_value",
         "id",
@@ -81,7 +81,7 @@ class ToolCallInfo:
         #: An opaque artefact the provider attached to the call (REASONING_ENCRYPTED_VALUE
         #: with subtype ``tool-call``, e.g. a thought signature), sent back with it.
         self.encrypted_value: str | None = None
-        self._args = TextAccumulator(arguments)
+        self._start_chunks(arguments)
         # Where the call stands in the compiled ToolCallLifecycle (a state of its own
         # rather than a cursor object: one object less per call for the collector).
         self._status = TOOL_CALL_MACHINE.initial if status is None else status
@@ -94,26 +94,26 @@ class ToolCallInfo:
     @property
     def arguments(self) -> str:
         """The raw argument JSON received so far (``""`` when none arrived)."""
-        return self._args.text
+        return self._joined()
 
     @property
     def argument_bytes(self) -> int:
         """UTF-8 size of the arguments received so far."""
-        return self._args.byte_count
+        return self._settle()
 
     def replace_arguments(self, arguments: str) -> None:
         """Put ``arguments`` in place of what streamed (the server's own record won)."""
-        self._args = TextAccumulator(arguments)
+        self._start_chunks(arguments)
 
     def append_arguments(self, delta: str) -> int:
         """Append an argument delta (no transition); returns the new byte count."""
-        return self._args.append(delta)
+        return self._append_counted(delta)
 
     @property
     def argument_adder(self) -> Callable[[str], None]:
         """Appends a non-empty argument delta, counted when asked (the event
         processor's hot path; see :attr:`TextAccumulator.add`)."""
-        return self._args.add
+        return self._chunks.append
 
     def send(self, event: ToolCallEvent) -> ToolCallStatus:
         """Move the call through its machine; raises ``IllegalTransition`` if refused
@@ -128,7 +128,7 @@ class ToolCallInfo:
         )
 
 
-class TextMessage:
+class TextMessage(Chunks):
     """Text of one message, as the agent streamed it; mutable while ``complete`` is False.
 
     One built by the embedding code (earlier history, say) is complete unless it says
@@ -143,40 +143,40 @@ class TextMessage:
             what arrived, kept (promise 7), but may be cut short.
     """
 
-    __slots__ = ("_text", "complete", "id", "interrupted", "role")
+    __slots__ = ("complete", "id", "interrupted", "role")
 
     def __init__(
         self, id: str, role: str = "assistant", text: str = "", *, complete: bool = True
     ) -> None:
         self.id = id
         self.role = role
-        self._text = TextAccumulator(text)
+        self._start_chunks(text)
         self.complete = complete
         self.interrupted = False
 
     @property
     def text(self) -> str:
-        return self._text.text
+        return self._joined()
 
     def append(self, delta: str) -> int:
-        return self._text.append(delta)
+        return self._append_counted(delta)
 
     @property
     def byte_count(self) -> int:
         """UTF-8 size of the text received so far."""
-        return self._text.byte_count
+        return self._settle()
 
     @property
     def adder(self) -> Callable[[str], None]:
         """Appends a non-empty text delta, counted when asked (the event processor's hot
         path; see :attr:`TextAccumulator.add`)."""
-        return self._text.add
+        return self._chunks.append
 
     def __repr__(self) -> str:
         return f"TextMessage(id={self.id!r}, role={self.role!r}, text={self.text!r})"
 
 
-class ReasoningRecord:
+class ReasoningRecord(Chunks):
     """Reasoning or thinking text the agent streamed (not sent back by default).
 
     Complete unless built otherwise, like :class:`TextMessage`.
@@ -187,7 +187,7 @@ class ReasoningRecord:
             (Anthropic's signed thinking blocks, when tools are used).
     """
 
-    __slots__ = ("_text", "complete", "encrypted_value", "id")
+    __slots__ = ("complete", "encrypted_value", "id")
 
     def __init__(
         self,
@@ -198,16 +198,16 @@ class ReasoningRecord:
         encrypted_value: str | None = None,
     ) -> None:
         self.id = id
-        self._text = TextAccumulator(text)
+        self._start_chunks(text)
         self.complete = complete
         self.encrypted_value = encrypted_value
 
     @property
     def text(self) -> str:
-        return self._text.text
+        return self._joined()
 
     def append(self, delta: str) -> int:
-        return self._text.append(delta)
+        return self._append_counted(delta)
 
     def __repr__(self) -> str:
         return f"ReasoningRecord(id={self.id!r}, text={self.text!r})"
