@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from toolrelay import ToolResult
 from toolrelay._core._conversation import Conversation
 from toolrelay._core._processor import EventProcessor
 from toolrelay._core._processor_state import NO_ITEMS, NO_KEYS, added, keyed
@@ -18,6 +19,7 @@ from toolrelay.protocol import (
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
+    RunErrorEvent,
     TextMessageContentEvent,
     ToolCallArgsEvent,
     ToolCallEndEvent,
@@ -160,3 +162,35 @@ def test_the_hot_path_takes_deltas_only_for_an_open_message_or_a_streaming_call(
     assert [v.code for v in processor.violations] == ["args_after_end", "content_without_start"]
     assert processor.tool_calls[0].arguments == '{"a":1} '
     assert processor.conversation.messages[-1].text == "hi!"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("ending", ["completed", "cancelled", "failed"])
+def test_a_finished_turn_lets_go_of_what_only_a_running_turn_reads(ending: str) -> None:
+    # Its accounting of calls, texts and repeats goes; its outcome stays.
+    processor = _processor("t")
+    processor.receive(run_started("t", "run-t"))
+    for event in (*text("Looking.", id="m1"), *server_tool_call("search", {}, "found", id="s1")):
+        processor.receive(event)
+    processor.receive(ToolCallStartEvent(tool_call_id="c1", tool_call_name="lookup"))
+    if ending == "completed":
+        processor.receive(ToolCallEndEvent(tool_call_id="c1"))
+        processor.receive(run_finished("t", "run-t"))
+        (ready,) = processor.record_result(processor.tool_calls[1], ToolResult.success("1"))
+        processor.start_run("run-2")
+        for event in (
+            run_started("t", "run-2"),
+            *text("Done.", id="m2"),
+            run_finished("t", "run-2"),
+        ):
+            processor.receive(event)
+    elif ending == "cancelled":
+        processor.cancel()
+    else:
+        processor.receive(RunErrorEvent(message="boom"))
+    assert processor.status.value == ending
+    assert processor._turn_calls is NO_ITEMS and processor._turn_texts is NO_ITEMS
+    assert processor._calling_shown is NO_ITEMS and processor._calling_waiting is None
+    assert processor._requested is NO_KEYS and processor._run_reasoning is NO_KEYS
+    kept = [call.id for call in processor.conversation.tool_calls()]
+    assert kept == (["s1", "c1"] if ending == "completed" else ["s1"])
+    assert [call.id for call in processor.abandoned] == ([] if ending == "completed" else ["c1"])

@@ -356,6 +356,7 @@ class TurnLifecycle(ProcessorState):
         self.reason = reason
         self._ended = True
         self._forget_hot()
+        self._let_go()
         return self._set_activity(_DONE)
 
     def _close_open_messages(self, *, interrupted: bool) -> None:

@@ -351,3 +351,15 @@ class ProcessorState:
         # The agent's state, patched in place within its bounds; built at the first
         # delta of a run (a copy: the RunAgentInput sent holds the previous one).
         self._state: BoundedState | None = None
+
+    def _let_go(self) -> None:
+        """The turn is over: drop what only a running turn reads (its accounting of
+        calls, texts, repeats and exact bytes, the calls shown as calling, the run's
+        reasoning by id), so that a finished turn its caller keeps holds its outcome
+        and little else."""
+        self._turn_calls = self._calling_shown = NO_ITEMS
+        self._turn_texts = NO_ITEMS
+        self._calling_waiting = None
+        self._requested = NO_KEYS
+        self._exact_arg_bytes = NO_KEYS
+        self._run_reasoning = NO_KEYS

@@ -176,6 +176,7 @@ class RunEvents(ProcessorBase):
         self._commit_batch()
         self._send_run(RunEvent.complete)
         self.reason = _COMPLETED
+        self._let_go()
         effects.extend(self._set_activity(_DONE))
         effects.append(TurnCompleted(_COMPLETED))
         return tuple(effects)
