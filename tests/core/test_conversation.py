@@ -15,6 +15,7 @@ from toolrelay._core._conversation import (
     ToolCallInfo,
 )
 from toolrelay._core._effects import Activity, ActivityKind
+from toolrelay._core._processor import EventProcessor
 from toolrelay._machines import ToolCallEvent
 from toolrelay.protocol import (
     AssistantMessage,
@@ -23,6 +24,7 @@ from toolrelay.protocol import (
     ToolMessage,
     UserMessage,
 )
+from toolrelay.testing import run_finished, run_started, text, tool_call
 
 USER = UserMessage(id="u1", content="hi")
 
@@ -191,3 +193,39 @@ def test_messages_and_calls_hold_their_text_themselves_and_stay_truthy_when_empt
         assert [type(item) for item in gc.get_referents(holder) if type(item) is list] == [list]
     call.replace_arguments("{}")
     assert (call.arguments, call.argument_bytes) == ("{}", 2)
+
+
+def test_text_given_whole_or_final_is_held_where_the_collector_does_not_look() -> None:
+    # Chunks are a list only while deltas may come: given whole, or once the holder is
+    # final, the text is a tuple of one string, which the cycle collector untracks.
+    history = TextMessage("h1", text="from the store")
+    call = ToolCallInfo("c1", "lookup")
+    call.argument_adder('{"a": ')
+    call.append_arguments("1}")
+    call.send(ToolCallEvent.finish_args)
+    call.append_arguments(" ")  # pending: arguments still come (args_after_end)
+    call.send(ToolCallEvent.execute)
+    gc.collect()
+    assert not gc.is_tracked(history._chunks) and not gc.is_tracked(call._chunks)
+    assert (history.text, call.arguments, call.argument_bytes) == ("from the store", '{"a": 1} ', 9)
+    # Appending to sealed text opens it again: nothing is lost.
+    history.append(", and more")
+    assert (history.text, history.byte_count) == ("from the store, and more", 24)
+    empty = ToolCallInfo("c2", "ping")
+    empty.send(ToolCallEvent.finish_args)
+    empty.send(ToolCallEvent.execute)
+    assert (empty.arguments, empty.argument_bytes, empty._chunks) == ("", 0, ())
+
+
+def test_a_processor_seals_what_it_settles() -> None:
+    conversation = Conversation("t", [USER])
+    processor = EventProcessor(conversation)
+    processor.start_run("r1")
+    events = [run_started("t", "r1"), *text("Hello", id="m1"), *tool_call("f", "{}", id="c1")]
+    for event in [*events, run_finished("t", "r1")]:
+        processor.receive(event)
+    answer = conversation.messages[1]
+    assert isinstance(answer, TextMessage) and type(answer._chunks) is tuple
+    assert answer.text == "Hello"
+    (call,) = processor.tool_calls
+    assert type(call._chunks) is tuple and call.arguments == "{}"

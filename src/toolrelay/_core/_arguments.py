@@ -38,6 +38,12 @@ class Chunks:
     own (one object less per message and call for the cycle collector to walk).
 
     Its names are private: a holder exposes its text under its own names.
+
+    The chunks are a list only while deltas may come: a text given whole, or sealed
+    once its holder is final (:meth:`_seal`), is a tuple of at most one string, which
+    the cycle collector does not track (a list it walks for as long as the holder
+    lives, and a thread's history holds one per message). Appending to sealed chunks
+    makes them a list again.
     """
 
     __slots__ = ("_bytes", "_chunks", "_counted")
@@ -47,14 +53,28 @@ class Chunks:
         # over deltas that came through the adder drops the count: one encode of the
         # joined string is cheaper than one per delta, and often nobody asks).
         self._bytes: int | None
+        self._chunks: list[str] | tuple[str, ...]
         if initial:
-            self._chunks: list[str] = [initial]
+            self._chunks = (initial,)
             self._bytes = utf8_len(initial)
             self._counted = 1
         else:
-            self._chunks = []
+            self._chunks = ()
             self._bytes = 0
             self._counted = 0
+
+    def _open_chunks(self) -> list[str]:
+        """The chunk list to append to (a list made of the sealed chunks if need be)."""
+        chunks = self._chunks
+        if isinstance(chunks, tuple):
+            chunks = self._chunks = list(chunks)
+        return chunks
+
+    def _seal(self) -> None:
+        """No more deltas are expected: keep the text as a tuple of one string (or
+        none). An adder taken before no longer reaches the text."""
+        text = self._joined()
+        self._chunks = (text,) if text else ()
 
     def _settle(self) -> int:
         """The UTF-8 size of everything received (counting what is not counted yet)."""
@@ -74,7 +94,7 @@ class Chunks:
         """Append ``delta`` and return the new total byte count."""
         total = self._settle()
         if delta:
-            self._chunks.append(delta)
+            self._open_chunks().append(delta)
             self._counted += 1
             total += utf8_len(delta)
             self._bytes = total
@@ -83,7 +103,7 @@ class Chunks:
     def _joined(self) -> str:
         """Everything received so far, joined (the list collapses to the one string)."""
         chunks = self._chunks
-        if len(chunks) > 1:
+        if len(chunks) > 1 and isinstance(chunks, list):  # sealed chunks hold one at most
             joined = "".join(chunks)
             if self._counted != len(chunks):
                 self._bytes = None  # deltas came through the adder: count the whole later
@@ -109,7 +129,7 @@ class TextAccumulator(Chunks):
         place. Made when asked, not kept: a kept bound method is one more object per
         message and call for the cycle collector to walk, and the processor holds
         the adder only while the message or call streams."""
-        return self._chunks.append
+        return self._open_chunks().append
 
     def append(self, delta: str) -> int:
         """Append ``delta`` and return the new total byte count."""

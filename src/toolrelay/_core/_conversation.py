@@ -36,6 +36,11 @@ __all__ = (
 )
 
 
+# The states in which a call still takes argument deltas (after END too, until the
+# run ends: see the processor's args_after_end).
+_TAKING_ARGUMENTS = frozenset((ToolCallStatus.streaming, ToolCallStatus.pending))
+
+
 class ToolCallInfo(Chunks):
     """One tool call of a run, from TOOL_CALL_START to its result.
 
@@ -112,13 +117,16 @@ class ToolCallInfo(Chunks):
     @property
     def argument_adder(self) -> Callable[[str], None]:
         """Appends a non-empty argument delta, counted when asked (the event
-        processor's hot path; see :attr:`TextAccumulator.add`)."""
-        return self._chunks.append
+        processor's hot path; see :attr:`TextAccumulator.add`); valid while the call
+        takes arguments (``streaming``, ``pending``)."""
+        return self._open_chunks().append
 
     def send(self, event: ToolCallEvent) -> ToolCallStatus:
         """Move the call through its machine; raises ``IllegalTransition`` if refused
         (the call stays where it was)."""
         status = self._status = TOOL_CALL_MACHINE.step(self._status, event)
+        if status not in _TAKING_ARGUMENTS:
+            self._seal()  # no argument comes any more
         return status
 
     def __repr__(self) -> str:
@@ -169,8 +177,8 @@ class TextMessage(Chunks):
     @property
     def adder(self) -> Callable[[str], None]:
         """Appends a non-empty text delta, counted when asked (the event processor's hot
-        path; see :attr:`TextAccumulator.add`)."""
-        return self._chunks.append
+        path; see :attr:`TextAccumulator.add`); valid until the message is settled."""
+        return self._open_chunks().append
 
     def __repr__(self) -> str:
         return f"TextMessage(id={self.id!r}, role={self.role!r}, text={self.text!r})"

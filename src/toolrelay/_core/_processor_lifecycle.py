@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from msgspec import UNSET
 
+from toolrelay._core._arguments import Chunks
 from toolrelay._core._conversation import (
     ChatMessage,
     ToolCallBatch,
@@ -273,6 +274,8 @@ class TurnLifecycle(ProcessorState):
         return (*effects, settled)
 
     def _settle(self, message: ChatMessage) -> None:
+        if isinstance(message, Chunks):  # a text or reasoning record, now final
+            message._seal()
         self._settled = added(self._settled, message)
 
     def _commit_batch(self) -> None:
