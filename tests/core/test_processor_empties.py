@@ -194,3 +194,16 @@ def test_a_finished_turn_lets_go_of_what_only_a_running_turn_reads(ending: str) 
     kept = [call.id for call in processor.conversation.tool_calls()]
     assert kept == (["s1", "c1"] if ending == "completed" else ["s1"])
     assert [call.id for call in processor.abandoned] == ([] if ending == "completed" else ["c1"])
+
+
+def test_while_its_tools_run_a_turn_keeps_no_list_of_calls_shown_as_calling() -> None:
+    processor = _processor("t")
+    processor.receive(run_started("t", "run-t"))
+    for event in tool_call("lookup", "{}", id="c1"):
+        processor.receive(event)
+    assert [call.id for call in processor._calling_shown] == ["c1"]
+    effects = processor.receive(run_finished("t", "run-t"))
+    assert processor._calling_shown is NO_ITEMS and processor._calling_waiting is None
+    assert processor.activity.kind.value == "executing_tools"
+    assert processor.activity.tool_names == ("lookup",)
+    assert any(type(effect).__name__ == "ToolsReady" for effect in effects)

@@ -372,7 +372,7 @@ class TurnLifecycle(ProcessorState):
         for record in self._open_reasoning.values():
             record.complete = True
             self._settle(record)
-        self._open_reasoning.clear()
+        self._open_reasoning = NO_KEYS
         self._chunk_reasoning = None
         if self._thinking is not None:
             self._thinking.complete = True

@@ -23,6 +23,7 @@ from toolrelay._core._processor_state import (
     _FAILED,
     _PENDING,
     _STREAMING,
+    NO_ITEMS,
     NO_KEYS,
     added,
     keyed,
@@ -95,6 +96,11 @@ class RunEvents(ProcessorBase):
         self._ended = True
         self._wire_ended = True
         self._forget_hot()
+        # The stream is over: no call is calling any more (the activity now follows
+        # the batch), so the calls shown as calling go while the tools run.
+        self._calling_count = 0
+        self._calling_shown = NO_ITEMS
+        self._calling_waiting = None
         effects: list[Effect] = []
         # A TEXT_MESSAGE_CHUNK stream, which has no END, was closed before this event.
         for text in self._open_texts.values():
