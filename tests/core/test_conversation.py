@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import gc
+import pickle
 
 import pytest
 
@@ -118,6 +120,21 @@ def test_a_thread_key_reads_server_room_thread_leaving_out_what_is_empty() -> No
     assert str(ThreadKey("t", room_id="room")) == "room/t"
     assert str(ThreadKey("t", room_id="room", server="s1")) == "s1/room/t"
     assert str(ThreadKey("t", server="s1")) == "s1/t"
+
+
+def test_a_thread_key_reads_compares_and_copies_as_a_frozen_record_the_collector_skips() -> None:
+    key = ThreadKey("t", room_id="r")
+    assert repr(key) == "ThreadKey(thread_id='t', room_id='r', server='')"
+    assert key == ThreadKey("t", "r") and hash(key) == hash(ThreadKey("t", "r"))
+    assert sorted([ThreadKey("b"), ThreadKey("a", "z"), ThreadKey("a")]) == [
+        ThreadKey("a"),
+        ThreadKey("a", "z"),
+        ThreadKey("b"),
+    ]
+    assert pickle.loads(pickle.dumps(key)) == key and copy.deepcopy(key) == key
+    with pytest.raises(AttributeError):
+        key.thread_id = "other"  # type: ignore[misc]
+    assert not gc.is_tracked(key)
 
 
 def test_every_activity_reads_as_a_ui_would_say_it() -> None:
