@@ -6,6 +6,7 @@ The last tests send the encoded result to a real peer: the official AG-UI Python
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ from toolrelay._core._mapper import (
     tool_call_to_agui,
 )
 from toolrelay._core._processor import EventProcessor
+from toolrelay._core._shared import NO_KEYS
 from toolrelay._machines import ToolCallEvent
 from toolrelay.protocol import (
     AssistantMessage,
@@ -430,6 +432,28 @@ def test_the_mapper_maps_each_settled_message_once() -> None:
     # A caller changing the list it got changes nothing the next call answers.
     again.clear()
     assert ids_of(mapper.map(messages)) == ["u1", "m1", "m2"]
+
+
+def test_what_the_mapper_keeps_of_its_output_is_not_walked_by_the_collector() -> None:
+    # AG-UI messages are not tracked by the cycle collector, so the tuple of them the
+    # mapper keeps between runs is not either (a young collection untracks it).
+    mapper = ConversationMapper()
+    messages: list[ChatMessage] = [USER, assistant_text("m1", "one")]
+    mapper.map(messages)
+    gc.collect()
+    assert not gc.is_tracked(mapper._out)
+
+
+def test_an_id_clash_in_one_mapping_reaches_no_other_mapping() -> None:
+    # The suffixes given per id start as the shared empty dict.
+    clashing = ConversationMapper()
+    assert ids_of(clashing.map([assistant_text("m", "a"), assistant_text("m", "b")])) == [
+        "m",
+        "m-2",
+    ]
+    fresh = ConversationMapper()
+    assert ids_of(fresh.map([assistant_text("m", "c")])) == ["m"]
+    assert NO_KEYS == {}
 
 
 def test_a_processor_maps_a_long_thread_once_across_turns() -> None:

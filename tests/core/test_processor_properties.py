@@ -566,11 +566,11 @@ def test_streamed_arguments_and_text_are_not_joined_per_event(
         # One chunk more per delta: nothing re-joined (an O(n) join per event would
         # collapse the list to one chunk).
         [call] = processor.tool_calls
-        assert call._args.chunk_count == i
+        assert len(call._chunks) == i
     [text] = [t for t in processor.conversation.texts() if t.id == "m-new"]
-    assert text._text.chunk_count == 300
+    assert len(text._chunks) == 300
     assert text.text == "y" * 300
-    assert text._text.chunk_count == 1  # the join collapsed it
+    assert len(text._chunks) == 1  # the join collapsed it
 
 
 def test_an_echoed_result_walks_the_history_at_most_once(long_processor: EventProcessor) -> None:
@@ -595,11 +595,11 @@ def test_the_accumulator_chunk_list_is_collapsed_on_join(deltas: list[str]) -> N
     for delta in deltas:
         call.append_arguments(delta)
         appended += bool(delta)
-        assert call._args.chunk_count == appended
+        assert len(call._chunks) == appended
     assert call.arguments == "".join(deltas)
-    assert call._args.chunk_count == (1 if appended else 0)
+    assert len(call._chunks) == (1 if appended else 0)
     call.append_arguments("z")
-    assert call._args.chunk_count == (2 if appended else 1)
+    assert len(call._chunks) == (2 if appended else 1)
 
 
 # -- the hot path changes nothing but the cost ------------------------------------------

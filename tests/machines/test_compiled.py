@@ -215,6 +215,24 @@ def test_step_can_allowed_and_accepting_read_the_table() -> None:
     assert RUN_MACHINE.accepting(RunEvent.continue_run) == {RunStatus.executing_tools}
 
 
+def test_advance_reads_the_target_and_whether_the_step_counts_a_continuation() -> None:
+    # What the event processor moves a turn with (it keeps the state and the depth
+    # itself): one lookup answers both, and a refused event raises.
+    for (state, event), target in RUN_MACHINE.table.items():
+        counted = int((state, event) in RUN_MACHINE.counting)
+        assert RUN_MACHINE.advance(state, event) == (target, counted)
+    assert RUN_MACHINE.advance(RunStatus.executing_tools, RunEvent.continue_run) == (
+        RunStatus.running,
+        1,
+    )
+    with pytest.raises(IllegalTransition, match="'continue_run' in state 'idle'"):
+        RUN_MACHINE.advance(RunStatus.idle, RunEvent.continue_run)
+    cursor = RUN_MACHINE.cursor(RunStatus.completed, depth=3)
+    with pytest.raises(IllegalTransition):
+        cursor.send(RunEvent.start)
+    assert (cursor.state, cursor.depth) == (RunStatus.completed, 3)
+
+
 def test_cursors_are_independent_and_slotted() -> None:
     first = TOOL_CALL_MACHINE.cursor()
     second = TOOL_CALL_MACHINE.cursor(ToolCallStatus.pending)

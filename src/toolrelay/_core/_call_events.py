@@ -50,9 +50,8 @@ class CallEvents(ProcessorBase):
             )
         self._run_call_count += 1
         call = ToolCallInfo(call_id, name, parent_message_id=parent_message_id, run_id=self.run_id)
-        self._calls[call_id] = call
+        self._calls = keyed(self._calls, call_id, call)
         self._turn_calls = added(self._turn_calls, call)
-        self._arg_adders[call_id] = call.argument_adder
         self._calling_started(call)
         return self._calling_activity()
 

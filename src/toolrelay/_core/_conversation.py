@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence, Set as Abstra
 
 import msgspec
 
-from toolrelay._core._arguments import TextAccumulator
+from toolrelay._core._arguments import Chunks
 from toolrelay._core._tool_result import ToolResult
 from toolrelay._machines import TOOL_CALL_MACHINE, ToolCallEvent, ToolCallStatus
 from toolrelay.protocol import AssistantMessage, Message, ToolMessage
@@ -36,11 +36,17 @@ __all__ = (
 )
 
 
-class ToolCallInfo:
+# The states in which a call still takes argument deltas (after END too, until the
+# run ends: see the processor's args_after_end).
+_TAKING_ARGUMENTS = frozenset((ToolCallStatus.streaming, ToolCallStatus.pending))
+
+
+class ToolCallInfo(Chunks):
     """One tool call of a run, from TOOL_CALL_START to its result.
 
     Its status is driven by the declared ``ToolCallLifecycle`` (through its compiled
-    table); argument deltas are appended without a transition.
+    table); argument deltas are appended without a transition, to chunks the call
+    holds itself (:class:`~toolrelay._core._arguments.Chunks`).
 
     Attributes:
         id: The ``toolCallId``.
@@ -51,8 +57,7 @@ class ToolCallInfo:
     """
 
     __slots__ = (
-        "_args",
-        "_cursor",
+        "_status",
         "encrypted_value",
         "id",
         "name",
@@ -81,41 +86,48 @@ class ToolCallInfo:
         #: An opaque artefact the provider attached to the call (REASONING_ENCRYPTED_VALUE
         #: with subtype ``tool-call``, e.g. a thought signature), sent back with it.
         self.encrypted_value: str | None = None
-        self._args = TextAccumulator(arguments)
-        self._cursor = TOOL_CALL_MACHINE.cursor(status)
+        self._start_chunks(arguments)
+        # Where the call stands in the compiled ToolCallLifecycle (a state of its own
+        # rather than a cursor object: one object less per call for the collector).
+        self._status = TOOL_CALL_MACHINE.initial if status is None else status
 
     @property
     def status(self) -> ToolCallStatus:
         """The call's state in the tool-call machine."""
-        return self._cursor.state
+        return self._status
 
     @property
     def arguments(self) -> str:
         """The raw argument JSON received so far (``""`` when none arrived)."""
-        return self._args.text
+        return self._joined()
 
     @property
     def argument_bytes(self) -> int:
         """UTF-8 size of the arguments received so far."""
-        return self._args.byte_count
+        return self._settle()
 
     def replace_arguments(self, arguments: str) -> None:
         """Put ``arguments`` in place of what streamed (the server's own record won)."""
-        self._args = TextAccumulator(arguments)
+        self._start_chunks(arguments)
 
     def append_arguments(self, delta: str) -> int:
         """Append an argument delta (no transition); returns the new byte count."""
-        return self._args.append(delta)
+        return self._append_counted(delta)
 
     @property
     def argument_adder(self) -> Callable[[str], None]:
         """Appends a non-empty argument delta, counted when asked (the event
-        processor's hot path; see :attr:`TextAccumulator.add`)."""
-        return self._args.add
+        processor's hot path; see :attr:`TextAccumulator.add`); valid while the call
+        takes arguments (``streaming``, ``pending``)."""
+        return self._open_chunks().append
 
     def send(self, event: ToolCallEvent) -> ToolCallStatus:
-        """Move the call through its machine; raises ``IllegalTransition`` if refused."""
-        return self._cursor.send(event)
+        """Move the call through its machine; raises ``IllegalTransition`` if refused
+        (the call stays where it was)."""
+        status = self._status = TOOL_CALL_MACHINE.step(self._status, event)
+        if status not in _TAKING_ARGUMENTS:
+            self._seal()  # no argument comes any more
+        return status
 
     def __repr__(self) -> str:
         return (
@@ -124,7 +136,7 @@ class ToolCallInfo:
         )
 
 
-class TextMessage:
+class TextMessage(Chunks):
     """Text of one message, as the agent streamed it; mutable while ``complete`` is False.
 
     One built by the embedding code (earlier history, say) is complete unless it says
@@ -139,40 +151,40 @@ class TextMessage:
             what arrived, kept (promise 7), but may be cut short.
     """
 
-    __slots__ = ("_text", "complete", "id", "interrupted", "role")
+    __slots__ = ("complete", "id", "interrupted", "role")
 
     def __init__(
         self, id: str, role: str = "assistant", text: str = "", *, complete: bool = True
     ) -> None:
         self.id = id
         self.role = role
-        self._text = TextAccumulator(text)
+        self._start_chunks(text)
         self.complete = complete
         self.interrupted = False
 
     @property
     def text(self) -> str:
-        return self._text.text
+        return self._joined()
 
     def append(self, delta: str) -> int:
-        return self._text.append(delta)
+        return self._append_counted(delta)
 
     @property
     def byte_count(self) -> int:
         """UTF-8 size of the text received so far."""
-        return self._text.byte_count
+        return self._settle()
 
     @property
     def adder(self) -> Callable[[str], None]:
         """Appends a non-empty text delta, counted when asked (the event processor's hot
-        path; see :attr:`TextAccumulator.add`)."""
-        return self._text.add
+        path; see :attr:`TextAccumulator.add`); valid until the message is settled."""
+        return self._open_chunks().append
 
     def __repr__(self) -> str:
         return f"TextMessage(id={self.id!r}, role={self.role!r}, text={self.text!r})"
 
 
-class ReasoningRecord:
+class ReasoningRecord(Chunks):
     """Reasoning or thinking text the agent streamed (not sent back by default).
 
     Complete unless built otherwise, like :class:`TextMessage`.
@@ -183,7 +195,7 @@ class ReasoningRecord:
             (Anthropic's signed thinking blocks, when tools are used).
     """
 
-    __slots__ = ("_text", "complete", "encrypted_value", "id")
+    __slots__ = ("complete", "encrypted_value", "id")
 
     def __init__(
         self,
@@ -194,16 +206,16 @@ class ReasoningRecord:
         encrypted_value: str | None = None,
     ) -> None:
         self.id = id
-        self._text = TextAccumulator(text)
+        self._start_chunks(text)
         self.complete = complete
         self.encrypted_value = encrypted_value
 
     @property
     def text(self) -> str:
-        return self._text.text
+        return self._joined()
 
     def append(self, delta: str) -> int:
-        return self._text.append(delta)
+        return self._append_counted(delta)
 
     def __repr__(self) -> str:
         return f"ReasoningRecord(id={self.id!r}, text={self.text!r})"
@@ -233,6 +245,30 @@ ChatMessage = Message | TextMessage | ReasoningRecord | ToolCallBatch
 """Anything a conversation holds."""
 
 
+class _Index:
+    """What a conversation knows of its messages' ids (made at the first question,
+    which most threads never ask): the call ids it holds, every message id, and
+    which batch holds each committed call. Sets of ids are kept as dicts
+    (id -> True): a dict of strings is not tracked by the cycle collector, and an
+    empty one is a quarter of an empty set's size."""
+
+    __slots__ = ("batches", "call_ids", "indexed", "known", "last_indexed")
+
+    def __init__(self) -> None:
+        self.call_ids: dict[str, bool] = {}
+        self.known: dict[str, bool] = {}
+        self.batches: dict[str, int] = {}
+        self.indexed = 0
+        self.last_indexed: ChatMessage | None = None  # the message at indexed - 1
+
+    def forget(self) -> None:
+        """Empty the index in place (a view of ``known`` stays live)."""
+        self.call_ids.clear()
+        self.known.clear()
+        self.batches.clear()
+        self.indexed = 0
+
+
 class Conversation:
     """The history of one thread: an append-only list of messages plus thread state.
 
@@ -246,11 +282,7 @@ class Conversation:
     """
 
     __slots__ = (
-        "_batches",
-        "_call_ids",
-        "_indexed",
-        "_known",
-        "_last_indexed",
+        "_index",
         "_mapping",
         "last_snapshot",
         "messages",
@@ -269,13 +301,8 @@ class Conversation:
         self.messages: list[ChatMessage] = list(messages)
         self.state: object = {} if state is None else state
         self.last_snapshot: tuple[Message, ...] | None = None
-        # Sets of ids kept as dicts (id -> True): a dict of strings is not tracked by
-        # the cycle collector and an empty one is a quarter of an empty set's size.
-        self._call_ids: dict[str, bool] = {}
-        self._known: dict[str, bool] = {}
-        self._batches: dict[str, int] = {}
-        self._indexed = 0
-        self._last_indexed: ChatMessage | None = None  # the message at _indexed - 1
+        # The index of ids (see _catch_up), made when first asked.
+        self._index: _Index | None = None
         # What core._mapper keeps between runs (its mapper, made at the first run),
         # which it alone reads and writes; the conversation only drops it when its
         # history changes other than by append.
@@ -296,61 +323,52 @@ class Conversation:
             if isinstance(message, ToolCallBatch):
                 yield from message.calls
 
-    def _catch_up(self) -> None:
-        """Index the messages appended since the last call, each message once.
+    def _catch_up(self) -> _Index:
+        """Index the messages appended since the last call, each message once; returns
+        the index.
 
         The index (call ids, message ids, which batch holds a call) makes the
         questions below amortised O(1) (promise 8): asking never walks the history.
         """
         messages = self.messages
-        indexed = self._indexed
-        if indexed and (len(messages) < indexed or messages[indexed - 1] is not self._last_indexed):
+        index = self._index
+        if index is None:
+            index = self._index = _Index()
+        elif index.indexed and (
+            len(messages) < index.indexed or messages[index.indexed - 1] is not index.last_indexed
+        ):
             # The list was cut, and perhaps grown back past where it was indexed (the
             # message there is another): index it again.
-            self._forget_index()
-        ids = self._call_ids
-        known = self._known
-        for i in range(self._indexed, len(messages)):
+            index.forget()
+        ids = index.call_ids
+        known = index.known
+        for i in range(index.indexed, len(messages)):
             message = messages[i]
             known[message.id] = True
             if isinstance(message, ToolCallBatch):
-                self._index_batch(i, message)
+                _index_batch(index, i, message)
             elif isinstance(message, AssistantMessage):
                 for call in message.tool_calls or ():
                     ids[call.id] = True
             elif isinstance(message, ToolMessage):
                 ids[message.tool_call_id] = True
-        self._indexed = len(messages)
-        self._last_indexed = messages[-1] if messages else None
-
-    def _forget_index(self) -> None:
-        self._call_ids.clear()
-        self._known.clear()
-        self._batches.clear()
-        self._indexed = 0
-
-    def _index_batch(self, position: int, batch: ToolCallBatch) -> None:
-        known = self._known
-        known.update(dict.fromkeys(batch.result_message_ids, True))
-        for call in batch.calls:
-            self._call_ids[call.id] = True
-            self._batches[call.id] = position
-            if call.parent_message_id:
-                known[call.parent_message_id] = True
+        index.indexed = len(messages)
+        index.last_indexed = messages[-1] if messages else None
+        return index
 
     def holds_tool_call(self, call_id: str) -> bool:
         """Whether the thread already holds the tool call ``call_id``: committed by
         toolrelay, or in an AG-UI ``assistant`` / ``tool`` message the embedding code
         supplied. Amortised O(1)."""
-        self._catch_up()
-        return call_id in self._call_ids
+        return call_id in self._catch_up().call_ids
 
     def replace_head(self, count: int, messages: Sequence[ChatMessage]) -> None:
         """Replace the first ``count`` messages by ``messages`` (a thread's history read
         from a store, in place of what the embedding code supplied); what the
         conversation indexed and mapped is computed afresh."""
         self.messages[0:count] = messages
-        self._forget_index()
+        if self._index is not None:
+            self._index.forget()
         self._mapping = None
 
     def remap(self) -> None:
@@ -361,8 +379,7 @@ class Conversation:
     def known_ids(self) -> AbstractSet[str]:
         """Every message id the conversation would send or has seen: its messages',
         its batches' and their tool results' (a live view; amortised O(1))."""
-        self._catch_up()
-        return self._known.keys()
+        return self._catch_up().known.keys()
 
     def adopt_result_ids(self, stored: Mapping[str, str]) -> list[ToolCallBatch]:
         """Send each committed tool result under the id the server stored it under.
@@ -377,14 +394,15 @@ class Conversation:
             The renamed batches: each replaced in :attr:`messages` by a copy (batches
             are immutable).
         """
-        self._catch_up()
-        positions = sorted({self._batches[c] for c in stored if c in self._batches})
+        index = self._catch_up()
+        batches = index.batches
+        positions = sorted({batches[c] for c in stored if c in batches})
         renamed: list[ToolCallBatch] = []
         messages = self.messages
         for i in positions:
             message = messages[i]
             if not isinstance(message, ToolCallBatch):  # the list was edited in place
-                self._forget_index()
+                index.forget()
                 return renamed + self.adopt_result_ids(stored)
             ids = tuple(
                 stored.get(call.id, current)
@@ -393,7 +411,7 @@ class Conversation:
             if ids != message.result_message_ids:
                 batch = msgspec.structs.replace(message, result_message_ids=ids)
                 messages[i] = batch
-                self._index_batch(i, batch)
+                _index_batch(index, i, batch)
                 renamed.append(batch)
         return renamed
 
@@ -405,3 +423,13 @@ class Conversation:
 
     def __repr__(self) -> str:
         return f"Conversation(thread_id={self.thread_id!r}, messages={len(self.messages)})"
+
+
+def _index_batch(index: _Index, position: int, batch: ToolCallBatch) -> None:
+    known = index.known
+    known.update(dict.fromkeys(batch.result_message_ids, True))
+    for call in batch.calls:
+        index.call_ids[call.id] = True
+        index.batches[call.id] = position
+        if call.parent_message_id:
+            known[call.parent_message_id] = True

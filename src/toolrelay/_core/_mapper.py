@@ -33,6 +33,7 @@ from toolrelay._core._conversation import (
     ToolCallBatch,
     ToolCallInfo,
 )
+from toolrelay._core._shared import NO_ITEMS, NO_KEYS, keyed
 from toolrelay._machines import TOOL_CALL_MACHINE
 from toolrelay.protocol import (
     AssistantMessage,
@@ -154,7 +155,44 @@ def conversation_to_agui(
     return mapper.map(conversation.messages)
 
 
-class ConversationMapper:
+class _Ids:
+    """The message ids of one mapping: reserved (passed-through) and claimed (built)."""
+
+    __slots__ = ("_last_suffix", "_taken")
+
+    def __init__(self, reserved: Iterable[str] = ()) -> None:
+        # Every id taken, reserved (True) or claimed (False): a dict of strings, not
+        # tracked by the cycle collector.
+        self._taken: dict[str, bool] = dict.fromkeys(reserved, True)
+        # The last suffix given to each id, so that an agent reusing one id for every
+        # message does not make the mapping quadratic (made at the first clash).
+        self._last_suffix: dict[str, int] = NO_KEYS
+
+    def reserve(self, supplied: list[str]) -> bool:
+        """Reserve more passed-through ids; False (nothing reserved) if one was claimed."""
+        taken = self._taken
+        if False in map(taken.get, supplied):  # the values are True, False or None
+            return False
+        taken.update(dict.fromkeys(supplied, True))
+        return True
+
+    def claim(self, wanted: str) -> str:
+        """``wanted`` if it is free, else the first free ``wanted-2``, ``wanted-3``..."""
+        taken = self._taken
+        candidate = wanted
+        if candidate in taken:
+            n = self._last_suffix.get(wanted, 1)
+            while True:
+                n += 1
+                candidate = f"{wanted}-{n}"
+                if candidate not in taken:
+                    break
+            self._last_suffix = keyed(self._last_suffix, wanted, n)
+        taken[candidate] = False
+        return candidate
+
+
+class ConversationMapper(_Ids):
     """Maps one growing conversation, each settled message once (promise 8).
 
     A continuation sends the whole conversation again, so mapping it from scratch
@@ -172,24 +210,26 @@ class ConversationMapper:
     - a new message is still streaming (a text or reasoning record not complete):
       that call is mapped in full and nothing is kept from it.
 
+    The ids of its mapping are its own (it is their :class:`_Ids`), and what it
+    produced is kept as a tuple: AG-UI messages are not tracked by the cycle
+    collector, so neither is the tuple, where a list is, and is walked by every
+    collection for as long as the thread lives.
+
     Attributes:
         include_reasoning: Whether reasoning records are sent (``reasoning`` messages).
     """
 
-    __slots__ = ("_ids", "_last_id", "_out", "_sources", "include_reasoning")
+    __slots__ = ("_last_id", "_out", "_sources", "include_reasoning")
 
     def __init__(self, *, include_reasoning: bool = False) -> None:
         self.include_reasoning = include_reasoning
-        self._sources: list[ChatMessage] = []
-        self._out: list[Message] = []
-        self._ids = _Ids(())
-        self._last_id: str | None = None
+        self._restart()
 
     def _restart(self) -> None:
-        self._sources = []
-        self._out = []
-        self._ids = _Ids(())
-        self._last_id = None
+        super().__init__()
+        self._sources: list[ChatMessage] = NO_ITEMS
+        self._out: tuple[Message, ...] = ()
+        self._last_id: str | None = None
 
     def map(self, messages: Sequence[ChatMessage]) -> list[Message]:
         """The AG-UI messages of ``messages``, as :func:`to_agui_messages` gives them.
@@ -213,61 +253,24 @@ class ConversationMapper:
                     return to_agui_messages(messages, include_reasoning=self.include_reasoning)
             elif not isinstance(message, ToolCallBatch):
                 supplied.append(message.id)
-        if supplied and not self._ids.reserve(supplied):
+        if supplied and not self.reserve(supplied):
             self._restart()
             return self.map(messages)
+        out = list(self._out)
         self._last_id = _map_into(
-            self._out,
-            new,
-            self._ids,
-            self._last_id,
-            include_reasoning=self.include_reasoning,
+            out, new, self, self._last_id, include_reasoning=self.include_reasoning
         )
-        self._sources.extend(new)
-        return list(self._out)
+        self._out = tuple(out)
+        if known:
+            self._sources.extend(new)
+        else:
+            self._sources = new  # a slice: the mapper's own list
+        return out
 
 
 _BUILT = (TextMessage, ToolCallBatch, ReasoningRecord)
 _STREAMED = (TextMessage, ReasoningRecord)
 _FINAL = TOOL_CALL_MACHINE.finals
-
-
-class _Ids:
-    """The message ids of one mapping: reserved (passed-through) and claimed (built)."""
-
-    __slots__ = ("_last_suffix", "_reserved", "_used")
-
-    def __init__(self, reserved: Iterable[str]) -> None:
-        # Sets of ids kept as dicts (id -> True): not tracked by the cycle collector.
-        self._reserved: dict[str, bool] = dict.fromkeys(reserved, True)
-        self._used: dict[str, bool] = {}
-        # The last suffix given to each id, so that an agent reusing one id for every
-        # message does not make the mapping quadratic.
-        self._last_suffix: dict[str, int] = {}
-
-    def reserve(self, supplied: list[str]) -> bool:
-        """Reserve more passed-through ids; False (nothing reserved) if one was claimed."""
-        if not self._used.keys().isdisjoint(supplied):
-            return False
-        self._reserved.update(dict.fromkeys(supplied, True))
-        return True
-
-    def _taken(self, candidate: str) -> bool:
-        return candidate in self._used or candidate in self._reserved
-
-    def claim(self, wanted: str) -> str:
-        """``wanted`` if it is free, else the first free ``wanted-2``, ``wanted-3``..."""
-        candidate = wanted
-        if self._taken(candidate):
-            n = self._last_suffix.get(wanted, 1)
-            while True:
-                n += 1
-                candidate = f"{wanted}-{n}"
-                if not self._taken(candidate):
-                    break
-            self._last_suffix[wanted] = n
-        self._used[candidate] = True
-        return candidate
 
 
 def _append_tool_batch(

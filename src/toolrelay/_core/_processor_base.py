@@ -17,6 +17,7 @@ from toolrelay._core._effects import (
 )
 from toolrelay._core._processor_lifecycle import TurnLifecycle
 from toolrelay._core._processor_limits import LimitsAccounting
+from toolrelay._core._processor_state import _STREAMING
 from toolrelay._errors import LimitExceededError, RemoteProtocolError
 from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.protocol import (
@@ -264,22 +265,24 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
         the full path, and by the two methods that change it from outside receive
         (_end, which ends the turn; _reset_run, which opens a run). Outside
         receive, calls change status only there or once they have left ``streaming``
-        (record_result), so their adders are already gone.
+        (record_result, approve, deny), so none of them is the hot call. The adder is
+        the message's (call's) own, asked for here rather than kept per open message
+        (call): a bound method is one more object for the cycle collector to walk.
         """
-        adder = self._text_adders.get(message_id)
-        if adder is None or not self._hot_allowed():
+        text = self._open_texts.get(message_id)
+        if text is None or not self._hot_allowed():
             return False
         self._hot_text_id = message_id
-        self._hot_text_add = adder
+        self._hot_text_add = text.adder
         return True
 
     def _hot_call(self, call_id: str) -> bool:
         """Like :meth:`_hot_text`, for a streaming call's arguments."""
-        adder = self._arg_adders.get(call_id)
-        if adder is None or not self._hot_allowed():
+        call = self._calls.get(call_id)
+        if call is None or call.status is not _STREAMING or not self._hot_allowed():
             return False
         self._hot_call_id = call_id
-        self._hot_call_add = adder
+        self._hot_call_add = call.argument_adder
         return True
 
     def _hot_allowed(self) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from msgspec import UNSET
 
+from toolrelay._core._arguments import Chunks
 from toolrelay._core._conversation import (
     ChatMessage,
     ToolCallBatch,
@@ -36,13 +37,13 @@ from toolrelay._core._processor_state import (
     _OPEN_CALL,
     _STREAMING,
     NO_ITEMS,
+    NO_KEYS,
     ProcessorState,
     added,
 )
 from toolrelay._core._tool_result import ToolResult
 from toolrelay._errors import IllegalTransition
 from toolrelay._machines import (
-    RUN_MACHINE,
     RunEvent,
     RunStatus,
     ToolCallEvent,
@@ -79,7 +80,7 @@ class TurnLifecycle(ProcessorState):
             IllegalTransition: The turn is not idle or executing tools (for a
                 continuation, every call of the batch must have its result recorded).
         """
-        state = self._run.state
+        state = self._run_state
         resume: Sequence[ResumeEntry] = ()
         if state is _EXECUTING_TOOLS:
             if self._calls:
@@ -92,7 +93,7 @@ class TurnLifecycle(ProcessorState):
             event = RunEvent.start
             resume = self._resume
         parent = self.server_run_id or self.run_id
-        self._run.send(event)
+        self._send_run(event)
         self._reset_run()
         self.run_id = run_id
         self.server_run_id = None
@@ -160,7 +161,7 @@ class TurnLifecycle(ProcessorState):
             IllegalTransition: ``call`` is not executing (its result was recorded
                 already, or it is not part of the batch); nothing changed.
         """
-        if self._run.state.is_final:
+        if self._run_state.is_final:
             return NO_EFFECTS
         self._send_call(call, ToolCallEvent.succeed if result.error is None else ToolCallEvent.fail)
         call.result = result
@@ -185,7 +186,7 @@ class TurnLifecycle(ProcessorState):
         Raises:
             IllegalTransition: ``call`` does not await approval; nothing changed.
         """
-        if self._run.state.is_final:
+        if self._run_state.is_final:
             return NO_EFFECTS
         self._send_call(call, ToolCallEvent.approve)
         return self._tools_activity()
@@ -202,7 +203,7 @@ class TurnLifecycle(ProcessorState):
         Raises:
             IllegalTransition: ``call`` does not await approval; nothing changed.
         """
-        if self._run.state.is_final:
+        if self._run_state.is_final:
             return NO_EFFECTS
         self._send_call(call, ToolCallEvent.deny)
         call.result = ToolResult.failure(message)
@@ -247,12 +248,13 @@ class TurnLifecycle(ProcessorState):
         Raises:
             IllegalTransition: The processor has already started a run.
         """
-        if self._run.state is not RunStatus.idle or self.run_count:
-            raise IllegalTransition("RunLifecycle", self._run.state.value, "restore")
-        self._run = RUN_MACHINE.cursor(_EXECUTING_TOOLS, depth=depth)
+        if self._run_state is not RunStatus.idle or self.run_count:
+            raise IllegalTransition("RunLifecycle", self._run_state.value, "restore")
+        self._run_state = _EXECUTING_TOOLS
+        self._depth = depth
         self.run_id = run_id
         self.run_count = runs
-        self._calls = {call.id: call for call in calls}
+        self._calls = {call.id: call for call in calls} if calls else NO_KEYS
         self._turn_calls = list(calls)  # none before: restore comes first
         executing = tuple(c for c in calls if c.status is ToolCallStatus.executing)
         # Calls still waiting for a decision wait again (Turn.approve / Turn.deny).
@@ -272,6 +274,8 @@ class TurnLifecycle(ProcessorState):
         return (*effects, settled)
 
     def _settle(self, message: ChatMessage) -> None:
+        if isinstance(message, Chunks):  # a text or reasoning record, now final
+            message._seal()
         self._settled = added(self._settled, message)
 
     def _commit_batch(self) -> None:
@@ -287,7 +291,7 @@ class TurnLifecycle(ProcessorState):
             if call.result is not None:
                 calls.append(call)
                 ids.append(self._result_ids.get(call.id) or self._id_factory())
-        self._calls = {}
+        self._calls = NO_KEYS
         if not calls:
             return
         message = ToolCallBatch(
@@ -318,9 +322,7 @@ class TurnLifecycle(ProcessorState):
         )
 
     def _send_call(self, call: ToolCallInfo, event: ToolCallEvent) -> None:
-        # Every transition of a call goes through here, so a call that leaves
-        # `streaming` also leaves the hot path's adders.
-        self._arg_adders.pop(call.id, None)
+        # Every transition of a call within a turn goes through here.
         call.send(event)
 
     def _set_activity(self, activity: Activity) -> Sequence[Effect]:
@@ -331,7 +333,7 @@ class TurnLifecycle(ProcessorState):
         return (ActivityChanged(activity),)
 
     def _terminate(self, event: RunEvent, reason: TerminalReason) -> Sequence[Effect]:
-        if self._run.state.is_final:
+        if self._run_state.is_final:
             return NO_EFFECTS
         return self._with_settled((*self._end(event, reason), TurnEnded(reason)))
 
@@ -346,17 +348,18 @@ class TurnLifecycle(ProcessorState):
                 self._send_call(call, ToolCallEvent.abandon)
                 if call.result is None:
                     call.result = ToolResult.failure(f"abandoned: {reason.message}")
-                self.abandoned.append(call)
+                self.abandoned = added(self.abandoned, call)
             else:
                 settled[key] = call
         # Calls that already have an outcome (the agent's TOOL_CALL_RESULT, a result the
         # runtime recorded) are kept in the conversation, not dropped (promise 7).
-        self._calls = settled
+        self._calls = settled or NO_KEYS
         self._commit_batch()
-        self._run.send(event)
+        self._send_run(event)
         self.reason = reason
         self._ended = True
-        self._hot_text_id = self._hot_call_id = None
+        self._forget_hot()
+        self._let_go()
         return self._set_activity(_DONE)
 
     def _close_open_messages(self, *, interrupted: bool) -> None:
@@ -364,13 +367,12 @@ class TurnLifecycle(ProcessorState):
             text.complete = True
             text.interrupted = interrupted
             self._settle(text)
-        self._open_texts.clear()
-        self._text_adders.clear()
+        self._open_texts = NO_KEYS
         self._chunk_text = None
         for record in self._open_reasoning.values():
             record.complete = True
             self._settle(record)
-        self._open_reasoning.clear()
+        self._open_reasoning = NO_KEYS
         self._chunk_reasoning = None
         if self._thinking is not None:
             self._thinking.complete = True
@@ -398,7 +400,6 @@ class TurnLifecycle(ProcessorState):
         text = self._chunk_text
         if text is not None:
             self._chunk_text = None
-            self._text_adders.pop(text.id, None)
             # Only closing the chunk first lets an END event close its text.
             if self._open_texts.pop(text.id, None) is not None:  # pragma: no branch - open
                 text.complete = True

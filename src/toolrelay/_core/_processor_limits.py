@@ -15,7 +15,7 @@ from toolrelay._core._effects import (
     ProtocolViolation,
     ViolationRaised,
 )
-from toolrelay._core._processor_state import ProcessorState
+from toolrelay._core._processor_state import ProcessorState, added
 from toolrelay._errors import LimitExceededError
 
 __all__ = ("LimitsAccounting",)
@@ -40,7 +40,7 @@ class LimitsAccounting(ProcessorState):
             self.violations_dropped += 1
             return NO_EFFECTS
         violation = ProtocolViolation(code=code, event_type=event_type, message=message)
-        self.violations.append(violation)
+        self.violations = added(self.violations, violation)
         logger.warning(
             "AG-UI protocol violation (%s) in %s: %s",
             code,

@@ -9,11 +9,12 @@ event handlers) are mixins over :class:`ProcessorState` that only read and write
 
 from __future__ import annotations
 
+import functools
 import itertools
 import uuid
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from toolrelay._core._conversation import (
     ChatMessage,
@@ -29,9 +30,18 @@ from toolrelay._core._effects import (
 )
 from toolrelay._core._limits import Limits
 from toolrelay._core._patch import BoundedState
+from toolrelay._core._shared import (
+    NO_ITEMS,
+    NO_KEYS,
+    NO_WIRE_KEYS,
+    added,
+    keyed,
+    wire_list,
+)
 from toolrelay._machines import (
     RUN_MACHINE,
     TOOL_CALL_MACHINE,
+    RunEvent,
     RunStatus,
     ToolCallEvent,
     ToolCallStatus,
@@ -45,10 +55,6 @@ from toolrelay.protocol import (
 )
 
 __all__ = ("NO_ITEMS", "NO_KEYS", "ProcessorState", "added", "keyed")
-
-T = TypeVar("T")
-K = TypeVar("K")
-V = TypeVar("V")
 
 # A call still open: any state its declared machine does not call final.
 _OPEN_CALL = TOOL_CALL_MACHINE.states - TOOL_CALL_MACHINE.finals
@@ -78,58 +84,18 @@ _NEVER_ADDED: list[str] = []
 _NO_ADDER: Callable[[str], None] = _NEVER_ADDED.append
 
 
-def _refuse_items(*args: Any, **kwargs: Any) -> Any:
-    raise TypeError("NO_ITEMS is shared: store what added() returns instead")
+_DEFAULT_LIMITS = Limits()
 
 
-def _refuse_keys(*args: Any, **kwargs: Any) -> Any:
-    raise TypeError("NO_KEYS is shared: store what keyed() returns instead")
-
-
-class _SharedEmptyList(list[Any]):
-    """The type of :data:`NO_ITEMS`: adding to it, in any way a list can grow or
-    change, is a bug, and raises."""
-
-    __slots__ = ()
-
-    append = extend = insert = __iadd__ = __imul__ = __setitem__ = _refuse_items
-
-
-class _SharedEmptyDict(dict[Any, Any]):
-    """The type of :data:`NO_KEYS`: setting a key in it, in any way a dict can gain
-    one, is a bug, and raises."""
-
-    __slots__ = ()
-
-    __setitem__ = setdefault = update = __ior__ = _refuse_keys
-
-
-# What a per-turn or per-run list (dict) of the processor is until its first item:
-# one shared empty list (dict) that refuses to grow. Each writer stores what added()
-# (keyed()) returns, a list (dict) of the turn's own from the first item on, so a turn
-# that never settles a message, calls a tool or gets a late argument makes nothing
-# for it: most of these stay empty in most runs, and an empty list is 56 bytes the
-# cycle collector walks, an empty dict 64 bytes.
-NO_ITEMS: list[Any] = _SharedEmptyList()
-NO_KEYS: dict[Any, Any] = _SharedEmptyDict()
-
-
-def added(items: list[T], item: T) -> list[T]:
-    """``items`` with ``item`` appended: ``items`` itself, or a new list in place of
-    an empty one (which may be the shared :data:`NO_ITEMS`); store what it returns."""
-    if items:
-        items.append(item)
-        return items
-    return [item]
-
-
-def keyed(mapping: dict[K, V], key: K, value: V) -> dict[K, V]:
-    """``mapping`` with ``key`` set to ``value``: ``mapping`` itself, or a new dict
-    in place of the shared :data:`NO_KEYS`; store what it returns."""
-    if type(mapping) is _SharedEmptyDict:
-        return {key: value}
-    mapping[key] = value
-    return mapping
+@functools.lru_cache(maxsize=16)
+def _hot_budgets(limits: Limits) -> tuple[int, int]:
+    """The hot path's first character budgets under ``limits``: for arguments (a
+    quarter of the smaller argument bound) and for text (a quarter of the text
+    bound). Made once per ``Limits``, not per turn: ints this large are objects."""
+    return (
+        min(limits.max_argument_bytes, limits.max_turn_argument_bytes) // 4,
+        limits.max_text_bytes // 4,
+    )
 
 
 _ID_PREFIX = uuid.uuid4().hex[:16]
@@ -150,7 +116,6 @@ class ProcessorState:
         "_arg_char_safe",
         "_arg_chars",
         "_arg_exact",
-        "_arg_adders",
         "_calling_count",
         "_calling_shown",
         "_calling_waiting",
@@ -177,7 +142,6 @@ class ProcessorState:
         "_hot_call_add",
         "_hot_text_id",
         "_hot_text_add",
-        "_text_adders",
         "_calls",
         "_chunk_call",
         "_chunk_reasoning",
@@ -194,7 +158,8 @@ class ProcessorState:
         "_result_ids",
         "_resume",
         "_run_first_message",
-        "_run",
+        "_run_state",
+        "_depth",
         "_run_started_seen",
         "_settled",
         "_thinking",
@@ -239,14 +204,17 @@ class ProcessorState:
         self._approval_tools = frozenset(approval_tools)
         # Per (tool name, canonical arguments), how many times this turn asked for it.
         self._requested: dict[tuple[str, str], int] = NO_KEYS
-        self._tools = list(tools)
-        self._limits = limits if limits is not None else Limits()
-        self._context = list(context)
-        self._forwarded_props: Any = {} if forwarded_props is None else forwarded_props
+        # Shared by every turn given the same tuples, as the engine's are (see wire_list).
+        self._tools = wire_list(tools)
+        self._limits = limits = _DEFAULT_LIMITS if limits is None else limits
+        self._context = wire_list(context)
+        self._forwarded_props: Any = NO_WIRE_KEYS if forwarded_props is None else forwarded_props
         self._id_factory = id_factory
         self._include_reasoning = include_reasoning
         self._resume = tuple(resume)
-        self._run = RUN_MACHINE.cursor()
+        # Where the turn stands in the run lifecycle, and its continuation depth.
+        self._run_state = RUN_MACHINE.initial
+        self._depth = 0
         #: Why the turn ended (``None`` while it runs).
         self.reason: TerminalReason | None = None
         #: The run id the client chose for the current run.
@@ -255,10 +223,11 @@ class ProcessorState:
         self.server_run_id: str | None = None
         #: How many runs were started (1 + continuations).
         self.run_count = 0
-        #: Every protocol violation tolerated during the turn, in order.
-        self.violations: list[ProtocolViolation] = []
+        #: Every protocol violation tolerated during the turn, in order. (The shared
+        #: empty list until the first: most turns have none.)
+        self.violations: list[ProtocolViolation] = NO_ITEMS
         #: Tool calls that were open when the turn was aborted (cleared from the run).
-        self.abandoned: list[ToolCallInfo] = []
+        self.abandoned: list[ToolCallInfo] = NO_ITEMS
         #: What the agent asks, once the turn ended ``interrupted`` (the AG-UI
         #: ``interrupt`` outcome, one id each); empty otherwise.
         self.interrupts: tuple[Interrupt, ...] = ()
@@ -271,8 +240,7 @@ class ProcessorState:
         # under a quarter of the smaller one; past that, bytes are counted exactly.
         self._arg_chars = 0
         self._arg_exact: int | None = None
-        limits = self._limits
-        self._arg_char_safe = min(limits.max_argument_bytes, limits.max_turn_argument_bytes) // 4
+        self._arg_char_safe, self._text_hot_budget = _hot_budgets(limits)
         self._turn_calls: list[ToolCallInfo] = NO_ITEMS
         # The turn's text, counted the same way: the hot path counts characters
         # within a budget that keeps 4 bytes each plus the full path's exact bytes
@@ -281,27 +249,43 @@ class ProcessorState:
         self._turn_texts: list[TextMessage] = NO_ITEMS
         self._text_hot_chars = 0
         self._text_full_bytes = 0
-        self._text_hot_budget = limits.max_text_bytes // 4
         self._text_exact: int | None = None
         self._text_results = 0
         self._reasoning_bytes = 0
         self._message_count = 0
         #: Violations past ``Limits.max_violations``: counted, not kept.
         self.violations_dropped = 0
-        # The hot path's message and call adders (their ids: see _reset_run).
+        self._reset_run()
+
+    def _send_run(self, event: RunEvent) -> None:
+        """Move the turn by ``event`` through the compiled ``RunLifecycle``, counting a
+        continuation where the declaration does (promise 3).
+
+        Raises:
+            IllegalTransition: The turn's state does not accept ``event``; the state
+                and the depth are unchanged.
+        """
+        self._run_state, counted = RUN_MACHINE.advance(self._run_state, event)
+        self._depth += counted
+
+    def _forget_hot(self) -> None:
+        """Close the hot path: the next delta asks _hot_text / _hot_call again. The
+        adders go too: each is a bound method of a message's or call's chunk list,
+        which the turn would otherwise keep after the message or call closed."""
+        self._hot_text_id: str | None = None
+        self._hot_call_id: str | None = None
         self._hot_text_add: Callable[[str], None] = _NO_ADDER
         self._hot_call_add: Callable[[str], None] = _NO_ADDER
-        self._reset_run()
 
     @property
     def status(self) -> RunStatus:
         """The turn's state in the run lifecycle."""
-        return self._run.state
+        return self._run_state
 
     @property
     def depth(self) -> int:
         """Continuations started so far."""
-        return self._run.depth
+        return self._depth
 
     @property
     def activity(self) -> Activity:
@@ -328,8 +312,8 @@ class ProcessorState:
         """Give every per-run field its value at a run's start (the first one's too)."""
         # Where the current run's own messages start in the conversation.
         self._run_first_message = len(self.conversation.messages)
-        self._calls: dict[str, ToolCallInfo] = {}
-        self._open_texts: dict[str, TextMessage] = {}
+        self._calls: dict[str, ToolCallInfo] = NO_KEYS
+        self._open_texts: dict[str, TextMessage] = NO_KEYS
         self._open_reasoning: dict[str, ReasoningRecord] = NO_KEYS
         self._result_ids: dict[str, str] = NO_KEYS
         self._chunk_call: ToolCallInfo | None = None
@@ -342,16 +326,11 @@ class ProcessorState:
         self._ended = False
         self._wire_ended = False
         self._run_started_seen = False
-        # The hot path (see receive): the chunk lists of the open text messages and of
-        # the streaming calls, by id; exact argument bytes of the calls past the
-        # character bound.
-        self._text_adders: dict[str, Callable[[str], None]] = {}
-        self._arg_adders: dict[str, Callable[[str], None]] = {}
+        # Exact argument bytes of the calls past the character bound.
         self._exact_arg_bytes: dict[str, int] = NO_KEYS
-        # The hot path's message and call; an id is None when there is none (no
-        # delta's id compares equal); see _hot_text.
-        self._hot_text_id: str | None = None
-        self._hot_call_id: str | None = None
+        # The hot path's message and call (see receive): an id is None when there is
+        # none (no delta's id compares equal), and its adder is then let go.
+        self._forget_hot()
         self._run_call_count = 0
         # Calls still calling (streaming or pending), for the activity: the first
         # MAX_ACTIVITY_NAMES shown, the rest waiting in order (amortised O(1) each).
@@ -372,3 +351,15 @@ class ProcessorState:
         # The agent's state, patched in place within its bounds; built at the first
         # delta of a run (a copy: the RunAgentInput sent holds the previous one).
         self._state: BoundedState | None = None
+
+    def _let_go(self) -> None:
+        """The turn is over: drop what only a running turn reads (its accounting of
+        calls, texts, repeats and exact bytes, the calls shown as calling, the run's
+        reasoning by id), so that a finished turn its caller keeps holds its outcome
+        and little else."""
+        self._turn_calls = self._calling_shown = NO_ITEMS
+        self._turn_texts = NO_ITEMS
+        self._calling_waiting = None
+        self._requested = NO_KEYS
+        self._exact_arg_bytes = NO_KEYS
+        self._run_reasoning = NO_KEYS

@@ -18,7 +18,16 @@ from toolrelay._core._effects import (
     TurnInterrupted,
 )
 from toolrelay._core._processor_base import ProcessorBase
-from toolrelay._core._processor_state import _DONE, _FAILED, _PENDING, _STREAMING, keyed
+from toolrelay._core._processor_state import (
+    _DONE,
+    _FAILED,
+    _PENDING,
+    _STREAMING,
+    NO_ITEMS,
+    NO_KEYS,
+    added,
+    keyed,
+)
 from toolrelay._core._tool_result import ToolResult
 from toolrelay._machines import (
     RunEvent,
@@ -86,6 +95,12 @@ class RunEvents(ProcessorBase):
     def _on_run_finished(self, event: RunFinishedEvent) -> Sequence[Effect]:
         self._ended = True
         self._wire_ended = True
+        self._forget_hot()
+        # The stream is over: no call is calling any more (the activity now follows
+        # the batch), so the calls shown as calling go while the tools run.
+        self._calling_count = 0
+        self._calling_shown = NO_ITEMS
+        self._calling_waiting = None
         effects: list[Effect] = []
         # A TEXT_MESSAGE_CHUNK stream, which has no END, was closed before this event.
         for text in self._open_texts.values():
@@ -106,7 +121,7 @@ class RunEvents(ProcessorBase):
             if status is _STREAMING:
                 self._send_call(call, ToolCallEvent.abandon)
                 call.result = ToolResult.failure("abandoned: the run ended before TOOL_CALL_END")
-                self.abandoned.append(call)
+                self.abandoned = added(self.abandoned, call)
                 effects.extend(
                     self._violation(
                         "tool_call_not_ended",
@@ -120,7 +135,7 @@ class RunEvents(ProcessorBase):
                 kept[key] = call
                 if status is _PENDING:
                     pending.append(call)
-        self._calls = kept
+        self._calls = kept or NO_KEYS
         outcome = event.outcome
         if outcome is not None and type(outcome) is not RunFinishedSuccessOutcome:
             # The agent stopped to ask, or because it was told to: what is pending is
@@ -135,7 +150,7 @@ class RunEvents(ProcessorBase):
             if repeated is not None:
                 effects.extend(self.fail(repeated))
                 return tuple(effects)
-            if self._run.depth >= self.max_depth:
+            if self._depth >= self.max_depth:
                 effects.extend(
                     self.fail(
                         TerminalReason(
@@ -148,7 +163,7 @@ class RunEvents(ProcessorBase):
                     )
                 )
                 return tuple(effects)
-            self._run.send(RunEvent.execute_tools)
+            self._send_run(RunEvent.execute_tools)
             ready: list[ToolCallInfo] = []
             awaiting: list[ToolCallInfo] = []
             for call in pending:
@@ -165,8 +180,9 @@ class RunEvents(ProcessorBase):
             effects.append(ToolsReady(tuple(ready), tuple(awaiting)))
             return tuple(effects)
         self._commit_batch()
-        self._run.send(RunEvent.complete)
+        self._send_run(RunEvent.complete)
         self.reason = _COMPLETED
+        self._let_go()
         effects.extend(self._set_activity(_DONE))
         effects.append(TurnCompleted(_COMPLETED))
         return tuple(effects)

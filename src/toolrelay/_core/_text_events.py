@@ -12,7 +12,7 @@ from toolrelay._core._effects import (
     Effect,
 )
 from toolrelay._core._processor_base import ProcessorBase
-from toolrelay._core._processor_state import _STREAMING_TEXT, added
+from toolrelay._core._processor_state import _STREAMING_TEXT, added, keyed
 from toolrelay.protocol import (
     TextMessageChunkEvent,
     TextMessageContentEvent,
@@ -29,8 +29,7 @@ class TextEvents(ProcessorBase):
     def _start_text(self, message_id: str, role: str | None) -> TextMessage:
         self._count_message()
         text = TextMessage(message_id, role or "assistant", complete=False)
-        self._open_texts[message_id] = text
-        self._text_adders[message_id] = text.adder
+        self._open_texts = keyed(self._open_texts, message_id, text)
         self._turn_texts = added(self._turn_texts, text)
         self._run_texts = True
         self.conversation.append(text)
@@ -63,7 +62,6 @@ class TextEvents(ProcessorBase):
 
     def _on_text_end(self, event: TextMessageEndEvent) -> Sequence[Effect]:
         text = self._open_texts.pop(event.message_id, None)
-        self._text_adders.pop(event.message_id, None)
         if text is None:
             return self._violation(
                 "end_for_unknown_message",

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 __all__ = ("ThreadKey",)
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class ThreadKey:
+class ThreadKey(msgspec.Struct, frozen=True, order=True, gc=False):
     """Which conversation a run belongs to.
+
+    Immutable, hashable and ordered (by thread id, then room, then server). Not
+    tracked by the cycle collector (``gc=False``): it holds strings only, and every
+    turn, thread table entry and claim holds one.
 
     Attributes:
         thread_id: The AG-UI ``threadId``.

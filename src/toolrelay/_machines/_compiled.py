@@ -211,12 +211,13 @@ class RunCursor(Cursor[RunStatus, RunEvent]):
             turn has taken (promise 3). The runtime compares it with its bound.
     """
 
-    __slots__ = ("_steps", "depth")
+    __slots__ = ("depth",)
+
+    machine: CompiledRunMachine
 
     def __init__(self, machine: CompiledRunMachine, state: RunStatus, depth: int) -> None:
         super().__init__(machine, state)
         self.depth = depth
-        self._steps = machine._steps
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._name} state={str(self.state)!r} depth={self.depth}>"
@@ -228,10 +229,7 @@ class RunCursor(Cursor[RunStatus, RunEvent]):
             IllegalTransition: The current state does not accept ``event``; the
                 cursor (state and depth) stays where it was.
         """
-        try:
-            state, counted = self._steps[(self.state, event)]
-        except KeyError:
-            raise IllegalTransition(self._name, str(self.state), str(event)) from None
+        state, counted = self.machine.advance(self.state, event)
         self.state = state
         self.depth += counted
         return state
@@ -270,6 +268,18 @@ class CompiledRunMachine(CompiledMachine[RunStatus, RunEvent]):
         object.__setattr__(self, "counting", counting)
         object.__setattr__(self, "_steps", steps)
         object.__setattr__(self, "_run_machine", machine)
+
+    def advance(self, state: RunStatus, event: RunEvent) -> tuple[RunStatus, int]:
+        """The state ``event`` moves ``state`` to, and whether the transition counts a
+        continuation (1) or not (0), in one lookup.
+
+        Raises:
+            IllegalTransition: ``state`` does not accept ``event``.
+        """
+        try:
+            return self._steps[(state, event)]
+        except KeyError:
+            raise IllegalTransition(self.name, str(state), str(event)) from None
 
     def cursor(self, state: RunStatus | None = None, *, depth: int = 0) -> RunCursor:
         """A new cursor at ``state`` (default: ``idle``) with continuation depth ``depth``."""
