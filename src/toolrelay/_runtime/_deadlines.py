@@ -19,6 +19,7 @@ ended before its deadline leaves at most one wake-up that finds nothing due.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Protocol
 
 import anyio
@@ -36,9 +37,12 @@ class Deadlines:
     """The deadlines of an engine's live turns, and the task that enforces them
     (:meth:`keep`, run by the engine while it is open)."""
 
-    __slots__ = ("_by_length", "_keeping", "_stopped", "_target", "_wake")
+    __slots__ = ("_by_length", "_clock", "_keeping", "_stopped", "_target", "_wake")
 
     def __init__(self) -> None:
+        # The event loop's clock, anyio's current_time without its look-up of the
+        # running backend on every call (set by the engine as it opens).
+        self._clock: Callable[[], float] = anyio.current_time
         # turn_seconds -> {turn: its deadline}, each in the order the turns started.
         self._by_length: dict[float, dict[Expiring, float]] = {}
         # When the keeper wakes next (inf: nothing to wait for), and what wakes it
@@ -52,9 +56,15 @@ class Deadlines:
         """How many deadlines are kept (turns live with one)."""
         return sum(len(queue) for queue in self._by_length.values())
 
+    def use_clock(self, clock: Callable[[], float]) -> None:
+        """Read the time from ``clock``: the running loop's own, which is what
+        :func:`anyio.current_time` returns there (and what cancel scopes' deadlines
+        are compared with)."""
+        self._clock = clock
+
     def add(self, turn: Expiring, seconds: float) -> None:
         """``turn`` is due ``seconds`` from now."""
-        deadline = anyio.current_time() + seconds
+        deadline = self._clock() + seconds
         queue = self._by_length.get(seconds)
         if queue is None:
             queue = self._by_length[seconds] = {}
@@ -71,7 +81,7 @@ class Deadlines:
 
     def _expire_due(self) -> float:
         """Tell every turn past its deadline; returns the nearest deadline left."""
-        now = anyio.current_time()
+        now = self._clock()
         nearest = math.inf
         for seconds, queue in list(self._by_length.items()):
             while queue:

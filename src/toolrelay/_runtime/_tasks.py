@@ -139,6 +139,7 @@ class TurnTasks:
             manager = trio.open_nursery()
             self._nursery = await manager.__aenter__()
             self._nursery_manager = manager
+            self.deadlines.use_clock(trio.current_time)
             self._nursery.start_soon(self.deadlines.keep, name="toolrelay turn deadlines")
         else:
             await anyio.lowlevel.checkpoint()
@@ -146,6 +147,7 @@ class TurnTasks:
             scope.__enter__()
             self._scope = scope
             self._loop = asyncio.get_running_loop()
+            self.deadlines.use_clock(self._loop.time)
             self._keeper = self._loop.create_task(
                 self.deadlines.keep(), name="toolrelay turn deadlines"
             )
