@@ -144,3 +144,26 @@ async def test_the_keeper_stopped_before_its_task_began_returns_at_once() -> Non
     deadlines.stop()
     with anyio.fail_after(1):
         await deadlines.keep()
+
+
+async def test_an_error_in_the_keeper_comes_out_of_the_engines_exit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(self: Deadlines) -> float:
+        raise RuntimeError("the keeper broke")
+
+    monkeypatch.setattr(Deadlines, "_expire_due", broken)
+    agent = ScriptedAgent([Hang()])
+    with pytest.raises(BaseExceptionGroup) as raised:
+        async with Engine(agent) as engine:
+            engine.start_turn("t", "go")  # (on trio the failing keeper cancels the body)
+            await anyio.sleep(0.05)
+    leaves: list[BaseException] = [raised.value]
+    while any(isinstance(leaf, BaseExceptionGroup) for leaf in leaves):
+        leaves = [
+            inner
+            for leaf in leaves
+            for inner in (leaf.exceptions if isinstance(leaf, BaseExceptionGroup) else (leaf,))
+        ]
+    assert [str(error) for error in leaves] == ["the keeper broke"]
+    assert agent.open_streams == 0  # the engine was left cleanly: its turn ended

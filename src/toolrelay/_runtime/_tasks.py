@@ -275,7 +275,10 @@ class TurnTasks:
             await self.wait_all()
             keeper, self._keeper = self._keeper, None
             if keeper is not None:
-                await keeper
+                try:
+                    await keeper
+                except Exception as error:  # (a bug: raised below, the scope left first)
+                    self._errors.append(error)
             await anyio.lowlevel.checkpoint()  # the last tasks' done callbacks run
         swallowed = scope.__exit__(exc_type, exc, tb)
         if self._errors:
