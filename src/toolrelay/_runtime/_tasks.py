@@ -129,6 +129,7 @@ class TurnTasks:
 
     @property
     def opened(self) -> bool:
+        """Whether the engine was entered (turns start once it is, until it closes)."""
         return self._loop is not None or self._nursery is not None
 
     async def open(self) -> None:
@@ -153,8 +154,11 @@ class TurnTasks:
             )
 
     def check_open(self) -> None:
-        """Raises:
-        ClosedError: The engine is closed or not entered."""
+        """Check that turns can start.
+
+        Raises:
+            ClosedError: The engine is closed or not entered.
+        """
         if self.closed or not self.opened:
             raise ClosedError(
                 "the engine is closed" if self.closed else "use the engine with 'async with'"
