@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from contextvars import Context
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
@@ -39,7 +39,7 @@ from toolrelay._errors import ClosedError
 from toolrelay._machines import RunStatus
 from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay._runtime._deadlines import Deadlines
-from toolrelay._runtime._turn import Turn
+from toolrelay._runtime._turn import TaskFunction, Turn
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -47,9 +47,6 @@ if TYPE_CHECKING:
     import trio
 
 __all__ = ("TurnTasks",)
-
-#: What a turn's task runs: its driver's ``run``, given what it calls when it is over.
-TaskFunction = Callable[[Callable[[], None]], Coroutine[Any, Any, None]]
 
 
 def _only(group: BaseExceptionGroup[BaseException]) -> BaseException | None:

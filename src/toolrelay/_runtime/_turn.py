@@ -38,18 +38,16 @@ from toolrelay.backends._base import using_run_settings
 from toolrelay.protocol import Interrupt, ResumeEntry
 from toolrelay.store import LiveTurn
 
-__all__ = ("Spawn", "Turn")
+__all__ = ("Spawn", "TaskFunction", "Turn")
+
+#: What a turn's task runs: its driver's ``run``, given what it calls when it is over.
+TaskFunction = Callable[[Callable[[], None]], Coroutine[Any, Any, None]]
 
 #: How the engine starts a turn's task: ``spawn(function, over, name, context)`` runs
 #: ``function(over)`` as a task named ``name`` in ``context`` (or a copy of it), and
 #: returns the task on asyncio (see ``runtime/_tasks.py``).
 Spawn = Callable[
-    [
-        Callable[[Callable[[], None]], Coroutine[Any, Any, None]],
-        Callable[[], None],
-        str,
-        contextvars.Context,
-    ],
+    [TaskFunction, Callable[[], None], str, contextvars.Context],
     "asyncio.Task[None] | None",
 ]
 
