@@ -12,9 +12,10 @@ commits, and never leaves the file damaged. ``durable=True`` asks for ``synchron
 
 Appends are ``BEGIN IMMEDIATE`` transactions that number their records after the
 thread's last and move its row forward, all or nothing (promise 9). The store
-remembers the rows of threads it wrote and moves one by its id, in one ``UPDATE``
-whose ``WHERE`` checks the row is still as remembered; a row another process wrote
-meanwhile (or a thread deleted, its id taken) is read again. Claims
+remembers the rows of threads it wrote and moves one by its id, in one ``UPDATE``;
+what it remembers is dropped when another connection committed since its last write
+(``PRAGMA data_version``, read inside the write's transaction), so a row another
+process wrote meanwhile (or a thread deleted, its id taken) is read again. Claims
 (:class:`~toolrelay.store.ClaimingStore`, worker processes of one machine) live in
 their own table, timed by the machine's clock; a fenced append checks its claim in the
 transaction that writes it, and a stale one is refused alone.
@@ -30,10 +31,10 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from itertools import repeat
 from pathlib import Path
-from typing import ClassVar, TypeVar, cast
+from typing import Any, ClassVar, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -71,15 +72,12 @@ _encode_into = record_encoder.encode_into
 #: of them moves its row by id, checked, without looking the thread up first.
 _KNOWN_THREADS = 1024
 
-# An append moves its thread's row by id, and only if the row is still as the store
-# last wrote it (another process, a deleted thread: the row is read again).
-_ADVANCE = (
-    "UPDATE threads SET last_seq = ?, updated_at = ? "
-    "WHERE id = ? AND last_seq = ? AND live_turn IS ? AND thread = ? AND room = ? AND server = ?"
-)
+# An append moves its thread's row by id. Only this connection has written the file
+# since the row was remembered (another's commit drops every remembered row), so the
+# row is as remembered; its sequence number is checked all the same.
+_ADVANCE = "UPDATE threads SET last_seq = ?, updated_at = ? WHERE id = ? AND last_seq = ?"
 _ADVANCE_TURN = (
-    "UPDATE threads SET last_seq = ?, live_turn = ?, updated_at = ? "
-    "WHERE id = ? AND last_seq = ? AND live_turn IS ? AND thread = ? AND room = ? AND server = ?"
+    "UPDATE threads SET last_seq = ?, live_turn = ?, updated_at = ? WHERE id = ? AND last_seq = ?"
 )
 
 
@@ -100,15 +98,14 @@ def _advance(cursor: sqlite3.Cursor, item: Append, seen: _Seen, now: float) -> b
     live turn after them), ``seen`` with it; ``False`` (nothing written) if the row is
     not as seen any more. One statement, by the row's id: the live turn's partial
     index is touched only when the live turn changes."""
-    key, records = item.key, item.records
+    records = item.records
     last, live = seen.last, seen.live
     turn = live_turn_after(live, records)
     moved = last + len(records)
-    thread, room, server = key.thread_id, key.room_id, key.server
     if turn == live:
-        cursor.execute(_ADVANCE, (moved, now, seen.id, last, live, thread, room, server))
+        cursor.execute(_ADVANCE, (moved, now, seen.id, last))
     else:
-        cursor.execute(_ADVANCE_TURN, (moved, turn, now, seen.id, last, live, thread, room, server))
+        cursor.execute(_ADVANCE_TURN, (moved, turn, now, seen.id, last))
     if cursor.rowcount != 1:
         return False
     seen.last = item.last = moved
@@ -166,6 +163,8 @@ class SQLiteStore:
         self._work = WorkQueue(self._hop, str(self.path))
         #: The rows of threads the store wrote (bounded; used with ``_lock`` held).
         self._known: OrderedDict[ThreadKey, _Seen] = OrderedDict()
+        #: ``PRAGMA data_version`` as the last write transaction read it.
+        self._data_version: int | None = None
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -193,18 +192,24 @@ class SQLiteStore:
 
     # -- the queue ---------------------------------------------------------------------
 
-    async def _run(self, work: Callable[[sqlite3.Connection], T], doing: str) -> T:
+    def _run(self, work: Callable[[sqlite3.Connection], T], doing: str) -> Coroutine[Any, Any, T]:
         """Run ``work`` on the connection in a worker thread, with whatever else is
         queued; a failure is typed."""
-        job = Job(work, doing)
-        # (the queue entered from here, as ``append`` does: one coroutine fewer for
-        # every waiting read, each turn on a thread the engine does not hold reads it)
-        if self._connection is None:
-            await self.open()
-        await self._work.run(job)
-        return cast("T", job.value)
+        return self._queued(Job(work, doing))
 
-    def _hop(self, batch: list[Queued]) -> None:
+    def _queued(self, item: Queued[T]) -> Coroutine[Any, Any, T]:
+        """``item`` run by the queue, the store opened first if it is not: the queue's
+        own coroutine when it is open (the awaiting caller's is the only frame above
+        it, for every write of every turn and every read)."""
+        if self._connection is None:
+            return self._opened_then(item)
+        return self._work.run(item)
+
+    async def _opened_then(self, item: Queued[T]) -> T:
+        await self.open()
+        return await self._work.run(item)
+
+    def _hop(self, batch: list[Queued[Any]]) -> None:
         """Run ``batch`` in its order (in a worker thread); appends next to each other
         share one transaction."""
         with self._lock:
@@ -228,20 +233,19 @@ class SQLiteStore:
 
     # -- the contract ------------------------------------------------------------------
 
-    async def append(
+    def append(
         self,
         key: ThreadKey,
         records: Sequence[Record],
         *,
         owner: str | None = None,
         claim: Claim | None = None,
-    ) -> int:
+    ) -> Coroutine[Any, Any, int]:
+        """:meth:`Store.append <toolrelay.store.Store.append>` (awaited the same; a
+        plain method that gives the queue's coroutine, so a waiting write holds one
+        frame fewer). Bad arguments raise when it is called."""
         check_append(key, records, claim)
-        item = Append(key, records, owner, claim)
-        if self._connection is None:
-            await self.open()
-        await self._work.run(item)
-        return item.last
+        return self._queued(Append(key, records, owner, claim))
 
     def _write(self, connection: sqlite3.Connection, batch: list[Append]) -> None:
         """Write ``batch`` in one transaction; if it fails and holds several appends,
@@ -266,6 +270,12 @@ class SQLiteStore:
         cursor = connection.cursor()
         cursor.execute("BEGIN IMMEDIATE")
         try:
+            # Another connection (process) committed since this one's last transaction:
+            # what the store remembers of threads' rows may be stale, read them again.
+            version = cursor.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._data_version:
+                known.clear()
+                self._data_version = version
             failed: list[tuple[Append, BaseException]] = []
             # The records' rows as three columns (flat lists of the whole transaction:
             # no list or tuple per append held until the commit).

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -20,6 +21,8 @@ from toolrelay.store._records import Record
 from toolrelay.store._sqlite_schema import sqlite_error
 
 __all__ = ("Append", "Job", "Queued", "WorkQueue")
+
+T = TypeVar("T")
 
 
 class HopEnd:
@@ -64,11 +67,14 @@ class HopEnd:
                 future.set_result(None)
 
 
-class Queued:
-    """Work waiting for the connection. ``settled`` once it ran; ``error`` is what
-    stopped it; ``hop`` is set when the hop that holds it is over (or when it moved)."""
+class Queued(Generic[T]):
+    """Work waiting for the connection. ``settled`` once it ran, with its ``value``;
+    ``error`` is what stopped it; ``hop`` is set when the hop that holds it is over (or
+    when it moved)."""
 
-    __slots__ = ("error", "hop", "settled")
+    __slots__ = ("error", "hop", "settled", "value")
+
+    value: T
 
     def __init__(self) -> None:
         self.settled = False
@@ -80,9 +86,10 @@ class Queued:
         self.settled = True
 
 
-class Append(Queued):
-    """One ``append``; ``last`` is its last sequence number once written. Its records
-    are encoded in the hop, in the worker thread (none of it on the event loop)."""
+class Append(Queued[int]):
+    """One ``append``; ``last`` is its last sequence number as it is written (its value
+    once committed). Its records are encoded in the hop, in the worker thread (none of
+    it on the event loop)."""
 
     __slots__ = ("claim", "key", "last", "owner", "records")
 
@@ -102,19 +109,20 @@ class Append(Queued):
 
     def written(self) -> None:
         """Its transaction committed (``last`` was set as it was written)."""
+        self.value = self.last
         self.settled = True
 
 
-class Job(Queued):
-    """Any other use of the connection (a read, a claim); ``value`` is its result."""
+class Job(Queued[T]):
+    """Any other use of the connection (a read, a claim); its ``value`` is what
+    ``work`` returned."""
 
-    __slots__ = ("doing", "value", "work")
+    __slots__ = ("doing", "work")
 
-    def __init__(self, work: Callable[[sqlite3.Connection], object], doing: str) -> None:
+    def __init__(self, work: Callable[[sqlite3.Connection], T], doing: str) -> None:
         super().__init__()
         self.work = work
         self.doing = doing
-        self.value: object = None
 
     def run(self, connection: sqlite3.Connection) -> None:
         try:
@@ -131,18 +139,18 @@ class WorkQueue:
     nobody leading. ``hop`` runs a batch in a worker thread and settles every item it
     can; ``label`` names the store in errors."""
 
-    def __init__(self, hop: Callable[[list[Queued]], None], label: str) -> None:
+    def __init__(self, hop: Callable[[list[Queued[Any]]], None], label: str) -> None:
         self._hop = hop
         self._label = label
-        self._queue: list[Queued] = []
+        self._queue: list[Queued[Any]] = []
         self._leading = False
         #: The event of what is queued now (every queued item's ``hop``): set once it has
         #: run, or early when it moves back to the head or its leader quits.
         self._next_hop: HopEnd | None = None
 
-    async def run(self, item: Queued) -> None:
-        """Queue ``item`` and return once it ran; raises what stopped it. A waiter that
-        finds no leader leads."""
+    async def run(self, item: Queued[T]) -> T:
+        """Queue ``item`` and return its value once it ran; raises what stopped it. A
+        waiter that finds no leader leads."""
         if not self._queue:  # a new queue, a new event (a taken queue took its own)
             self._next_hop = HopEnd()
         item.hop = self._next_hop
@@ -159,6 +167,7 @@ class WorkQueue:
                 self._queue.remove(item)
         if item.error is not None:
             raise item.error
+        return item.value
 
     async def _lead(self) -> None:
         """Take what is queued to the connection, hop after hop, until the queue is
@@ -199,7 +208,7 @@ class WorkQueue:
         if stale is not None:
             stale.set()
 
-    def _run_hop(self, batch: list[Queued], started: list[bool]) -> None:
+    def _run_hop(self, batch: list[Queued[Any]], started: list[bool]) -> None:
         """The hop itself, in a worker thread; ``started`` says it began."""
         started.append(True)
         self._hop(batch)
