@@ -19,6 +19,7 @@ from toolrelay import (
     ThreadKey,
     ToolCallBatch,
     ToolRegistry,
+    Turn,
 )
 from toolrelay._reasons import ReasonKind
 from toolrelay.protocol import (
@@ -34,6 +35,7 @@ from toolrelay.store import (
     FencedStore,
     MemoryStore,
     MessageSaved,
+    Record,
     SQLiteStore,
     Store,
     ToolFinished,
@@ -262,6 +264,52 @@ async def test_retry_without_a_store_works_on_the_thread_in_memory() -> None:
         with pytest.raises(ValueError):
             await engine.retry("unknown")
     assert _roles(agent.inputs[1].messages) == ["user"]
+
+
+class _EndHeld(MemoryStore):
+    """An in-memory store (ordered: its writes are not shielded by the thread log)
+    whose write of a turn's end waits until ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ending = anyio.Event()
+        self.release = anyio.Event()
+
+    async def append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> int:
+        if any(isinstance(record, TurnEnded) for record in records):
+            self.ending.set()
+            await self.release.wait()
+        return await super().append(key, records, owner=owner)
+
+
+async def test_a_turns_last_write_finishes_when_what_holds_the_engine_is_cancelled() -> None:
+    # The turn has left its own scope and waits for its end to be written when the
+    # scope around the engine is cancelled. On trio that cancellation reaches the
+    # turn's task (the engine's nursery) and the write is shielded; on asyncio the task
+    # is the loop's own and nothing reaches it. Either way the end is written.
+    store = _EndHeld()
+    outer = anyio.CancelScope()
+    turns: list[Turn] = []
+
+    async def hold_the_engine() -> None:
+        with outer:
+            async with Engine(ScriptedAgent([text("hi")]), store=store) as engine:
+                turns.append(engine.start_turn(KEY, "go"))
+                await anyio.sleep_forever()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(hold_the_engine)
+        with anyio.fail_after(10):
+            await store.ending.wait()
+        outer.cancel()
+        await anyio.sleep(0.05)  # the cancellation is delivered while the write waits
+        store.release.set()
+    (turn,) = turns
+    assert turn.status is RunStatus.completed
+    ended = replay(await store.read(KEY)).last_ended
+    assert ended is not None and ended.status == "completed"
 
 
 async def test_a_cancelled_or_closed_turn_is_written_ended_and_not_recovered(

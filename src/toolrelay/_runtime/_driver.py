@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from contextlib import nullcontext
 from contextvars import Token
 from typing import Any, cast
 
@@ -80,6 +81,9 @@ def snapshot_of(key: ThreadKey, processor: EventProcessor) -> TurnSnapshot:
 
 
 #: Why a turn ends whose run someone else disposed while it streamed.
+#: The last write's scope where nothing from outside the turn can cancel it (reusable).
+_UNSHIELDED = nullcontext()
+
 _REPLACED = TerminalReason(kind=ReasonKind.SUPERSEDED, message="the run was replaced on its thread")
 
 
@@ -295,8 +299,13 @@ class TurnDriver:
 
     async def _last_flush(self, log: ThreadLog) -> None:
         """The turn's last write (its end), whatever cancelled it; a store that still
-        fails is reported, and what it did commit stays."""
-        with anyio.CancelScope(shield=True):
+        fails is reported, and what it did commit stays.
+
+        The turn's own scope is left by now: the write is shielded only where a
+        cancellation from outside the turn can still reach its task (on asyncio,
+        entering and leaving an anyio shield costs about what a wait on the loop does,
+        and nothing it would stop can happen there)."""
+        with anyio.CancelScope(shield=True) if self._host.reach_turns() else _UNSHIELDED:
             try:
                 await log.flush()
             except StoreError as exc:

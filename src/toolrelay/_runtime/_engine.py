@@ -195,6 +195,7 @@ class Engine:
             include_reasoning=include_reasoning_given,
             new_run_id=run_id_factory,
             deadlines=self._tasks.deadlines,
+            reach_turns=self._tasks.reach_turns,
             load=self._threads.load,
             finished=self._turn_finished,
         )

@@ -98,6 +98,8 @@ class TurnHost(Generic[TurnT]):
             (told to the backend, see :class:`~toolrelay.backends.RunSettings`).
         new_run_id: Makes a client-side run id when the backend allocates none.
         deadlines: Where a turn's deadline (``turn_seconds``) is kept while it runs.
+        reach_turns: Whether a cancellation from outside a turn can reach its task once
+            the turn has left its own scope (then its last write is shielded).
         load: Puts what the store has of a thread in front of its conversation, once
             (with a store only).
         finished: Called as a turn's task ends, before its waiters wake: the turn's
@@ -113,6 +115,7 @@ class TurnHost(Generic[TurnT]):
     include_reasoning: bool | None
     new_run_id: Callable[[], str]
     deadlines: Deadlines
+    reach_turns: Callable[[], bool]
     load: Callable[[ThreadKey, ThreadLog], Awaitable[None]]
     finished: Callable[[TurnT, RunHandle | None], None]
 

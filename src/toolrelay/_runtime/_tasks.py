@@ -93,6 +93,7 @@ class TurnTasks:
     __slots__ = (
         "_errors",
         "_finished",
+        "_in_nursery",
         "_keeper",
         "_live",
         "_loop",
@@ -117,12 +118,22 @@ class TurnTasks:
         self._scope: anyio.CancelScope | None = None
         self._nursery: trio.Nursery | None = None
         self._nursery_manager: AbstractAsyncContextManager[trio.Nursery] | None = None
+        # Turns' tasks run in the nursery (trio): set once, kept while the engine closes.
+        self._in_nursery = False
         # One bound method for every task's done callback (made once, not per task).
         self._task_done = self._on_task_done
         self.closed = False
         #: The live turns' deadlines, kept by one task while the engine is open.
         self.deadlines = Deadlines()
         self._keeper: asyncio.Task[None] | None = None
+
+    def reach_turns(self) -> bool:
+        """Whether a cancellation from outside a turn can reach its task once the turn
+        has left its own scope. On trio it can (the engine's nursery is cancelled with
+        what encloses it). On asyncio nothing anyio cancels can: the task is the loop's
+        own, under no scope but its turn's (and an anyio shield does not stop a bare
+        ``Task.cancel()``, the only other way in)."""
+        return self._in_nursery
 
     @property
     def opened(self) -> bool:
@@ -137,6 +148,7 @@ class TurnTasks:
             manager = trio.open_nursery()
             self._nursery = await manager.__aenter__()
             self._nursery_manager = manager
+            self._in_nursery = True
             self.deadlines.use_clock(trio.current_time)
             self._nursery.start_soon(self.deadlines.keep, name="toolrelay turn deadlines")
         else:
