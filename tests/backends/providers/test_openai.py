@@ -577,6 +577,76 @@ def test_responses_a_stream_that_stops_early_ends_no_call_and_not_the_run() -> N
     assert outcome.ended == [] and outcome.finish is None and outcome.error is None
 
 
+def reasoning_item(index: int, item_id: str, *, done: bool = False) -> dict[str, Any]:
+    return {
+        "type": f"response.output_item.{'done' if done else 'added'}",
+        "output_index": index,
+        "item": {"id": item_id, "type": "reasoning", "summary": [], "content": []},
+    }
+
+
+def summary_delta(item_id: str, summary_index: int, delta: str) -> dict[str, Any]:
+    return {
+        "type": "response.reasoning_summary_text.delta",
+        "item_id": item_id,
+        "output_index": 0,
+        "summary_index": summary_index,
+        "delta": delta,
+    }
+
+
+def reasoning_text_delta(item_id: str, content_index: int, delta: str) -> dict[str, Any]:
+    return {
+        "type": "response.reasoning_text.delta",
+        "item_id": item_id,
+        "output_index": 0,
+        "content_index": content_index,
+        "delta": delta,
+    }
+
+
+def test_responses_summary_parts_of_one_reasoning_item_are_paragraphs_of_one_message() -> None:
+    stream = [
+        created(),
+        reasoning_item(0, "rs_1"),
+        {"type": "response.reasoning_summary_part.added", "item_id": "rs_1", "summary_index": 0},
+        summary_delta("rs_1", 0, "**Checking the road**\n\nLook "),
+        summary_delta("rs_1", 0, "both ways."),
+        {"type": "response.reasoning_summary_part.added", "item_id": "rs_1", "summary_index": 1},
+        summary_delta("rs_1", 1, "**Crossing**\n\nWalk."),
+        # A part with no text adds no blank line of its own.
+        {"type": "response.reasoning_summary_part.added", "item_id": "rs_1", "summary_index": 2},
+        summary_delta("rs_1", 2, ""),
+        summary_delta("rs_1", 3, "Done."),
+        reasoning_item(0, "rs_1", done=True),
+        completed(),
+    ]
+    outcome = summarize(translate(OpenAIResponsesTranslator(), stream, named=True))
+    assert outcome.reasoning == [
+        "**Checking the road**\n\nLook both ways.\n\n**Crossing**\n\nWalk.\n\nDone."
+    ]
+
+
+def test_responses_raw_reasoning_content_parts_are_paragraphs_and_items_stay_apart() -> None:
+    stream = [
+        created(),
+        reasoning_item(0, "rs_1"),
+        reasoning_text_delta("rs_1", 0, "The user asks "),
+        reasoning_text_delta("rs_1", 0, "about Tokyo."),
+        reasoning_text_delta("rs_1", 1, "I'll call the tool."),
+        reasoning_item(0, "rs_1", done=True),
+        reasoning_item(1, "rs_2"),
+        summary_delta("rs_2", 0, "A second item starts afresh."),
+        reasoning_item(1, "rs_2", done=True),
+        completed(),
+    ]
+    outcome = summarize(translate(OpenAIResponsesTranslator(), stream, named=True))
+    assert outcome.reasoning == [
+        "The user asks about Tokyo.\n\nI'll call the tool.",
+        "A second item starts afresh.",
+    ]
+
+
 # --- through the backend, over httpx.MockTransport ---
 
 
