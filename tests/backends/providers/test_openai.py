@@ -209,13 +209,15 @@ CHAT_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
         ),
     ),
     "stop-with-calls": (
+        # OpenAI says "stop" after a call that tool_choice forced: the response still
+        # stopped for its tool.
         CHAT_STOP_WITH_CALLS,
         Outcome(
             texts=[],
             calls=[("call_abc", "get_secret_number", '{"name": "alice"}')],
             ended=["call_abc"],
             reasoning=[],
-            finish={"stopReason": "end_turn", "providerStopReason": "stop"},
+            finish={"stopReason": "tool_use", "providerStopReason": "stop"},
         ),
     ),
     "length": (
@@ -265,6 +267,35 @@ def test_chat_tool_call_end_waits_for_the_finish_reason(case: str) -> None:
     last = translator.feed(chunks[-1])
     assert [type(e) for e in last][-1] is RunFinishedEvent
     assert any(isinstance(e, ToolCallEndEvent) for e in last)
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "stop_reason"),
+    [
+        ("stop", "tool_use"),
+        ("tool_calls", "tool_use"),
+        ("length", "max_tokens"),
+        ("content_filter", "content_filter"),
+    ],
+)
+def test_chat_calls_make_stop_tool_use_but_a_cut_off_keeps_its_reason(
+    finish_reason: str, stop_reason: str
+) -> None:
+    stream = [*CHAT_ONE_CALL[:-1], chunk({}, finish_reason)]
+    outcome = summarize(translate(OpenAIChatTranslator(), stream))
+    assert outcome.finish == {"stopReason": stop_reason, "providerStopReason": finish_reason}
+
+
+def test_chat_a_call_that_never_got_its_name_does_not_make_stop_tool_use() -> None:
+    stream = [
+        ROLE,
+        chunk({"content": "Done."}),
+        calls({"index": 0, "id": "call_x", "function": {"arguments": "{}"}}),
+        chunk({}, "stop"),
+    ]
+    outcome = summarize(translate(OpenAIChatTranslator(), stream))
+    assert outcome.calls == []
+    assert outcome.finish == {"stopReason": "end_turn", "providerStopReason": "stop"}
 
 
 def test_chat_calls_without_ids_get_call_n_ids() -> None:
