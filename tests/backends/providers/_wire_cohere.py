@@ -90,7 +90,9 @@ def call_end(index: int) -> dict[str, Any]:
     return {"type": "tool-call-end", "index": index}
 
 
-def message_end(reason: str, error: str | None = None) -> dict[str, Any]:
+def message_end(
+    reason: str, error: str | None = None, error_type: str | None = None
+) -> dict[str, Any]:
     delta: dict[str, Any] = {
         "finish_reason": reason,
         "usage": {
@@ -100,6 +102,8 @@ def message_end(reason: str, error: str | None = None) -> dict[str, Any]:
     }
     if error is not None:
         delta["error"] = error
+    if error_type is not None:
+        delta["error_type"] = error_type
     return {"type": "message-end", "delta": delta}
 
 

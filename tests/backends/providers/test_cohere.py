@@ -170,6 +170,15 @@ def test_an_error_finish_mid_stream_is_a_run_error() -> None:
     assert [type(e).__name__ for e in events][-2:] == ["TextMessageEndEvent", "RunErrorEvent"]
 
 
+def test_an_error_type_is_the_run_error_code() -> None:
+    stream = [
+        message_start(),
+        message_end("ERROR", error="invalid tool generation", error_type="INVALID_TOOL_GENERATION"),
+    ]
+    summary = summarize(translate(translator(), stream))
+    assert summary.error == ("invalid tool generation", "INVALID_TOOL_GENERATION")
+
+
 @pytest.mark.parametrize(
     ("reason", "stop_reason"),
     [

@@ -209,13 +209,15 @@ CHAT_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
         ),
     ),
     "stop-with-calls": (
+        # OpenAI says "stop" after a call that tool_choice forced: the response still
+        # stopped for its tool.
         CHAT_STOP_WITH_CALLS,
         Outcome(
             texts=[],
             calls=[("call_abc", "get_secret_number", '{"name": "alice"}')],
             ended=["call_abc"],
             reasoning=[],
-            finish={"stopReason": "end_turn", "providerStopReason": "stop"},
+            finish={"stopReason": "tool_use", "providerStopReason": "stop"},
         ),
     ),
     "length": (
@@ -265,6 +267,35 @@ def test_chat_tool_call_end_waits_for_the_finish_reason(case: str) -> None:
     last = translator.feed(chunks[-1])
     assert [type(e) for e in last][-1] is RunFinishedEvent
     assert any(isinstance(e, ToolCallEndEvent) for e in last)
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "stop_reason"),
+    [
+        ("stop", "tool_use"),
+        ("tool_calls", "tool_use"),
+        ("length", "max_tokens"),
+        ("content_filter", "content_filter"),
+    ],
+)
+def test_chat_calls_make_stop_tool_use_but_a_cut_off_keeps_its_reason(
+    finish_reason: str, stop_reason: str
+) -> None:
+    stream = [*CHAT_ONE_CALL[:-1], chunk({}, finish_reason)]
+    outcome = summarize(translate(OpenAIChatTranslator(), stream))
+    assert outcome.finish == {"stopReason": stop_reason, "providerStopReason": finish_reason}
+
+
+def test_chat_a_call_that_never_got_its_name_does_not_make_stop_tool_use() -> None:
+    stream = [
+        ROLE,
+        chunk({"content": "Done."}),
+        calls({"index": 0, "id": "call_x", "function": {"arguments": "{}"}}),
+        chunk({}, "stop"),
+    ]
+    outcome = summarize(translate(OpenAIChatTranslator(), stream))
+    assert outcome.calls == []
+    assert outcome.finish == {"stopReason": "end_turn", "providerStopReason": "stop"}
 
 
 def test_chat_calls_without_ids_get_call_n_ids() -> None:
@@ -575,6 +606,76 @@ def test_responses_calls_name_the_text_before_them_as_their_message() -> None:
 def test_responses_a_stream_that_stops_early_ends_no_call_and_not_the_run() -> None:
     outcome = summarize(translate(OpenAIResponsesTranslator(), RESP_ONE_CALL[:3], named=True))
     assert outcome.ended == [] and outcome.finish is None and outcome.error is None
+
+
+def reasoning_item(index: int, item_id: str, *, done: bool = False) -> dict[str, Any]:
+    return {
+        "type": f"response.output_item.{'done' if done else 'added'}",
+        "output_index": index,
+        "item": {"id": item_id, "type": "reasoning", "summary": [], "content": []},
+    }
+
+
+def summary_delta(item_id: str, summary_index: int, delta: str) -> dict[str, Any]:
+    return {
+        "type": "response.reasoning_summary_text.delta",
+        "item_id": item_id,
+        "output_index": 0,
+        "summary_index": summary_index,
+        "delta": delta,
+    }
+
+
+def reasoning_text_delta(item_id: str, content_index: int, delta: str) -> dict[str, Any]:
+    return {
+        "type": "response.reasoning_text.delta",
+        "item_id": item_id,
+        "output_index": 0,
+        "content_index": content_index,
+        "delta": delta,
+    }
+
+
+def test_responses_summary_parts_of_one_reasoning_item_are_paragraphs_of_one_message() -> None:
+    stream = [
+        created(),
+        reasoning_item(0, "rs_1"),
+        {"type": "response.reasoning_summary_part.added", "item_id": "rs_1", "summary_index": 0},
+        summary_delta("rs_1", 0, "**Checking the road**\n\nLook "),
+        summary_delta("rs_1", 0, "both ways."),
+        {"type": "response.reasoning_summary_part.added", "item_id": "rs_1", "summary_index": 1},
+        summary_delta("rs_1", 1, "**Crossing**\n\nWalk."),
+        # A part with no text adds no blank line of its own.
+        {"type": "response.reasoning_summary_part.added", "item_id": "rs_1", "summary_index": 2},
+        summary_delta("rs_1", 2, ""),
+        summary_delta("rs_1", 3, "Done."),
+        reasoning_item(0, "rs_1", done=True),
+        completed(),
+    ]
+    outcome = summarize(translate(OpenAIResponsesTranslator(), stream, named=True))
+    assert outcome.reasoning == [
+        "**Checking the road**\n\nLook both ways.\n\n**Crossing**\n\nWalk.\n\nDone."
+    ]
+
+
+def test_responses_raw_reasoning_content_parts_are_paragraphs_and_items_stay_apart() -> None:
+    stream = [
+        created(),
+        reasoning_item(0, "rs_1"),
+        reasoning_text_delta("rs_1", 0, "The user asks "),
+        reasoning_text_delta("rs_1", 0, "about Tokyo."),
+        reasoning_text_delta("rs_1", 1, "I'll call the tool."),
+        reasoning_item(0, "rs_1", done=True),
+        reasoning_item(1, "rs_2"),
+        summary_delta("rs_2", 0, "A second item starts afresh."),
+        reasoning_item(1, "rs_2", done=True),
+        completed(),
+    ]
+    outcome = summarize(translate(OpenAIResponsesTranslator(), stream, named=True))
+    assert outcome.reasoning == [
+        "The user asks about Tokyo.\n\nI'll call the tool.",
+        "A second item starts afresh.",
+    ]
 
 
 # --- through the backend, over httpx.MockTransport ---

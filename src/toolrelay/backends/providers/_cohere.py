@@ -21,7 +21,10 @@ message-end ``finish_reason``          RUN_FINISHED ``stopReason``: TOOL_CALL ->
                                        MAX_TOKENS -> ``max_tokens``, STOP_SEQUENCE ->
                                        ``stop_sequence``, ERROR_TOXIC ->
                                        ``content_filter``; ERROR, ERROR_LIMIT, TIMEOUT
-                                       -> RUN_ERROR (code the reason in lower case)
+                                       -> RUN_ERROR (message ``error``; code
+                                       ``error_type`` as Cohere spells it, such as
+                                       INVALID_TOOL_GENERATION, else the reason in
+                                       lower case)
 =====================================  ===============================================
 
 Arguments are held until ``tool-call-end`` because Cohere may send ``"null"`` (or
@@ -154,6 +157,9 @@ class _Usage(msgspec.Struct, frozen=True):
 class _EndDelta(msgspec.Struct, frozen=True):
     finish_reason: str | None = None
     error: str | None = None
+    # What kind of error, when ``error`` is set (``INVALID_TOOL_GENERATION``...): the
+    # finish reason alone (``ERROR``) does not say.
+    error_type: str | None = None
     usage: _Usage | None = None
 
 
@@ -280,7 +286,7 @@ class CohereTranslator(MessageStreams):
         reason = delta.finish_reason or "COMPLETE"
         if reason in _ERROR_REASONS or delta.error:
             message = delta.error or f"Cohere stopped: {reason}"
-            return self._fail(message, reason.lower())
+            return self._fail(message, delta.error_type or reason.lower())
         return self._end_run(_STOP_REASONS.get(reason, "other"), reason, _token_usage(delta.usage))
 
 

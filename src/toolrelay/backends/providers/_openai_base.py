@@ -31,17 +31,29 @@ _STOP_REASONS: dict[str, str] = {
 }
 
 
-def finished(provider_reason: Any) -> RunFinishedEvent:
+def finished(provider_reason: Any, *, made_calls: bool = False) -> RunFinishedEvent:
     """RUN_FINISHED with ``{"stopReason": ..., "providerStopReason": provider_reason}``:
     the reason in the words every provider backend uses (``end_turn``, ``tool_use``,
     ``max_tokens``, ``content_filter``; ``other`` for one it does not know), and
-    OpenAI's own."""
+    OpenAI's own.
+
+    Args:
+        provider_reason: OpenAI's reason.
+        made_calls: Whether the response made tool calls. A response that did and still
+            says ``"stop"`` (OpenAI does, with a forced ``tool_choice``) ends for its
+            tools, so it reports ``tool_use``, as the Gemini and Ollama backends do. A
+            response cut off (``max_tokens``) or filtered keeps its reason: that is what
+            happened to its calls.
+    """
     reason = str(provider_reason)
+    stop_reason = _STOP_REASONS.get(reason, "other")
+    if made_calls and stop_reason == "end_turn":
+        stop_reason = "tool_use"
     # The backend stamps the run's ids (the translator does not know them).
     return RunFinishedEvent(
         thread_id="",
         run_id="",
-        result={"stopReason": _STOP_REASONS.get(reason, "other"), "providerStopReason": reason},
+        result={"stopReason": stop_reason, "providerStopReason": reason},
     )
 
 

@@ -20,13 +20,17 @@ the answer; ``data: [DONE]`` ends the body. :class:`OpenAIChatTranslator` maps::
                                               every open call, then RUN_FINISHED
                                               {"stopReason": end_turn, tool_use,
                                               max_tokens, content_filter or other,
-                                              "providerStopReason": finish_reason}
+                                              "providerStopReason": finish_reason};
+                                              tool_use for "stop" after calls
     {"error": {...}}                       -> RUN_ERROR (message, code)
 
 Chat Completions says that a tool call is complete only when the whole message is, so
 TOOL_CALL_END waits for ``finish_reason``: arguments that happen to parse mid-stream are
-never run. ``"tool_calls"`` is the usual reason with calls, but some servers say
-``"stop"``; the processor runs tools whenever calls are pending, so both work. A stream
+never run. ``"tool_calls"`` is the usual reason with calls, but OpenAI itself says ``"stop"``
+when ``tool_choice`` forced the call, and so do some servers; the processor runs tools
+whenever calls are pending, so both work, and both report ``stopReason: tool_use``
+(the response stopped for its tools). ``"length"`` and ``"content_filter"`` keep their
+own ``stopReason`` even after calls: the response was cut off. A stream
 that closes without a ``finish_reason`` ends its open calls and messages but not the
 run: the processor fails the turn (the stream ended early) and runs nothing.
 
@@ -175,7 +179,8 @@ class OpenAIChatTranslator:
         finish_reason = choice.get("finish_reason")
         if finish_reason is not None:
             self._close(out)
-            out.append(finished(finish_reason))
+            made_calls = any(call.started for call in self._calls.values())
+            out.append(finished(finish_reason, made_calls=made_calls))
             self._ended = True
         return out
 

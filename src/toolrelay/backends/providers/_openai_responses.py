@@ -17,6 +17,8 @@ A pure translator, :class:`OpenAIResponsesTranslator`, plus a thin
     response.output_item.done (message)            -> TEXT_MESSAGE_END
     response.reasoning_summary_text.delta,
     response.reasoning_text.delta                  -> REASONING_MESSAGE_START / CONTENT
+                                                      (one message per reasoning item;
+                                                      "\n\n" between its parts)
     response.completed                             -> RUN_FINISHED {"stopReason": "tool_use"
                                                       or "end_turn"}
     response.incomplete                            -> RUN_FINISHED {"stopReason":
@@ -26,6 +28,13 @@ A pure translator, :class:`OpenAIResponsesTranslator`, plus a thin
                                                       cut off before its ``done`` stays
                                                       open and is never run
     response.failed, error                         -> RUN_ERROR (message, code)
+
+A reasoning item's summary comes in parts (``summary_index`` 0, 1, ...), each a
+paragraph of its own that often opens with a bold title; its raw reasoning likewise
+in content parts (``content_index``). The item stays one reasoning message, and a
+blank line goes between its parts, so the message reads as the parts joined with
+``"\n\n"``, not glued into one paragraph. The separator comes with the first delta of
+the next part, so an empty part adds none.
 
 Requests: see ``_messages.py`` (what every provider is sent of a conversation).
 """
@@ -83,6 +92,13 @@ __all__ = ("OpenAIResponsesBackend", "OpenAIResponsesTranslator")
 
 # --- the translator ------------------------------------------------------------------------------
 
+#: A reasoning item's part: ``("summary", summary_index)`` or ``("content",
+#: content_index)``; the index is ``None`` when the server names none.
+_Part = tuple[str, int | None]
+
+#: What goes between two parts of one reasoning item: they are paragraphs.
+_PART_BREAK = "\n\n"
+
 
 @dataclass(slots=True)
 class _ResponsesCall:
@@ -103,9 +119,10 @@ class OpenAIResponsesTranslator:
         self._fallback_message_id = fallback_message_id
         self._response_id: str | None = None
         self._last_text_id: str | None = None
-        # Insertion-ordered sets: what is open, closed in the order it was opened.
+        # What is open, closed in the order it was opened (dicts keep insertion order).
         self._open_texts: dict[str, None] = {}
-        self._open_reasoning: dict[str, None] = {}
+        # Each open reasoning item -> the part its last delta belonged to.
+        self._open_reasoning: dict[str, _Part] = {}
         self._calls: dict[str, _ResponsesCall] = {}  # by item id
         self._items_by_index: dict[int, str] = {}  # output_index -> item id
         self._ended = False
@@ -141,11 +158,10 @@ class OpenAIResponsesTranslator:
                 call = self._call(chunk)
                 if call is not None:
                     self._end_call(call, chunk.get("arguments"), out)
-            case "response.reasoning_summary_text.delta" | "response.reasoning_text.delta":
-                delta = nonempty(chunk.get("delta"))
-                item_id = self._item_id(chunk)
-                if delta is not None and item_id is not None:
-                    self._reasoning(item_id, delta, out)
+            case "response.reasoning_summary_text.delta":
+                self._reasoning(chunk, ("summary", chunk.get("summary_index")), out)
+            case "response.reasoning_text.delta":
+                self._reasoning(chunk, ("content", chunk.get("content_index")), out)
             case "response.completed":
                 self._close_messages(out)
                 for call in self._calls.values():
@@ -272,10 +288,21 @@ class OpenAIResponsesTranslator:
             out.append(TextMessageStartEvent(message_id=item_id, role="assistant"))
         out.append(TextMessageContentEvent(message_id=item_id, delta=delta))
 
-    def _reasoning(self, item_id: str, delta: str, out: list[Event]) -> None:
-        if item_id not in self._open_reasoning:
-            self._open_reasoning[item_id] = None
+    def _reasoning(self, chunk: dict[str, Any], part: tuple[str, Any], out: list[Event]) -> None:
+        delta = nonempty(chunk.get("delta"))
+        item_id = self._item_id(chunk)
+        if delta is None or item_id is None:
+            return
+        kind, index = part
+        last = self._open_reasoning.get(item_id)
+        if last is None:
             out.append(ReasoningMessageStartEvent(message_id=item_id))
+        elif not isinstance(index, int):
+            kind, index = last  # a delta that names no part continues the last one
+        elif (kind, index) != last:
+            # A new part of the same item: a paragraph of its own (see the header).
+            out.append(ReasoningMessageContentEvent(message_id=item_id, delta=_PART_BREAK))
+        self._open_reasoning[item_id] = (kind, index)
         out.append(ReasoningMessageContentEvent(message_id=item_id, delta=delta))
 
     def _close_messages(self, out: list[Event]) -> None:
