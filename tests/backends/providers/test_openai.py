@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
+import anyio
 import httpx
 import msgspec
 import pytest
 
-from toolrelay import ConversationError
+from toolrelay import ConversationError, Engine, EventReceived, RunStatus, ToolRegistry
 from toolrelay.backends.providers import (
     Capabilities,
     OpenAIChatBackend,
@@ -54,7 +55,9 @@ from toolrelay.protocol import (
 sys.path.insert(0, str(Path(__file__).parent))
 from _oa_servers import (
     KEY,
+    LoopbackServer,
     Outcome,
+    ScriptedProvider,
     collect,
     refuse,
     run_input,
@@ -125,6 +128,29 @@ CHAT_NO_IDS = [
 ]
 CHAT_STOP_WITH_CALLS = [*CHAT_ONE_CALL[:-1], chunk({}, "stop")]
 CHAT_LENGTH = [chunk({"content": "A long ans"}), chunk({}, "length")]
+# Cut off by max_tokens in the middle of a call's arguments.
+CHAT_LENGTH_MID_CALL = [
+    ROLE,
+    calls(head(0, "call_abc", "get_secret_number")),
+    calls(piece(0, '{"name": "al')),
+    chunk({}, "length"),
+]
+# Filtered after arguments that happen to parse: the call is still not complete.
+CHAT_FILTERED_MID_CALL = [
+    ROLE,
+    calls(head(0, "call_abc", "get_secret_number")),
+    calls(piece(0, '{"name": "alice"}')),
+    chunk({}, "content_filter"),
+]
+# Cut off during the second call of a batch: the first looks whole, yet the batch is not.
+CHAT_LENGTH_MID_BATCH = [
+    ROLE,
+    calls(head(0, "call_a", "get_secret_number")),
+    calls(piece(0, '{"name": "alice"}')),
+    calls(head(1, "call_b", "lookup_city")),
+    calls(piece(1, '{"person": "b')),
+    chunk({}, "length"),
+]
 CHAT_REASONING = [
     chunk({"role": "assistant", "reasoning_content": "The user says hi."}),
     chunk({"content": "Hi!"}),
@@ -133,6 +159,7 @@ CHAT_REASONING = [
 
 ALICE = ("call_a", "get_secret_number", '{"name": "alice"}')
 BOB_CITY = ("call_b", "lookup_city", '{"person": "bob"}')
+ALICE_ABC = ("call_abc", "get_secret_number", '{"name": "alice"}')
 
 CHAT_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
     "text-only": (
@@ -230,6 +257,37 @@ CHAT_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             finish={"stopReason": "max_tokens", "providerStopReason": "length"},
         ),
     ),
+    "length-mid-call": (
+        CHAT_LENGTH_MID_CALL,
+        # A call of a cut-off response stays open: the processor never runs it.
+        Outcome(
+            texts=[],
+            calls=[("call_abc", "get_secret_number", '{"name": "al')],
+            ended=[],
+            reasoning=[],
+            finish={"stopReason": "max_tokens", "providerStopReason": "length"},
+        ),
+    ),
+    "content-filter-mid-call": (
+        CHAT_FILTERED_MID_CALL,
+        Outcome(
+            texts=[],
+            calls=[ALICE_ABC],
+            ended=[],
+            reasoning=[],
+            finish={"stopReason": "content_filter", "providerStopReason": "content_filter"},
+        ),
+    ),
+    "length-mid-batch": (
+        CHAT_LENGTH_MID_BATCH,
+        Outcome(
+            texts=[],
+            calls=[ALICE, ("call_b", "lookup_city", '{"person": "b')],
+            ended=[],
+            reasoning=[],
+            finish={"stopReason": "max_tokens", "providerStopReason": "length"},
+        ),
+    ),
     "reasoning": (
         CHAT_REASONING,
         Outcome(
@@ -270,20 +328,22 @@ def test_chat_tool_call_end_waits_for_the_finish_reason(case: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("finish_reason", "stop_reason"),
+    ("finish_reason", "stop_reason", "ended"),
     [
-        ("stop", "tool_use"),
-        ("tool_calls", "tool_use"),
-        ("length", "max_tokens"),
-        ("content_filter", "content_filter"),
+        ("stop", "tool_use", ["call_abc"]),
+        ("tool_calls", "tool_use", ["call_abc"]),
+        # Cut off or filtered: the call is not complete, so it is not ended.
+        ("length", "max_tokens", []),
+        ("content_filter", "content_filter", []),
     ],
 )
 def test_chat_calls_make_stop_tool_use_but_a_cut_off_keeps_its_reason(
-    finish_reason: str, stop_reason: str
+    finish_reason: str, stop_reason: str, ended: list[str]
 ) -> None:
     stream = [*CHAT_ONE_CALL[:-1], chunk({}, finish_reason)]
     outcome = summarize(translate(OpenAIChatTranslator(), stream))
     assert outcome.finish == {"stopReason": stop_reason, "providerStopReason": finish_reason}
+    assert outcome.ended == ended
 
 
 def test_chat_a_call_that_never_got_its_name_does_not_make_stop_tool_use() -> None:
@@ -1048,6 +1108,69 @@ async def test_inline_audio_and_images_are_sent_as_content_parts() -> None:
 
 
 # --- the Engine, end to end, against a loopback server ---
+
+
+@pytest.fixture
+def provider() -> Iterator[LoopbackServer]:
+    with LoopbackServer(ScriptedProvider()) as server:
+        yield server
+
+
+def recording_tools(ran: list[tuple[str, str]]) -> ToolRegistry:
+    """The two demo tools' names and parameters, noting each run in ``ran``."""
+
+    async def get_secret_number(name: str) -> int:
+        """A person's secret number."""
+        ran.append(("get_secret_number", name))
+        return 42
+
+    async def lookup_city(person: str) -> str:
+        """The city a person lives in."""
+        ran.append(("lookup_city", person))
+        return "Paris"
+
+    return ToolRegistry().register(get_secret_number).register(lookup_city)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("stream", "stop_reason", "abandoned"),
+    [
+        pytest.param(CHAT_LENGTH_MID_CALL, "max_tokens", ["call_abc"], id="length-mid-call"),
+        pytest.param(
+            CHAT_FILTERED_MID_CALL, "content_filter", ["call_abc"], id="content-filter-mid-call"
+        ),
+        pytest.param(CHAT_LENGTH_MID_BATCH, "max_tokens", ["call_a", "call_b"], id="mid-batch"),
+    ],
+)
+async def test_chat_engine_runs_no_call_of_a_response_cut_off(
+    provider: LoopbackServer, stream: list[dict[str, Any]], stop_reason: str, abandoned: list[str]
+) -> None:
+    provider.app.script(chat_body(stream))
+    ran: list[tuple[str, str]] = []
+    backend = OpenAIChatBackend("gpt-4o-mini", api_key="sk-test", base_url=f"{provider.url}/v1")
+    finished: list[RunFinishedEvent] = []
+    try:
+        async with Engine(backend, tools=recording_tools(ran)) as engine:
+            with engine.subscribe(events=True) as notes:
+                turn = await engine.run_turn("thread-cut", "Secret numbers?")
+                while True:
+                    try:
+                        note = notes.receive_nowait()
+                    except anyio.WouldBlock:
+                        break
+                    if isinstance(note, EventReceived) and isinstance(note.event, RunFinishedEvent):
+                        finished.append(note.event)
+    finally:
+        await backend.aclose()
+    assert ran == [], "no tool runs on the calls of a cut-off response"
+    # The run finished with its stop reason; nothing was pending, so the turn ends with it.
+    assert [e.result["stopReason"] for e in finished] == [stop_reason]
+    assert turn.status is RunStatus.completed, turn.reason
+    assert [c.id for c in turn.abandoned_calls] == abandoned
+    assert [v.code for v in turn.violations] == ["tool_call_not_ended"] * len(abandoned)
+    assert list(turn.conversation.tool_calls()) == []
+    assert len(provider.app.requests) == 1, "no continuation: there is no result to send"
 
 
 @pytest.mark.anyio

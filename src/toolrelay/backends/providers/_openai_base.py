@@ -14,7 +14,7 @@ import msgspec
 from toolrelay.backends.providers._base import Capabilities, ProviderBackend
 from toolrelay.protocol import RunErrorEvent, RunFinishedEvent
 
-__all__ = ("OpenAIBase", "arguments_piece", "error_event", "finished")
+__all__ = ("OpenAIBase", "arguments_piece", "cut_off", "error_event", "finished")
 
 _JSON_ENCODER = msgspec.json.Encoder()
 
@@ -29,6 +29,9 @@ _STOP_REASONS: dict[str, str] = {
     "max_output_tokens": "max_tokens",
     "content_filter": "content_filter",
 }
+
+#: The stop reasons of a response that did not end where the model meant it to.
+_CUT_OFF = frozenset(("max_tokens", "content_filter"))
 
 
 def finished(provider_reason: Any, *, made_calls: bool = False) -> RunFinishedEvent:
@@ -55,6 +58,13 @@ def finished(provider_reason: Any, *, made_calls: bool = False) -> RunFinishedEv
         run_id="",
         result={"stopReason": stop_reason, "providerStopReason": reason},
     )
+
+
+def cut_off(provider_reason: Any) -> bool:
+    """Whether OpenAI's reason says the response was cut off (``max_tokens``) or
+    filtered (``content_filter``): the last thing it was saying, a call's arguments
+    among them, may stop mid-way, so none of its calls is complete."""
+    return _STOP_REASONS.get(str(provider_reason)) in _CUT_OFF
 
 
 def error_event(error: Any, default: str) -> RunErrorEvent:

@@ -17,7 +17,10 @@ the answer; ``data: [DONE]`` ends the body. :class:`OpenAIChatTranslator` maps::
                                               ``call_<n>`` when the server sends no id)
         function.arguments pieces          -> TOOL_CALL_ARGS, one per non-empty piece
     finish_reason (any)                    -> REASONING/TEXT_MESSAGE_END, TOOL_CALL_END for
-                                              every open call, then RUN_FINISHED
+                                              every open call (none on "length" or
+                                              "content_filter": the calls of a cut-off
+                                              response stay open and are never run),
+                                              then RUN_FINISHED
                                               {"stopReason": end_turn, tool_use,
                                               max_tokens, content_filter or other,
                                               "providerStopReason": finish_reason};
@@ -30,7 +33,11 @@ never run. ``"tool_calls"`` is the usual reason with calls, but OpenAI itself sa
 when ``tool_choice`` forced the call, and so do some servers; the processor runs tools
 whenever calls are pending, so both work, and both report ``stopReason: tool_use``
 (the response stopped for its tools). ``"length"`` and ``"content_filter"`` keep their
-own ``stopReason`` even after calls: the response was cut off. A stream
+own ``stopReason`` even after calls: the response was cut off, and its calls with it.
+The last one's arguments may stop mid-way (and still parse), and the batch may lack
+calls the model meant to make, so no call of such a response is ended: the processor
+abandons them all at RUN_FINISHED (``tool_call_not_ended``) and runs none, as for a
+Responses API ``response.incomplete``; the turn ends with the run. A stream
 that closes without a ``finish_reason`` ends its open calls and messages but not the
 run: the processor fails the turn (the stream ended early) and runs nothing.
 
@@ -59,6 +66,7 @@ from toolrelay.backends.providers._messages import (
 from toolrelay.backends.providers._openai_base import (
     OpenAIBase,
     arguments_piece,
+    cut_off,
     error_event,
     finished,
 )
@@ -178,7 +186,12 @@ class OpenAIChatTranslator:
                         self._tool_call_piece(piece, out)
         finish_reason = choice.get("finish_reason")
         if finish_reason is not None:
-            self._close(out)
+            self._close_messages(out)
+            # A response cut off or filtered says none of its calls is complete: the
+            # last may have stopped mid-arguments, and the batch is not what the model
+            # meant to ask for. They stay open, so the processor runs none of them.
+            if not cut_off(finish_reason):
+                self._end_calls(out)
             made_calls = any(call.started for call in self._calls.values())
             out.append(finished(finish_reason, made_calls=made_calls))
             self._ended = True
@@ -188,7 +201,8 @@ class OpenAIChatTranslator:
         if self._ended:
             return []
         out: list[Event] = []
-        self._close(out)
+        self._close_messages(out)
+        self._end_calls(out)
         self._ended = True
         return out
 
@@ -279,12 +293,15 @@ class OpenAIChatTranslator:
         if arguments:
             out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=arguments))
 
-    def _close(self, out: list[Event]) -> None:
-        """End what is open: reasoning, text, then every started call (in order)."""
+    def _close_messages(self, out: list[Event]) -> None:
+        """End the open reasoning, then the open text."""
         self._end_reasoning(out)
         if self._text_open:
             self._text_open = False
             out.append(TextMessageEndEvent(message_id=self.message_id))
+
+    def _end_calls(self, out: list[Event]) -> None:
+        """End every started call, in order."""
         for call in self._calls.values():
             # A call whose name never came cannot be run, nor sent back: it is dropped.
             if call.started and not call.ended:
