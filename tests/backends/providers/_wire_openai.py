@@ -168,6 +168,34 @@ def args_delta(index: int, item_id: str, delta: str) -> dict[str, Any]:
     }
 
 
+def reasoning_item(index: int, item_id: str, *, done: bool = False) -> dict[str, Any]:
+    return {
+        "type": f"response.output_item.{'done' if done else 'added'}",
+        "output_index": index,
+        "item": {"id": item_id, "type": "reasoning", "summary": [], "content": []},
+    }
+
+
+def summary_delta(item_id: str, summary_index: int, delta: str) -> dict[str, Any]:
+    return {
+        "type": "response.reasoning_summary_text.delta",
+        "item_id": item_id,
+        "output_index": 0,
+        "summary_index": summary_index,
+        "delta": delta,
+    }
+
+
+def reasoning_text_delta(item_id: str, content_index: int, delta: str) -> dict[str, Any]:
+    return {
+        "type": "response.reasoning_text.delta",
+        "item_id": item_id,
+        "output_index": 0,
+        "content_index": content_index,
+        "delta": delta,
+    }
+
+
 def call_done(
     index: int, item_id: str, call_id: str, name: str, arguments: str
 ) -> list[dict[str, Any]]:

@@ -81,6 +81,9 @@ from _wire_openai import (
     message_added,
     message_done,
     piece,
+    reasoning_item,
+    reasoning_text_delta,
+    summary_delta,
     text_delta,
 )
 
@@ -666,34 +669,6 @@ def test_responses_calls_name_the_text_before_them_as_their_message() -> None:
 def test_responses_a_stream_that_stops_early_ends_no_call_and_not_the_run() -> None:
     outcome = summarize(translate(OpenAIResponsesTranslator(), RESP_ONE_CALL[:3], named=True))
     assert outcome.ended == [] and outcome.finish is None and outcome.error is None
-
-
-def reasoning_item(index: int, item_id: str, *, done: bool = False) -> dict[str, Any]:
-    return {
-        "type": f"response.output_item.{'done' if done else 'added'}",
-        "output_index": index,
-        "item": {"id": item_id, "type": "reasoning", "summary": [], "content": []},
-    }
-
-
-def summary_delta(item_id: str, summary_index: int, delta: str) -> dict[str, Any]:
-    return {
-        "type": "response.reasoning_summary_text.delta",
-        "item_id": item_id,
-        "output_index": 0,
-        "summary_index": summary_index,
-        "delta": delta,
-    }
-
-
-def reasoning_text_delta(item_id: str, content_index: int, delta: str) -> dict[str, Any]:
-    return {
-        "type": "response.reasoning_text.delta",
-        "item_id": item_id,
-        "output_index": 0,
-        "content_index": content_index,
-        "delta": delta,
-    }
 
 
 def test_responses_summary_parts_of_one_reasoning_item_are_paragraphs_of_one_message() -> None:
