@@ -245,7 +245,9 @@ async def test_the_pool_never_holds_more_than_pool_size_connections(postgres_dsn
     # Every connection is closed: its server process leaves pg_stat_activity a moment
     # after the client hangs up (the server ends it on its own time), so wait for it.
     with anyio.fail_after(10):
-        while await anyio.to_thread.run_sync(count):
+        while True:
+            if await anyio.to_thread.run_sync(count) == 0:
+                break
             await anyio.sleep(0.02)
 
 
