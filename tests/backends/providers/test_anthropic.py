@@ -4,7 +4,9 @@ Streams are written from Anthropic's published streaming format (named SSE event
 message_start, content_block_start/delta/stop, message_delta, message_stop, ping,
 error). Each is played through the pure translator, through the backend over
 httpx.MockTransport, re-chunked at arbitrary byte boundaries (Hypothesis), and, as a
-multi-hop tool conversation, through the Engine against a loopback HTTP server.
+multi-hop tool conversation, through the Engine against a loopback HTTP server. A
+message cut off by max_tokens, and a call after extended thinking, go through a real
+Engine over httpx.MockTransport: what runs, and what is sent after.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import httpx
 import msgspec
 import pytest
 
-from toolrelay import ConversationError
+from toolrelay import ConversationError, Engine, EventReceived, RunStatus, ToolRegistry, Turn
 from toolrelay.backends.providers._anthropic import (
     ANTHROPIC_VERSION,
     AnthropicBackend,
@@ -72,6 +74,7 @@ from _wire_anthropic import (
     text_block,
     thinking_block,
     tool_block,
+    tool_start,
 )
 
 SSE_HEADERS = {"content-type": "text/event-stream"}
@@ -110,6 +113,28 @@ THINKING = [
     *message_end("end_turn"),
 ]
 MAX_TOKENS = [message_start(), *text_block(0, "A long ans"), *message_end("max_tokens")]
+# Cut off by max_tokens in the middle of a call's input: Anthropic stops the block it was
+# cut in, then says why.
+MAX_TOKENS_MID_CALL = [
+    message_start(),
+    *text_block(0, "Let me check."),
+    *tool_block(1, "toolu_a", "get_secret_number", '{"name": "al'),
+    *message_end("max_tokens"),
+]
+# Cut off during the second call of a batch: the first looks whole, yet the batch is not.
+MAX_TOKENS_MID_BATCH = [
+    message_start(),
+    *tool_block(0, "toolu_a", "get_secret_number", '{"name": "alice"}'),
+    *tool_block(1, "toolu_b", "lookup_city", '{"person": "b'),
+    *message_end("max_tokens"),
+]
+# Extended thinking, then a call the model meant to make: it ends, and the signature stays.
+THINKING_THEN_CALL = [
+    message_start(),
+    *thinking_block(0, "Alice's number, then.", "EqQBCgIYAhIM"),
+    *tool_block(1, "toolu_a", "get_secret_number", '{"name": ', '"alice"}'),
+    *message_end("tool_use"),
+]
 REFUSAL = [message_start(), *text_block(0, "I can't"), *message_end("refusal")]
 
 ALICE = ("toolu_a", "get_secret_number", '{"name": "alice"}')
@@ -195,6 +220,37 @@ CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             finish={"stopReason": "max_tokens"},
         ),
     ),
+    "max-tokens-mid-call": (
+        MAX_TOKENS_MID_CALL,
+        # A call of a cut-off message stays open: the processor never runs it.
+        Outcome(
+            texts=["Let me check."],
+            calls=[("toolu_a", "get_secret_number", '{"name": "al')],
+            ended=[],
+            reasoning=[],
+            finish={"stopReason": "max_tokens"},
+        ),
+    ),
+    "max-tokens-mid-batch": (
+        MAX_TOKENS_MID_BATCH,
+        Outcome(
+            texts=[],
+            calls=[ALICE, ("toolu_b", "lookup_city", '{"person": "b')],
+            ended=[],
+            reasoning=[],
+            finish={"stopReason": "max_tokens"},
+        ),
+    ),
+    "thinking-then-call": (
+        THINKING_THEN_CALL,
+        Outcome(
+            texts=[],
+            calls=[ALICE],
+            ended=["toolu_a"],
+            reasoning=["Alice's number, then."],
+            finish={"stopReason": "tool_use"},
+        ),
+    ),
     "refusal": (
         REFUSAL,
         Outcome(
@@ -218,21 +274,119 @@ def test_translator_turns_each_published_stream_into_its_events(case: str) -> No
     assert summarize(translate(AnthropicTranslator(), chunks)) == expected
 
 
-@pytest.mark.parametrize("case", ["one-call", "parallel", "text-before-calls", "zero-arg"])
-def test_tool_call_end_comes_exactly_at_the_blocks_content_block_stop(case: str) -> None:
-    chunks, _ = CASES[case]
+@pytest.mark.parametrize(
+    "case", ["one-call", "parallel", "text-before-calls", "zero-arg", "thinking-then-call"]
+)
+def test_tool_call_end_waits_for_the_stop_reason_of_the_message(case: str) -> None:
+    chunks, expected = CASES[case]
     translator = AnthropicTranslator()
-    open_tool_blocks: dict[int, str] = {}
     for item in chunks:
         events = translator.feed(item, item["type"])
         ends = [e.tool_call_id for e in events if isinstance(e, ToolCallEndEvent)]
-        if item["type"] == "content_block_start" and item["content_block"]["type"] == "tool_use":
-            open_tool_blocks[item["index"]] = item["content_block"]["id"]
-        if item["type"] == "content_block_stop" and item["index"] in open_tool_blocks:
-            assert ends == [open_tool_blocks.pop(item["index"])]
+        if item["type"] == "message_delta":
+            # Every stopped call ends here, in the order of its block.
+            assert ends == expected.ended
         else:
-            # Arguments that already parse do not complete a call.
+            # Neither arguments that already parse nor the block's stop complete a
+            # call: the message may yet say it was cut off.
             assert ends == []
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "ended"),
+    [
+        ("tool_use", ["toolu_a", "toolu_b"]),
+        ("end_turn", ["toolu_a", "toolu_b"]),
+        # The caller's own stop, and a server-tool loop paused between blocks: the
+        # model did not stop mid-call.
+        ("stop_sequence", ["toolu_a", "toolu_b"]),
+        ("pause_turn", ["toolu_a", "toolu_b"]),
+        # A reason Anthropic adds later says nothing of a cut: the calls end as before.
+        ("some_new_reason", ["toolu_a", "toolu_b"]),
+        # Cut off: out of output budget or context window, or stopped by a classifier.
+        ("max_tokens", []),
+        ("model_context_window_exceeded", []),
+        ("refusal", []),
+    ],
+)
+def test_only_a_message_cut_off_leaves_its_calls_open(stop_reason: str, ended: list[str]) -> None:
+    stream = [*PARALLEL[: -len(message_end(stop_reason))], *message_end(stop_reason)]
+    outcome = summarize(translate(AnthropicTranslator(), stream))
+    assert outcome.calls == [ALICE, ("toolu_b", "lookup_city", '{"person": "bob"}')]
+    assert outcome.ended == ended
+    assert outcome.finish == {"stopReason": stop_reason}
+
+
+def test_a_cut_off_message_ends_its_text_and_thinking_blocks_where_they_stop() -> None:
+    stream = [
+        message_start(),
+        *thinking_block(0, "Hm.", "sig"),
+        *text_block(1, "Let me check."),
+        *tool_block(2, "toolu_a", "get_secret_number", '{"name": "al'),
+        *message_end("max_tokens"),
+    ]
+    translator = AnthropicTranslator()
+    by_chunk = [translator.feed(item, item["type"]) for item in stream]
+    assert translator.finish() == []
+    names = [[type(e).__name__ for e in events] for events in by_chunk]
+    # Thinking and text end at their own block's stop, the signature kept, as before.
+    assert names[stream.index(stop(0))] == ["ReasoningMessageEndEvent"]
+    assert names[stream.index(stop(1))] == ["TextMessageEndEvent"]
+    signatures = [
+        e for events in by_chunk for e in events if isinstance(e, ReasoningEncryptedValueEvent)
+    ]
+    assert [s.encrypted_value for s in signatures] == ["sig"]
+    # The call's block stop and the stop reason end nothing; message_stop finishes the run.
+    assert names[-3:] == [[], [], ["RunFinishedEvent"]]
+
+
+def test_the_thinking_signature_is_kept_before_a_call_that_ends() -> None:
+    events = translate(AnthropicTranslator(), THINKING_THEN_CALL)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == [
+        "ReasoningMessageStartEvent",
+        "ReasoningMessageContentEvent",
+        "ReasoningEncryptedValueEvent",
+        "ReasoningMessageEndEvent",
+        "ToolCallStartEvent",
+        "ToolCallArgsEvent",
+        "ToolCallArgsEvent",
+        "ToolCallEndEvent",
+        "RunFinishedEvent",
+    ]
+    (signature,) = [e for e in events if isinstance(e, ReasoningEncryptedValueEvent)]
+    assert signature.encrypted_value == "EqQBCgIYAhIM"
+
+
+def test_a_call_block_still_open_at_a_cut_off_message_stop_is_not_ended() -> None:
+    # Out of Anthropic's order (it stops every block first), yet a cut stays a cut.
+    stream = [
+        message_start(),
+        tool_start(0, "toolu_a", "get_secret_number"),
+        json_delta(0, '{"name": "al'),
+        *message_end("max_tokens"),
+    ]
+    outcome = summarize(translate(AnthropicTranslator(), stream))
+    assert (outcome.ended, outcome.finish) == ([], {"stopReason": "max_tokens"})
+
+
+def test_a_call_block_stopped_after_the_stop_reason_ends_unless_cut_off() -> None:
+    for stop_reason, ended in (("tool_use", ["toolu_a"]), ("max_tokens", [])):
+        stream = [
+            message_start(),
+            tool_start(0, "toolu_a", "get_secret_number"),
+            json_delta(0, '{"name": "alice"}'),
+            message_end(stop_reason)[0],
+            stop(0),
+            message_end(stop_reason)[1],
+        ]
+        assert summarize(translate(AnthropicTranslator(), stream)).ended == ended
+
+
+def test_a_message_stop_without_a_stop_reason_ends_its_calls_as_before() -> None:
+    stream = [*ONE_CALL[: -len(message_end("tool_use"))], {"type": "message_stop"}]
+    outcome = summarize(translate(AnthropicTranslator(), stream))
+    assert (outcome.ended, outcome.finish) == (["toolu_a"], {"stopReason": None})
 
 
 def test_calls_and_the_first_text_name_the_message() -> None:
@@ -252,6 +406,34 @@ def test_a_stream_closed_after_message_delta_still_finishes_the_run() -> None:
     outcome = summarize(translate(AnthropicTranslator(), ONE_CALL[:-1]))
     assert outcome.finish == {"stopReason": "tool_use"}
     assert outcome.ended == ["toolu_a"]
+
+
+@pytest.mark.parametrize("case", ["max-tokens-mid-call", "max-tokens-mid-batch", "one-call"])
+def test_a_stream_closed_after_message_delta_keeps_what_the_stop_reason_decided(
+    case: str,
+) -> None:
+    chunks, expected = CASES[case]
+    outcome = summarize(translate(AnthropicTranslator(), chunks[:-1]))
+    assert (outcome.ended, outcome.finish) == (expected.ended, expected.finish)
+
+
+def test_a_stream_closed_before_the_stop_reason_ends_stopped_calls_but_not_the_run() -> None:
+    # As before the hold: no stop reason says the message was cut off, and with no
+    # RUN_FINISHED the processor fails the turn, so nothing runs either way.
+    cut = ONE_CALL.index(stop(0)) + 1
+    translator = AnthropicTranslator()
+    fed = [e for item in ONE_CALL[:cut] for e in translator.feed(item, item["type"])]
+    assert not any(isinstance(e, ToolCallEndEvent) for e in fed)
+    outcome = summarize([*fed, *translator.finish()])
+    assert outcome.ended == ["toolu_a"]
+    assert outcome.finish is None and outcome.error is None
+
+
+def test_an_error_after_a_call_block_stopped_ends_the_call_then_fails_the_run() -> None:
+    stream = [*ONE_CALL[: ONE_CALL.index(stop(0)) + 1], OVERLOADED]
+    outcome = summarize(translate(AnthropicTranslator(), stream))
+    assert outcome.ended == ["toolu_a"]
+    assert outcome.error == ("Overloaded", "overloaded_error")
 
 
 def test_a_stream_closed_mid_call_neither_ends_the_call_nor_the_run() -> None:
@@ -597,7 +779,120 @@ async def test_a_provider_without_parallel_calls_refuses_them_before_sending() -
 # --- re-chunked bytes: the same calls and text (Hypothesis) ---
 
 
-# --- the Engine, end to end, against a loopback server ---
+# --- the Engine, end to end, over httpx.MockTransport ---
+
+
+class Script:
+    """A MockTransport handler that answers each request with the next body (the last
+    one again once they run out) and keeps each request's JSON body."""
+
+    def __init__(self, *bodies: bytes) -> None:
+        self.bodies = list(bodies)
+        self.requests: list[Any] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(msgspec.json.decode(request.content))
+        body = self.bodies[min(len(self.requests), len(self.bodies)) - 1]
+        return httpx.Response(200, headers=SSE_HEADERS, stream=Chunks([body]))
+
+
+def recording_tools(ran: list[tuple[str, str]]) -> ToolRegistry:
+    """The two demo tools' names and parameters, noting each run in ``ran``."""
+
+    async def get_secret_number(name: str) -> int:
+        """A person's secret number."""
+        ran.append(("get_secret_number", name))
+        return 42
+
+    async def lookup_city(person: str) -> str:
+        """The city a person lives in."""
+        ran.append(("lookup_city", person))
+        return "Paris"
+
+    return ToolRegistry().register(get_secret_number).register(lookup_city)
+
+
+async def engine_turn(script: Script, ran: list[tuple[str, str]]) -> tuple[Turn, list[Any]]:
+    """One turn of a real Engine over the Anthropic backend answered by ``script``: the
+    turn, and the ``result`` of each RUN_FINISHED it received."""
+    backend = AnthropicBackend(
+        "claude-sonnet-4-5", api_key="sk-ant-test", transport=httpx.MockTransport(script)
+    )
+    finished: list[Any] = []
+    try:
+        async with Engine(backend, tools=recording_tools(ran)) as engine:
+            with engine.subscribe(events=True) as notes:
+                turn = await engine.run_turn("thread-cut", "Secret numbers?")
+                while True:
+                    try:
+                        note = notes.receive_nowait()
+                    except anyio.WouldBlock:
+                        break
+                    if isinstance(note, EventReceived) and isinstance(note.event, RunFinishedEvent):
+                        finished.append(note.event.result)
+    finally:
+        await backend.aclose()
+    return turn, finished
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("stream", "abandoned"),
+    [
+        pytest.param(MAX_TOKENS_MID_CALL, ["toolu_a"], id="mid-call"),
+        pytest.param(MAX_TOKENS_MID_BATCH, ["toolu_a", "toolu_b"], id="mid-batch"),
+    ],
+)
+async def test_engine_runs_no_call_of_a_message_cut_off_by_max_tokens(
+    stream: list[dict[str, Any]], abandoned: list[str]
+) -> None:
+    answer = [message_start("msg_2"), *text_block(0, "Done."), *message_end("end_turn")]
+    script = Script(body_of(stream), body_of(answer))
+    ran: list[tuple[str, str]] = []
+    turn, finished = await engine_turn(script, ran)
+    assert ran == [], "no tool runs on the calls of a cut-off message"
+    # The run finished with its stop reason; nothing was pending, so the turn ends with it.
+    assert finished == [{"stopReason": "max_tokens"}]
+    assert turn.status is RunStatus.completed, turn.reason
+    assert [c.id for c in turn.abandoned_calls] == abandoned
+    assert [v.code for v in turn.violations] == ["tool_call_not_ended"] * len(abandoned)
+    assert list(turn.conversation.tool_calls()) == []
+    assert len(script.requests) == 1, "no continuation: there is no result to send"
+
+
+@pytest.mark.anyio
+async def test_engine_runs_a_call_after_thinking_and_sends_the_signature_back() -> None:
+    answer = [message_start("msg_2"), *text_block(0, "It is 42."), *message_end("end_turn")]
+    script = Script(body_of(THINKING_THEN_CALL), body_of(answer))
+    ran: list[tuple[str, str]] = []
+    turn, finished = await engine_turn(script, ran)
+    assert ran == [("get_secret_number", "alice")]
+    assert finished == [{"stopReason": "tool_use"}, {"stopReason": "end_turn"}]
+    assert turn.status is RunStatus.completed, turn.reason
+    assert list(turn.abandoned_calls) == []
+    assert len(script.requests) == 2
+    assert script.requests[1]["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "thinking",
+                    "thinking": "Alice's number, then.",
+                    "signature": "EqQBCgIYAhIM",
+                },
+                {
+                    "type": "tool_use",
+                    "id": "toolu_a",
+                    "name": "get_secret_number",
+                    "input": {"name": "alice"},
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "42"}],
+        },
+    ]
 
 
 def test_a_reasoning_message_without_signature_is_left_out_of_the_request() -> None:

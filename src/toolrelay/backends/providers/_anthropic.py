@@ -16,17 +16,39 @@ is a list of content blocks, each streamed under its ``index`` between
                                               skipped)
                          thinking_delta    -> REASONING_MESSAGE_CONTENT
                          signature_delta   -> REASONING_ENCRYPTED_VALUE
-    content_block_stop                     -> TEXT_MESSAGE_END / TOOL_CALL_END /
-                                              REASONING_MESSAGE_END
-    message_delta        stop_reason       remembered
+    content_block_stop                     -> TEXT_MESSAGE_END / REASONING_MESSAGE_END;
+                                              a tool_use block's TOOL_CALL_END waits
+                                              for the stop reason
+    message_delta        stop_reason       remembered; -> TOOL_CALL_END for every
+                                              stopped tool_use block, in order (none
+                                              on max_tokens, refusal or
+                                              model_context_window_exceeded: the
+                                              calls of a cut-off message stay open
+                                              and are never run)
     message_stop                           -> RUN_FINISHED {"stopReason": stop_reason}
     error                                  -> RUN_ERROR (error.message, code error.type)
     ping, and event types added later      ignored
 
-``content_block_stop`` is where Anthropic says a tool call is complete, so that is where
-TOOL_CALL_END goes; a call whose block never stopped is never run. A stream that closes
-after ``message_delta`` but before ``message_stop`` still finishes the run (the stop
-reason is known); one that closes earlier does not, and the processor fails the turn.
+``content_block_stop`` is where Anthropic says a tool call's block is complete, but not
+whether the message was: it sends the stop of the block it was cut in the middle of,
+then ``message_delta`` with ``stop_reason: "max_tokens"``. So a call's TOOL_CALL_END
+waits for the stop reason, and a message cut off completes none of its calls: the last
+one's input may stop mid-way (and still parse), and the batch may lack calls the model
+meant to make. Cut off means ``max_tokens`` and ``model_context_window_exceeded`` (the
+output ran out of room) and ``refusal`` (a streaming classifier stopped the answer
+where it stood, calls included); ``end_turn``, ``tool_use``, ``stop_sequence`` (the
+caller's own stop), ``pause_turn`` (a server-tool loop paused between blocks) and any
+reason added later end the calls, in order, as before. The calls of a message cut off
+stay open: the processor abandons them all at RUN_FINISHED (``tool_call_not_ended``)
+and runs none, as for OpenAI's ``length``; the run keeps its stop reason and the turn
+ends with it. A call whose block never stopped is never run.
+
+A stream that closes after ``message_delta`` but before ``message_stop`` still
+finishes the run (the stop reason is known); one that closes earlier, or an ``error``
+event, does not, and the processor fails the turn. The calls whose blocks stopped are
+ended then, as before (no stop reason says the message was cut off), but nothing runs:
+the turn has failed.
+
 Blocks of server tools (``server_tool_use``, ``web_search_tool_result``...) and
 ``redacted_thinking`` are not client tool calls and are not translated.
 
@@ -109,6 +131,13 @@ _DEFAULT_MAX_TOKENS = 4096
 _JSON_DECODER = msgspec.json.Decoder()
 _JSON_ENCODER = msgspec.json.Encoder()
 
+#: The stop reasons of a message cut off: the output budget (``max_tokens``) or the
+#: context window (``model_context_window_exceeded``) ran out, or a streaming safety
+#: classifier stopped the answer (``refusal``). Anthropic documents each as output
+#: that stops where it stands. The others (``end_turn``, ``tool_use``,
+#: ``stop_sequence``, ``pause_turn``, and any added later) end the message's calls.
+_CUT_OFF = frozenset(("max_tokens", "model_context_window_exceeded", "refusal"))
+
 
 # --- the translator --------------------------------------------------------------------------
 
@@ -130,6 +159,9 @@ class AnthropicTranslator:
         self._message_id: str | None = None
         self._fallback_message_id = fallback_message_id
         self._blocks: dict[int, _Block] = {}  # the open blocks, by index
+        # Calls whose block stopped before the stop reason came: their TOOL_CALL_END
+        # waits for it (see the module's docstring), in the order the blocks stopped.
+        self._held_calls: list[_Block] = []
         self._texts = 0
         self._stop_reason: str | None = None
         self._ended = False
@@ -158,21 +190,42 @@ class AnthropicTranslator:
             case "content_block_stop":
                 index = chunk.get("index")
                 block = self._blocks.pop(index, None) if isinstance(index, int) else None
-                if block is not None:
+                if block is None:
+                    pass
+                elif block.kind != "tool_use":
+                    out.append(_end(block))
+                elif self._stop_reason is None:
+                    # The block is whole, but the message may yet say it was cut off.
+                    self._held_calls.append(block)
+                elif not _cut_off(self._stop_reason):
                     out.append(_end(block))
             case "message_delta":
                 delta = chunk.get("delta")
                 if isinstance(delta, dict) and delta.get("stop_reason") is not None:
                     self._stop_reason = str(delta["stop_reason"])
+                    # A message cut off completes none of its calls: they stay open,
+                    # and the processor abandons them at RUN_FINISHED.
+                    if not _cut_off(self._stop_reason):
+                        out.extend(_end(block) for block in self._held_calls)
+                    self._held_calls.clear()
             case "message_stop":
-                # The message is complete: every block in it is, too.
-                out.extend(_end(block) for block in self._blocks.values())
+                # The message is complete: every block in it is, too, unless it was
+                # cut off, which leaves its calls open. Held calls remain only when no
+                # message_delta named a stop reason; they end as they always did.
+                out.extend(self._end_held_calls())
+                cut_off = _cut_off(self._stop_reason)
+                out.extend(
+                    _end(block)
+                    for block in self._blocks.values()
+                    if not (cut_off and block.kind == "tool_use")
+                )
                 self._blocks.clear()
                 out.append(_finished(self._stop_reason))
                 self._ended = True
             case "error":
                 error = chunk.get("error")
                 self._ended = True
+                out.extend(self._end_held_calls())
                 out.append(_error_event(error if isinstance(error, dict) else chunk))
             case _:
                 pass  # ping, and event types added later
@@ -182,13 +235,22 @@ class AnthropicTranslator:
         if self._ended:
             return []
         self._ended = True
-        out: list[Event] = []
+        # Held calls remain only when no stop reason came: they end as they did at
+        # their content_block_stop, and the turn fails all the same (no RUN_FINISHED).
+        out: list[Event] = self._end_held_calls()
         for index, block in list(self._blocks.items()):
             if block.kind != "tool_use":  # a call whose block never stopped is never run
                 del self._blocks[index]
                 out.append(_end(block))
         if self._stop_reason is not None:
             out.append(_finished(self._stop_reason))
+        return out
+
+    def _end_held_calls(self) -> list[Event]:
+        """TOOL_CALL_END for every held call, in order, for a message that ends without
+        a stop reason: nothing says it was cut off."""
+        out = [_end(block) for block in self._held_calls]
+        self._held_calls.clear()
         return out
 
     def _block_start(self, chunk: dict[str, Any], out: list[Event]) -> None:
@@ -263,6 +325,12 @@ class AnthropicTranslator:
                     )
             case _:
                 pass  # citations, and delta types added later
+
+
+def _cut_off(stop_reason: str | None) -> bool:
+    """Whether Anthropic's stop reason says the message stopped where the model did not
+    mean it to, so that its last block, a call's input among them, may stop mid-way."""
+    return stop_reason in _CUT_OFF
 
 
 def _end(block: _Block) -> Event:
