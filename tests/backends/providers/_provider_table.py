@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 
-from toolrelay import ToolCallStatus, Turn
+from toolrelay import Engine, EventReceived, ToolCallStatus, ToolRegistry, Turn
 from toolrelay.backends.providers import ProviderBackend
+from toolrelay.protocol import RunFinishedEvent
 
 # The helpers sit next to this file (importlib mode puts no test dir on sys.path).
 sys.path.insert(0, str(Path(__file__).parent))
@@ -162,3 +164,43 @@ def dave_content(turn: Turn) -> str:
         c.result.content for c in turn.conversation.tool_calls() if c.result and c.result.error
     ]
     return content
+
+
+def recording_tools(ran: list[tuple[str, str]]) -> ToolRegistry:
+    """The two demo tools' names and parameters, noting each run in ``ran`` (the
+    tests of a cut-off response check that none runs)."""
+
+    async def get_secret_number(name: str) -> int:
+        """A person's secret number."""
+        ran.append(("get_secret_number", name))
+        return 42
+
+    async def lookup_city(person: str) -> str:
+        """The city a person lives in."""
+        ran.append(("lookup_city", person))
+        return "Paris"
+
+    return ToolRegistry().register(get_secret_number).register(lookup_city)
+
+
+async def run_recorded_turn(
+    backend: ProviderBackend, ran: list[tuple[str, str]]
+) -> tuple[Turn, list[Any]]:
+    """One turn of a real Engine over ``backend`` with :func:`recording_tools`: the
+    turn, and the ``result`` of each RUN_FINISHED it received (the backend is closed
+    after)."""
+    finished: list[Any] = []
+    try:
+        async with Engine(backend, tools=recording_tools(ran)) as engine:
+            with engine.subscribe(events=True) as notes:
+                turn = await engine.run_turn("thread-cut", "Secret numbers?")
+                while True:
+                    try:
+                        note = notes.receive_nowait()
+                    except anyio.WouldBlock:
+                        break
+                    if isinstance(note, EventReceived) and isinstance(note.event, RunFinishedEvent):
+                        finished.append(note.event.result)
+    finally:
+        await backend.aclose()
+    return turn, finished

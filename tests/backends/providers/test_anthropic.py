@@ -20,7 +20,7 @@ import httpx
 import msgspec
 import pytest
 
-from toolrelay import ConversationError, Engine, EventReceived, RunStatus, ToolRegistry, Turn
+from toolrelay import ConversationError, RunStatus, Turn
 from toolrelay.backends.providers._anthropic import (
     ANTHROPIC_VERSION,
     AnthropicBackend,
@@ -63,6 +63,7 @@ from _oa_servers import (
     sse,
     summarize,
 )
+from _provider_table import run_recorded_turn
 from _wire_anthropic import (
     ERROR_MID_STREAM,
     OVERLOADED,
@@ -796,43 +797,13 @@ class Script:
         return httpx.Response(200, headers=SSE_HEADERS, stream=Chunks([body]))
 
 
-def recording_tools(ran: list[tuple[str, str]]) -> ToolRegistry:
-    """The two demo tools' names and parameters, noting each run in ``ran``."""
-
-    async def get_secret_number(name: str) -> int:
-        """A person's secret number."""
-        ran.append(("get_secret_number", name))
-        return 42
-
-    async def lookup_city(person: str) -> str:
-        """The city a person lives in."""
-        ran.append(("lookup_city", person))
-        return "Paris"
-
-    return ToolRegistry().register(get_secret_number).register(lookup_city)
-
-
 async def engine_turn(script: Script, ran: list[tuple[str, str]]) -> tuple[Turn, list[Any]]:
     """One turn of a real Engine over the Anthropic backend answered by ``script``: the
     turn, and the ``result`` of each RUN_FINISHED it received."""
     backend = AnthropicBackend(
         "claude-sonnet-4-5", api_key="sk-ant-test", transport=httpx.MockTransport(script)
     )
-    finished: list[Any] = []
-    try:
-        async with Engine(backend, tools=recording_tools(ran)) as engine:
-            with engine.subscribe(events=True) as notes:
-                turn = await engine.run_turn("thread-cut", "Secret numbers?")
-                while True:
-                    try:
-                        note = notes.receive_nowait()
-                    except anyio.WouldBlock:
-                        break
-                    if isinstance(note, EventReceived) and isinstance(note.event, RunFinishedEvent):
-                        finished.append(note.event.result)
-    finally:
-        await backend.aclose()
-    return turn, finished
+    return await run_recorded_turn(backend, ran)
 
 
 @pytest.mark.anyio

@@ -14,12 +14,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-import anyio
 import httpx
 import msgspec
 import pytest
 
-from toolrelay import ConversationError, Engine, EventReceived, RunStatus, ToolRegistry
+from toolrelay import ConversationError, RunStatus
 from toolrelay.backends.providers import (
     Capabilities,
     OpenAIChatBackend,
@@ -64,6 +63,7 @@ from _oa_servers import (
     sse,
     summarize,
 )
+from _provider_table import run_recorded_turn
 from _wire_openai import (
     CHAT_ERROR_MID_STREAM,
     CHAT_INTERLEAVED,
@@ -1091,22 +1091,6 @@ def provider() -> Iterator[LoopbackServer]:
         yield server
 
 
-def recording_tools(ran: list[tuple[str, str]]) -> ToolRegistry:
-    """The two demo tools' names and parameters, noting each run in ``ran``."""
-
-    async def get_secret_number(name: str) -> int:
-        """A person's secret number."""
-        ran.append(("get_secret_number", name))
-        return 42
-
-    async def lookup_city(person: str) -> str:
-        """The city a person lives in."""
-        ran.append(("lookup_city", person))
-        return "Paris"
-
-    return ToolRegistry().register(get_secret_number).register(lookup_city)
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("stream", "stop_reason", "abandoned"),
@@ -1124,23 +1108,10 @@ async def test_chat_engine_runs_no_call_of_a_response_cut_off(
     provider.app.script(chat_body(stream))
     ran: list[tuple[str, str]] = []
     backend = OpenAIChatBackend("gpt-4o-mini", api_key="sk-test", base_url=f"{provider.url}/v1")
-    finished: list[RunFinishedEvent] = []
-    try:
-        async with Engine(backend, tools=recording_tools(ran)) as engine:
-            with engine.subscribe(events=True) as notes:
-                turn = await engine.run_turn("thread-cut", "Secret numbers?")
-                while True:
-                    try:
-                        note = notes.receive_nowait()
-                    except anyio.WouldBlock:
-                        break
-                    if isinstance(note, EventReceived) and isinstance(note.event, RunFinishedEvent):
-                        finished.append(note.event)
-    finally:
-        await backend.aclose()
+    turn, finished = await run_recorded_turn(backend, ran)
     assert ran == [], "no tool runs on the calls of a cut-off response"
     # The run finished with its stop reason; nothing was pending, so the turn ends with it.
-    assert [e.result["stopReason"] for e in finished] == [stop_reason]
+    assert [result["stopReason"] for result in finished] == [stop_reason]
     assert turn.status is RunStatus.completed, turn.reason
     assert [c.id for c in turn.abandoned_calls] == abandoned
     assert [v.code for v in turn.violations] == ["tool_call_not_ended"] * len(abandoned)
