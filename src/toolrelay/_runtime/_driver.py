@@ -80,10 +80,10 @@ def snapshot_of(key: ThreadKey, processor: EventProcessor) -> TurnSnapshot:
     )
 
 
-#: Why a turn ends whose run someone else disposed while it streamed.
 #: The last write's scope where nothing from outside the turn can cancel it (reusable).
 _UNSHIELDED = nullcontext()
 
+#: Why a turn ends whose run someone else disposed while it streamed.
 _REPLACED = TerminalReason(kind=ReasonKind.SUPERSEDED, message="the run was replaced on its thread")
 
 
