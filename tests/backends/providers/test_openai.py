@@ -629,14 +629,16 @@ def test_responses_translator_turns_each_published_stream_into_its_events(case: 
     assert summarize(translate(OpenAIResponsesTranslator(), chunks, named=True)) == expected
 
 
-def test_responses_tool_call_end_waits_for_the_arguments_done() -> None:
+@pytest.mark.parametrize("case", ["one-call", "interleaved", "zero-arg", "text-before-calls"])
+def test_responses_tool_call_end_waits_for_the_response_completed(case: str) -> None:
+    chunks, _ = RESP_CASES[case]
     translator = OpenAIResponsesTranslator()
-    done_at = RESP_ONE_CALL.index(
-        call_done(0, "fc_1", "call_a", "get_secret_number", '{"name": "alice"}')[0]
-    )
-    for item in RESP_ONE_CALL[:done_at]:
-        assert not any(isinstance(e, ToolCallEndEvent) for e in translator.feed(item))
-    assert any(isinstance(e, ToolCallEndEvent) for e in translator.feed(RESP_ONE_CALL[done_at]))
+    for item in chunks[:-1]:
+        # Even after the call's done: the response may yet say it was cut off.
+        assert not any(isinstance(e, ToolCallEndEvent) for e in translator.feed(item, None))
+    last = translator.feed(chunks[-1], None)
+    assert [type(e) for e in last][-1] is RunFinishedEvent
+    assert any(isinstance(e, ToolCallEndEvent) for e in last)
 
 
 def test_responses_arguments_only_in_done_are_sent_once() -> None:

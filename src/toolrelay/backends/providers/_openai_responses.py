@@ -11,23 +11,44 @@ A pure translator, :class:`OpenAIResponsesTranslator`, plus a thin
     response.output_item.added (function_call)     -> TOOL_CALL_START (its call_id, name)
     response.function_call_arguments.delta          -> TOOL_CALL_ARGS
     response.function_call_arguments.done,
-    response.output_item.done (function_call)      -> TOOL_CALL_END (the arguments of
-                                                      ``done`` if no delta carried them)
+    response.output_item.done (function_call)      -> TOOL_CALL_ARGS with the arguments
+                                                      of ``done`` if no delta carried
+                                                      them; TOOL_CALL_END waits for the
+                                                      response's outcome
     response.output_text.delta, .refusal.delta     -> TEXT_MESSAGE_START / CONTENT
     response.output_item.done (message)            -> TEXT_MESSAGE_END
     response.reasoning_summary_text.delta,
     response.reasoning_text.delta                  -> REASONING_MESSAGE_START / CONTENT
                                                       (one message per reasoning item;
                                                       "\n\n" between its parts)
-    response.completed                             -> RUN_FINISHED {"stopReason": "tool_use"
-                                                      or "end_turn"}
+    response.completed                             -> TOOL_CALL_END for every call, in
+                                                      the order their ``done`` came (then
+                                                      any without one), then
+                                                      RUN_FINISHED {"stopReason":
+                                                      "tool_use" or "end_turn"}
     response.incomplete                            -> RUN_FINISHED {"stopReason":
                                                       max_tokens, content_filter or other,
                                                       "providerStopReason":
-                                                      incomplete_details.reason}; a call
-                                                      cut off before its ``done`` stays
-                                                      open and is never run
-    response.failed, error                         -> RUN_ERROR (message, code)
+                                                      incomplete_details.reason}; no
+                                                      TOOL_CALL_END: the calls of a
+                                                      cut-off response stay open and are
+                                                      never run
+    response.failed, error                         -> TOOL_CALL_END for every call that
+                                                      got its ``done``, then RUN_ERROR
+                                                      (message, code)
+
+A call's ``done`` says its arguments are whole, not that the response is: a response
+cut off by ``max_output_tokens`` or ``content_filter`` may have finished the first
+calls of a batch and stopped in the middle of the next, or before calls the model
+meant to make, then says so with ``response.incomplete``. So TOOL_CALL_END waits for
+the response's outcome, and a response incomplete completes none of its calls: the
+processor abandons them all at RUN_FINISHED (``tool_call_not_ended``) and runs none,
+as for Chat Completions' ``length`` and Anthropic's ``max_tokens``; the run keeps its
+stop reason and the turn ends with it. ``response.completed`` ends them as they ended
+before, in order. A response that fails (``response.failed``, ``error``), or a stream
+that closes with no outcome, ends the calls that got their ``done`` as before (nothing
+says the response was cut off) and leaves the others open; the turn fails all the
+same (RUN_ERROR, or no RUN_FINISHED) and nothing runs.
 
 A reasoning item's summary comes in parts (``summary_index`` 0, 1, ...), each a
 paragraph of its own that often opens with a bold title; its raw reasoning likewise
@@ -104,7 +125,8 @@ _PART_BREAK = "\n\n"
 class _ResponsesCall:
     id: str
     streamed: bool = False
-    ended: bool = False
+    #: Its ``done`` came: the arguments are whole, later deltas are dropped.
+    done: bool = False
 
 
 class OpenAIResponsesTranslator:
@@ -124,6 +146,9 @@ class OpenAIResponsesTranslator:
         # Each open reasoning item -> the part its last delta belonged to.
         self._open_reasoning: dict[str, _Part] = {}
         self._calls: dict[str, _ResponsesCall] = {}  # by item id
+        # Calls whose done came: their TOOL_CALL_END waits for the response's outcome
+        # (see the module's docstring), in the order their done came.
+        self._held_calls: list[_ResponsesCall] = []
         self._items_by_index: dict[int, str] = {}  # output_index -> item id
         self._ended = False
 
@@ -151,22 +176,26 @@ class OpenAIResponsesTranslator:
             case "response.function_call_arguments.delta":
                 call = self._call(chunk)
                 delta = arguments_piece(chunk.get("delta"))
-                if call is not None and not call.ended and delta:
+                if call is not None and not call.done and delta:
                     call.streamed = True
                     out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=delta))
             case "response.function_call_arguments.done":
                 call = self._call(chunk)
                 if call is not None:
-                    self._end_call(call, chunk.get("arguments"), out)
+                    self._call_done(call, chunk.get("arguments"), out)
             case "response.reasoning_summary_text.delta":
                 self._reasoning(chunk, ("summary", chunk.get("summary_index")), out)
             case "response.reasoning_text.delta":
                 self._reasoning(chunk, ("content", chunk.get("content_index")), out)
             case "response.completed":
                 self._close_messages(out)
-                for call in self._calls.values():
-                    # "completed": every item is complete, whether or not its done came.
-                    self._end_call(call, None, out)
+                self._end_held_calls(out)
+                # "completed": every item is complete, whether or not its done came.
+                out.extend(
+                    ToolCallEndEvent(tool_call_id=call.id)
+                    for call in self._calls.values()
+                    if not call.done
+                )
                 out.append(finished("tool_calls" if self._calls else "stop"))
                 self._ended = True
             case "response.incomplete":
@@ -174,16 +203,21 @@ class OpenAIResponsesTranslator:
                 response = chunk.get("response")
                 details = response.get("incomplete_details") if isinstance(response, dict) else None
                 reason = details.get("reason") if isinstance(details, dict) else None
+                # A response cut off completes none of its calls: they stay open, and
+                # the processor abandons them at RUN_FINISHED.
+                self._held_calls.clear()
                 out.append(finished(reason or "incomplete"))
                 self._ended = True
             case "response.failed":
                 response = chunk.get("response")
                 error = response.get("error") if isinstance(response, dict) else None
                 self._ended = True
+                self._end_held_calls(out)
                 out.append(error_event(error, "the response failed"))
             case "error":
                 error = chunk.get("error")
                 self._ended = True
+                self._end_held_calls(out)
                 out.append(
                     error_event(error if isinstance(error, dict) else chunk, "provider error")
                 )
@@ -194,8 +228,11 @@ class OpenAIResponsesTranslator:
     def finish(self) -> list[Event]:
         if self._ended:
             return []
+        # No outcome came: the calls that got their done end as they did at it, and the
+        # turn fails all the same (no RUN_FINISHED); those without it stay open.
         out: list[Event] = []
-        self._close_messages(out)  # calls without their done stay open: never run
+        self._end_held_calls(out)
+        self._close_messages(out)
         self._ended = True
         return out
 
@@ -259,7 +296,7 @@ class OpenAIResponsesTranslator:
                 call = self._calls.get(item_id or nonempty(item.get("call_id")) or "")
                 if call is None:  # no output_item.added came: the whole call at once
                     call = self._start_call(item, chunk.get("output_index"), out)
-                self._end_call(call, item.get("arguments"), out)
+                self._call_done(call, item.get("arguments"), out)
             case "message" if item_id in self._open_texts:
                 del self._open_texts[item_id]
                 out.append(TextMessageEndEvent(message_id=item_id))
@@ -269,17 +306,22 @@ class OpenAIResponsesTranslator:
             case _:
                 pass
 
-    def _end_call(self, call: _ResponsesCall, arguments: Any, out: list[Event]) -> None:
-        if call.ended:
+    def _call_done(self, call: _ResponsesCall, arguments: Any, out: list[Event]) -> None:
+        if call.done:
             return
-        call.ended = True
+        call.done = True
         if not call.streamed:
             # Servers that skip the deltas send the whole arguments with done.
             whole = arguments_piece(arguments)
             if whole:
                 call.streamed = True
                 out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=whole))
-        out.append(ToolCallEndEvent(tool_call_id=call.id))
+        # The call is whole, but the response may yet say it was cut off.
+        self._held_calls.append(call)
+
+    def _end_held_calls(self, out: list[Event]) -> None:
+        out.extend(ToolCallEndEvent(tool_call_id=call.id) for call in self._held_calls)
+        self._held_calls.clear()
 
     def _text(self, item_id: str, delta: str, out: list[Event]) -> None:
         if item_id not in self._open_texts:
