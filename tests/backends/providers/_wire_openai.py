@@ -228,6 +228,19 @@ def completed(response_id: str = "resp_1") -> dict[str, Any]:
     }
 
 
+def incomplete(reason: str, response_id: str = "resp_1") -> dict[str, Any]:
+    """The end of a response cut off (``max_output_tokens``, ``content_filter``)."""
+    return {
+        "type": "response.incomplete",
+        "response": {
+            "id": response_id,
+            "object": "response",
+            "status": "incomplete",
+            "incomplete_details": {"reason": reason},
+        },
+    }
+
+
 RESP_ERROR_MID_STREAM = [
     created(),
     message_added(0, "msg_1"),

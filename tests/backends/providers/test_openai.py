@@ -39,6 +39,7 @@ from toolrelay.protocol import (
     ImagePart,
     Message,
     ReasoningMessage,
+    RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
     SystemMessage,
@@ -78,6 +79,7 @@ from _wire_openai import (
     completed,
     created,
     head,
+    incomplete,
     message_added,
     message_done,
     piece,
@@ -498,14 +500,28 @@ RESP_INCOMPLETE = [
     created(),
     call_added(0, "fc_1", "call_a", "get_secret_number"),
     args_delta(0, "fc_1", '{"name": "al'),
-    {
-        "type": "response.incomplete",
-        "response": {
-            "id": "resp_1",
-            "status": "incomplete",
-            "incomplete_details": {"reason": "max_output_tokens"},
-        },
-    },
+    incomplete("max_output_tokens"),
+]
+# The first call of the batch got its done, the second was cut mid-arguments.
+RESP_INCOMPLETE_MID_BATCH = [
+    created(),
+    call_added(0, "fc_1", "call_a", "get_secret_number"),
+    args_delta(0, "fc_1", '{"name": "alice"}'),
+    *call_done(0, "fc_1", "call_a", "get_secret_number", '{"name": "alice"}'),
+    call_added(1, "fc_2", "call_b", "lookup_city"),
+    args_delta(1, "fc_2", '{"person": "b'),
+    incomplete("max_output_tokens"),
+]
+# Both calls got their done; the response was cut off before it said it was complete.
+RESP_INCOMPLETE_AFTER_CALLS = [
+    created(),
+    call_added(0, "fc_1", "call_a", "get_secret_number"),
+    args_delta(0, "fc_1", '{"name": "alice"}'),
+    *call_done(0, "fc_1", "call_a", "get_secret_number", '{"name": "alice"}'),
+    call_added(1, "fc_2", "call_b", "lookup_city"),
+    args_delta(1, "fc_2", '{"person": "bob"}'),
+    *call_done(1, "fc_2", "call_b", "lookup_city", '{"person": "bob"}'),
+    incomplete("max_output_tokens"),
 ]
 RESP_REASONING = [
     created(),
@@ -610,6 +626,27 @@ RESP_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             finish={"stopReason": "max_tokens", "providerStopReason": "max_output_tokens"},
         ),
     ),
+    "incomplete-mid-batch": (
+        RESP_INCOMPLETE_MID_BATCH,
+        # The call that got its done is not complete either: its response was cut off.
+        Outcome(
+            texts=[],
+            calls=[ALICE, ("call_b", "lookup_city", '{"person": "b')],
+            ended=[],
+            reasoning=[],
+            finish={"stopReason": "max_tokens", "providerStopReason": "max_output_tokens"},
+        ),
+    ),
+    "incomplete-after-calls": (
+        RESP_INCOMPLETE_AFTER_CALLS,
+        Outcome(
+            texts=[],
+            calls=[ALICE, BOB_CITY],
+            ended=[],
+            reasoning=[],
+            finish={"stopReason": "max_tokens", "providerStopReason": "max_output_tokens"},
+        ),
+    ),
     "reasoning": (
         RESP_REASONING,
         Outcome(
@@ -639,6 +676,72 @@ def test_responses_tool_call_end_waits_for_the_response_completed(case: str) -> 
     last = translator.feed(chunks[-1], None)
     assert [type(e) for e in last][-1] is RunFinishedEvent
     assert any(isinstance(e, ToolCallEndEvent) for e in last)
+
+
+@pytest.mark.parametrize(
+    "stream",
+    [
+        pytest.param(RESP_INTERLEAVED, id="in-the-order-of-their-done"),
+        # A call whose done never came is complete too: it ends after the others.
+        pytest.param([*RESP_INTERLEAVED[:-3], completed()], id="without-a-done-last"),
+    ],
+)
+def test_responses_completed_ends_the_calls_in_order_then_finishes_the_run(
+    stream: list[dict[str, Any]],
+) -> None:
+    translator = OpenAIResponsesTranslator()
+    for item in stream[:-1]:
+        assert not any(isinstance(e, ToolCallEndEvent) for e in translator.feed(item, None))
+    *ends, finish = translator.feed(stream[-1], None)
+    assert [e.tool_call_id for e in ends if isinstance(e, ToolCallEndEvent)] == ["call_b", "call_a"]
+    assert len(ends) == 2
+    assert isinstance(finish, RunFinishedEvent)
+    assert finish.result == {"stopReason": "tool_use", "providerStopReason": "tool_calls"}
+
+
+@pytest.mark.parametrize(
+    ("reason", "stop_reason"),
+    [
+        ("max_output_tokens", "max_tokens"),
+        ("content_filter", "content_filter"),
+        # Whatever the reason, an incomplete response did not complete its calls.
+        ("a_reason_added_later", "other"),
+    ],
+)
+def test_responses_incomplete_after_whole_calls_ends_none_and_keeps_its_reason(
+    reason: str, stop_reason: str
+) -> None:
+    stream = [*RESP_INCOMPLETE_AFTER_CALLS[:-1], incomplete(reason)]
+    outcome = summarize(translate(OpenAIResponsesTranslator(), stream, named=True))
+    assert (outcome.calls, outcome.ended) == ([ALICE, BOB_CITY], [])
+    assert outcome.finish == {"stopReason": stop_reason, "providerStopReason": reason}
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        pytest.param(RESP_FAILED[-1], id="response.failed"),
+        pytest.param(RESP_ERROR_MID_STREAM[-1], id="error"),
+    ],
+)
+def test_responses_a_failure_ends_the_calls_that_got_their_done_then_errors(
+    failure: dict[str, Any],
+) -> None:
+    # As before the calls waited for the outcome: a failure does not say the response
+    # was cut off, and the turn fails on RUN_ERROR whatever was ended.
+    stream = [*RESP_INCOMPLETE_MID_BATCH[:-1], failure]
+    events = translate(OpenAIResponsesTranslator(), stream, named=True)
+    outcome = summarize(events)
+    assert outcome.ended == ["call_a"]
+    assert outcome.finish is None and outcome.error is not None
+    assert isinstance(events[-1], RunErrorEvent)
+
+
+def test_responses_a_stream_closed_after_a_done_ends_that_call_but_not_the_run() -> None:
+    stream = RESP_INCOMPLETE_MID_BATCH[:-1]
+    outcome = summarize(translate(OpenAIResponsesTranslator(), stream, named=True))
+    assert outcome.ended == ["call_a"]
+    assert outcome.finish is None and outcome.error is None
 
 
 def test_responses_arguments_only_in_done_are_sent_once() -> None:
@@ -1119,6 +1222,49 @@ async def test_chat_engine_runs_no_call_of_a_response_cut_off(
     assert [v.code for v in turn.violations] == ["tool_call_not_ended"] * len(abandoned)
     assert list(turn.conversation.tool_calls()) == []
     assert len(provider.app.requests) == 1, "no continuation: there is no result to send"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("stream", "stop_reason"),
+    [
+        pytest.param(RESP_INCOMPLETE_MID_BATCH, "max_tokens", id="mid-batch"),
+        pytest.param(RESP_INCOMPLETE_AFTER_CALLS, "max_tokens", id="after-calls"),
+        pytest.param(
+            [*RESP_INCOMPLETE_AFTER_CALLS[:-1], incomplete("content_filter")],
+            "content_filter",
+            id="filtered-after-calls",
+        ),
+    ],
+)
+async def test_responses_engine_runs_no_call_of_a_response_incomplete(
+    provider: LoopbackServer, stream: list[dict[str, Any]], stop_reason: str
+) -> None:
+    provider.app.script(responses_body(stream))
+    ran: list[tuple[str, str]] = []
+    backend = OpenAIResponsesBackend("gpt-4.1", api_key="sk-test", base_url=f"{provider.url}/v1")
+    turn, finished = await run_recorded_turn(backend, ran)
+    assert ran == [], "no tool runs on the calls of a response cut off"
+    assert [result["stopReason"] for result in finished] == [stop_reason]
+    assert turn.status is RunStatus.completed, turn.reason
+    assert [c.id for c in turn.abandoned_calls] == ["call_a", "call_b"]
+    assert [v.code for v in turn.violations] == ["tool_call_not_ended"] * 2
+    assert list(turn.conversation.tool_calls()) == []
+    assert len(provider.app.requests) == 1, "no continuation: there is no result to send"
+
+
+@pytest.mark.anyio
+async def test_responses_engine_runs_no_call_of_a_response_that_failed_after_a_done(
+    provider: LoopbackServer,
+) -> None:
+    provider.app.script(responses_body([*RESP_INCOMPLETE_MID_BATCH[:-1], RESP_FAILED[-1]]))
+    ran: list[tuple[str, str]] = []
+    backend = OpenAIResponsesBackend("gpt-4.1", api_key="sk-test", base_url=f"{provider.url}/v1")
+    turn, finished = await run_recorded_turn(backend, ran)
+    assert ran == [] and finished == []
+    assert turn.status is RunStatus.failed, turn.reason
+    assert [c.id for c in turn.abandoned_calls] == ["call_a", "call_b"]
+    assert len(provider.app.requests) == 1
 
 
 @pytest.mark.anyio
