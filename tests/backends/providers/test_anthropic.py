@@ -3,8 +3,9 @@
 Streams are written from Anthropic's published streaming format (named SSE events:
 message_start, content_block_start/delta/stop, message_delta, message_stop, ping,
 error). Each is played through the pure translator, through the backend over
-httpx.MockTransport, re-chunked at arbitrary byte boundaries (Hypothesis), and, as a
-multi-hop tool conversation, through the Engine against a loopback HTTP server. A
+httpx.MockTransport, and, as a multi-hop tool conversation, through the Engine
+against a loopback HTTP server; re-chunked at arbitrary byte boundaries
+(Hypothesis), with every provider's, in ``test_providers_engine.py``. A
 message cut off by max_tokens, and a call after extended thinking, go through a real
 Engine over httpx.MockTransport: what runs, and what is sent after.
 """
@@ -775,9 +776,6 @@ async def test_a_provider_without_parallel_calls_refuses_them_before_sending() -
     backend = OneCallAtATime("m", transport=httpx.MockTransport(refuse))
     with pytest.raises(ConversationError, match="several tool calls"):
         await collect(backend, run_input(messages))
-
-
-# --- re-chunked bytes: the same calls and text (Hypothesis) ---
 
 
 # --- the Engine, end to end, over httpx.MockTransport ---

@@ -1,7 +1,7 @@
 """The Cohere adapter: its translator on published v2 chat stream events, the same streams
-through the backend (real httpx + httpx-sse over MockTransport, re-chunked by
-Hypothesis), the requests it builds and refuses, and the engine against a loopback
-Cohere."""
+through the backend (real httpx + httpx-sse over MockTransport; re-chunked by
+Hypothesis in ``test_providers_engine.py``), the requests it builds and refuses, and
+the engine against a loopback Cohere."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The Gemini adapter: its translator on published stream shapes, the same streams through
-the backend (real httpx + httpx-sse over MockTransport, re-chunked by Hypothesis), the
-requests it builds and refuses, and the engine against a loopback Gemini."""
+the backend (real httpx + httpx-sse over MockTransport; re-chunked by Hypothesis in
+``test_providers_engine.py``), the requests it builds and refuses, and the engine
+against a loopback Gemini."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The Ollama adapter: its translator on published ``/api/chat`` NDJSON shapes, the same
-streams through the backend (real httpx line reading over MockTransport, re-chunked by
-Hypothesis), the requests it builds and refuses, and the engine against a loopback
-Ollama."""
+streams through the backend (real httpx line reading over MockTransport; re-chunked by
+Hypothesis in ``test_providers_engine.py``), the requests it builds and refuses, and
+the engine against a loopback Ollama."""
 
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 
 Streams are written from OpenAI's published streaming formats. Each is played through
 the pure translator, through the backend over httpx.MockTransport (the real httpx and
-httpx-sse code runs), re-chunked at arbitrary byte boundaries (Hypothesis), and, as a
-multi-hop tool conversation, through the Engine against a loopback HTTP server.
+httpx-sse code runs), and, as a multi-hop tool conversation, through the Engine
+against a loopback HTTP server; re-chunked at arbitrary byte boundaries
+(Hypothesis), with every provider's, in ``test_providers_engine.py``.
 """
 
 from __future__ import annotations
@@ -1182,9 +1183,6 @@ async def test_inline_audio_and_images_are_sent_as_content_parts() -> None:
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,aW1n"}},
         {"type": "input_audio", "input_audio": {"data": "d2F2", "format": "wav"}},
     ]
-
-
-# --- re-chunked bytes: the same calls and text (Hypothesis) ---
 
 
 # --- the Engine, end to end, against a loopback server ---
