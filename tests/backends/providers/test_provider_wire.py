@@ -29,6 +29,7 @@ from toolrelay import (
 )
 from toolrelay.backends import NO_RETRY, RetryPolicy
 from toolrelay.backends.providers import (
+    PROVIDERS,
     CohereTranslator,
     OllamaBackend,
     OpenAIChatBackend,
@@ -271,6 +272,17 @@ async def test_the_environments_key_goes_only_to_the_providers_own_host(
     assert b"sk-secret" not in first.head + first.body
     assert second.header("authorization") == "Bearer sk-local"
     assert OpenAIChatBackend("m").auth_headers() == {"Authorization": "Bearer sk-secret"}
+
+
+@pytest.mark.parametrize("backend_class", list(PROVIDERS.values()))
+def test_a_backend_without_a_model_is_refused_when_it_is_made(
+    backend_class: type[ProviderBackend],
+) -> None:
+    with pytest.raises(TypeError, match="model must be a string, not NoneType"):
+        backend_class(None, api_key="k")  # type: ignore[arg-type]
+    for empty in ("", "  "):
+        with pytest.raises(ValueError, match="model must name a model"):
+            backend_class(empty, api_key="k")
 
 
 # --- argument pieces a translator holds: linear and bounded --------------------------------

@@ -131,7 +131,8 @@ class ProviderBackend(ABC):
     """An agent backend that talks to an LLM provider's streaming HTTP API.
 
     Args:
-        model: The provider's model name.
+        model: The provider's model name (checked when the backend is made: a string,
+            not blank).
         api_key: The key; defaults to the provider's environment variable.
         base_url: Where the API lives (OpenAI-compatible servers: vLLM, llama.cpp,
             Ollama's ``/v1``, OpenRouter, Groq, Together, Fireworks...).
@@ -181,6 +182,12 @@ class ProviderBackend(ABC):
         limits: Limits | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
+        # Checked here, not at the first run: every request names the model (Gemini's
+        # URL is made of it), and a missing one would fail there as an AttributeError.
+        if not isinstance(model, str):
+            raise TypeError(f"model must be a string, not {type(model).__name__}")
+        if not model.strip():
+            raise ValueError("model must name a model")
         self.model = model
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self._custom_host = _host(self.base_url) != _host(self.default_base_url)
