@@ -83,7 +83,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from toolrelay._errors import ConversationError
-from toolrelay.backends.providers._base import Capabilities, ProviderBackend
+from toolrelay.backends.providers._base import CUT_OFF, Capabilities, ProviderBackend
 from toolrelay.backends.providers._messages import (
     check_tool_results,
     sendable_messages,
@@ -130,13 +130,6 @@ _DEFAULT_MAX_TOKENS = 4096
 
 _JSON_DECODER = msgspec.json.Decoder()
 _JSON_ENCODER = msgspec.json.Encoder()
-
-#: The stop reasons of a message cut off: the output budget (``max_tokens``) or the
-#: context window (``model_context_window_exceeded``) ran out, or a streaming safety
-#: classifier stopped the answer (``refusal``). Anthropic documents each as output
-#: that stops where it stands. The others (``end_turn``, ``tool_use``,
-#: ``stop_sequence``, ``pause_turn``, and any added later) end the message's calls.
-_CUT_OFF = frozenset(("max_tokens", "model_context_window_exceeded", "refusal"))
 
 
 # --- the translator --------------------------------------------------------------------------
@@ -328,9 +321,12 @@ class AnthropicTranslator:
 
 
 def _cut_off(stop_reason: str | None) -> bool:
-    """Whether Anthropic's stop reason says the message stopped where the model did not
-    mean it to, so that its last block, a call's input among them, may stop mid-way."""
-    return stop_reason in _CUT_OFF
+    """Whether Anthropic's stop reason (in the backends' own words, which it passes as
+    they are) says the message was cut off (:data:`CUT_OFF`: ``max_tokens``,
+    ``model_context_window_exceeded``, ``refusal``; Anthropic documents each as output
+    that stops where it stands). The others (``end_turn``, ``tool_use``,
+    ``stop_sequence``, ``pause_turn``, and any added later) end the message's calls."""
+    return stop_reason in CUT_OFF
 
 
 def _end(block: _Block) -> Event:

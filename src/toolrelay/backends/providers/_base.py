@@ -74,7 +74,7 @@ from toolrelay.protocol import (
 )
 from toolrelay.protocol._codec import repair_surrogates
 
-__all__ = ("Capabilities", "ProviderBackend", "error_excerpt")
+__all__ = ("CUT_OFF", "Capabilities", "ProviderBackend", "error_excerpt")
 
 _JSON = msgspec.json.Decoder()
 _DRAIN_SECONDS = 0.25  # to read the rest of a response once the run has ended
@@ -83,6 +83,15 @@ _AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-
 _NOT_A_STREAM = frozenset({"text/html", "application/xhtml+xml"})
 
 _T = TypeVar("_T")
+
+#: The stop reasons, in the words every provider backend uses (``RUN_FINISHED``'s
+#: ``stopReason``), of a response cut off where the model did not mean to stop: its
+#: output budget (``max_tokens``) or the context window
+#: (``model_context_window_exceeded``) ran out, or a filter or a streaming safety
+#: classifier stopped it (``content_filter``, ``refusal``). What it was saying last, a
+#: call's arguments among them, may stop mid-way, and its batch may lack calls the
+#: model meant to make, so a translator completes none of its calls.
+CUT_OFF = frozenset(("max_tokens", "model_context_window_exceeded", "content_filter", "refusal"))
 
 
 def _host(url: str) -> str:

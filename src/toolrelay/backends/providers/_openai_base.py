@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from toolrelay.backends.providers._base import Capabilities, ProviderBackend
+from toolrelay.backends.providers._base import CUT_OFF, Capabilities, ProviderBackend
 from toolrelay.protocol import RunErrorEvent, RunFinishedEvent
 
 __all__ = ("OpenAIBase", "arguments_piece", "cut_off", "error_event", "finished")
@@ -29,9 +29,6 @@ _STOP_REASONS: dict[str, str] = {
     "max_output_tokens": "max_tokens",
     "content_filter": "content_filter",
 }
-
-#: The stop reasons of a response that did not end where the model meant it to.
-_CUT_OFF = frozenset(("max_tokens", "content_filter"))
 
 
 def finished(provider_reason: Any, *, made_calls: bool = False) -> RunFinishedEvent:
@@ -64,7 +61,7 @@ def cut_off(provider_reason: Any) -> bool:
     """Whether OpenAI's reason says the response was cut off (``max_tokens``) or
     filtered (``content_filter``): the last thing it was saying, a call's arguments
     among them, may stop mid-way, so none of its calls is complete."""
-    return _STOP_REASONS.get(str(provider_reason)) in _CUT_OFF
+    return _STOP_REASONS.get(str(provider_reason)) in CUT_OFF
 
 
 def error_event(error: Any, default: str) -> RunErrorEvent:
