@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import pickle
+import sys
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -17,36 +19,12 @@ from toolrelay._core._processor import EventProcessor
 from toolrelay._core._shared import NO_WIRE_ITEMS, NO_WIRE_KEYS, WireList, wire_list
 from toolrelay.protocol import Context, RunAgentInput, Tool, UserMessage
 
+# The helpers sit next to this file (importlib mode puts no test dir on sys.path).
+sys.path.insert(0, str(Path(__file__).parent))
+from _changes import change_dict, change_list
+
 TOOLS = (Tool(name="lookup", description="Look it up.", parameters={"type": "object"}),)
 CONTEXT = (Context(description="user", value="ada"),)
-
-
-def _change(items: list[Any], how: str) -> None:
-    match how:
-        case "append":
-            items.append(1)
-        case "extend":
-            items.extend([1])
-        case "insert":
-            items.insert(0, 1)
-        case "remove":
-            items.remove(items[0])
-        case "pop":
-            items.pop()
-        case "clear":
-            items.clear()
-        case "sort":
-            items.sort()
-        case "reverse":
-            items.reverse()
-        case "[]=":
-            items[0] = 1
-        case "del":
-            del items[0]
-        case "+=":
-            items += [1]
-        case _:
-            items *= 2
 
 
 @pytest.mark.parametrize(
@@ -69,7 +47,7 @@ def _change(items: list[Any], how: str) -> None:
 def test_a_wire_list_refuses_every_change(how: str) -> None:
     shared = wire_list(TOOLS)
     with pytest.raises(TypeError, match="shared by the runs of every turn"):
-        _change(shared, how)
+        change_list(shared, how)
     assert shared == list(TOOLS)
 
 
@@ -77,25 +55,8 @@ def test_a_wire_list_refuses_every_change(how: str) -> None:
     "how", ["[]=", "del", "setdefault", "update", "|=", "pop", "popitem", "clear"]
 )
 def test_the_empty_wire_dict_refuses_every_change(how: str) -> None:
-    mapping: dict[str, Any] = NO_WIRE_KEYS
     with pytest.raises(TypeError, match="shared by the runs of every turn"):
-        match how:
-            case "[]=":
-                mapping["key"] = 1
-            case "del":
-                del mapping["key"]
-            case "setdefault":
-                mapping.setdefault("key", 1)
-            case "update":
-                mapping.update(key=1)
-            case "|=":
-                mapping |= {"key": 1}
-            case "pop":
-                mapping.pop("key")
-            case "popitem":
-                mapping.popitem()
-            case _:
-                mapping.clear()
+        change_dict(NO_WIRE_KEYS, how)
     assert NO_WIRE_KEYS == {}
 
 
