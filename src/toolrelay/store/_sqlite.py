@@ -206,6 +206,7 @@ class SQLiteStore:
         return self._work.run(item)
 
     async def _opened_then(self, item: Queued[T]) -> T:
+        """``item`` run by the queue once the store's first use has opened it."""
         await self.open()
         return await self._work.run(item)
 
