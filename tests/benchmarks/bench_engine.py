@@ -31,7 +31,7 @@ import time
 import tracemalloc
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from unittest import mock
 
@@ -54,37 +54,58 @@ HOPS = 2
 BACKENDS = ("asyncio", "trio")
 
 
-_Stamp = tuple[int, int]  # (perf_counter_ns, thread_time_ns)
+#: Slots per continuation window in the probe's lists: wall clock, then this thread's CPU
+#: clock, for each of a turn's runs.
+_CLOCKS = 2
 
 
-def _stamp() -> _Stamp:
-    return time.perf_counter_ns(), time.thread_time_ns()
+def _slot(thread: str, hop: int) -> int:
+    """Where ``(thread, hop)``'s stamps go in the probe's lists (``turn-000123``: 123)."""
+    return (int(thread[5:]) * (HOPS + 1) + hop) * _CLOCKS
 
 
-@dataclass(slots=True)
 class Probe:
-    """Timestamps of one measurement, keyed by (thread, hop): wall clock and this
-    thread's CPU clock, so that time the process was not running can be told apart."""
+    """Timestamps of one measurement, by thread and hop: the wall clock and this thread's
+    CPU clock, so that time the process was not running can be told apart.
 
-    ready: dict[tuple[str, int], _Stamp] = field(default_factory=dict)
-    tool: dict[tuple[str, int], tuple[_Stamp, _Stamp]] = field(default_factory=dict)
-    called: dict[tuple[str, int], _Stamp] = field(default_factory=dict)
+    The stamps go into flat lists of ints made for ``turns`` turns up front: recording one
+    allocates nothing the cycle collector tracks. (A dict of tuples did, about 18 objects
+    a turn, and that growth alone set off a collection every 40 turns, inside the very
+    windows measured: the collector runs where a turn's live objects peak.)"""
+
+    __slots__ = ("called", "ready", "tool_end", "tool_start")
+
+    def __init__(self, turns: int) -> None:
+        size = turns * (HOPS + 1) * _CLOCKS
+        self.ready = [0] * size
+        self.tool_start = [0] * size
+        self.tool_end = [0] * size
+        self.called = [0] * size
+
+    @staticmethod
+    def stamp(into: list[int], thread: str, hop: int) -> None:
+        slot = _slot(thread, hop)
+        into[slot] = time.perf_counter_ns()
+        into[slot + 1] = time.thread_time_ns()
 
     def overheads_us(self, clock: int) -> list[float]:
         """Per continuation: run() called - ToolsReady returned - tool time, in µs, by
         the wall clock (``clock=0``) or the thread's CPU clock (``clock=1``)."""
         values: list[float] = []
-        for (thread, hop), ready in self.ready.items():
-            start, end = self.tool[(thread, hop)]
-            called = self.called[(thread, hop + 1)]
-            if not ready[0] <= start[0] <= end[0] <= called[0]:
-                raise AssertionError(f"continuation of {thread} hop {hop} out of order")
-            tool = end[clock] - start[clock]
-            values.append((called[clock] - ready[clock] - tool) / 1_000)
+        ready, start, end, called = self.ready, self.tool_start, self.tool_end, self.called
+        for slot in range(0, len(ready), _CLOCKS):
+            if not ready[slot]:
+                continue  # no continuation from this run (a turn's last)
+            after = slot + _CLOCKS  # the next run of the same turn
+            if not ready[slot] <= start[slot] <= end[slot] <= called[after]:
+                raise AssertionError(f"continuation at slot {slot} out of order")
+            at = slot + clock
+            tool = end[at] - start[at]
+            values.append((called[after + clock] - ready[at] - tool) / 1_000)
         return values
 
 
-_probe = Probe()
+_probe = Probe(0)
 
 
 def _hops(run_input: RunAgentInput) -> int:
@@ -101,7 +122,7 @@ class _TimedProcessor(EventProcessor):
         if effects:
             for effect in effects:
                 if type(effect) is ToolsReady:
-                    _probe.ready[(self.conversation.thread_id, self.depth)] = _stamp()
+                    _probe.stamp(_probe.ready, self.conversation.thread_id, self.depth)
         return effects
 
 
@@ -117,15 +138,14 @@ class _TimedBackend:
     def run(
         self, key: ThreadKey, run_input: RunAgentInput
     ) -> AbstractAsyncContextManager[EventStream]:
-        now = _stamp()
-        _probe.called[(key.thread_id, _hops(run_input))] = now
+        _probe.stamp(_probe.called, key.thread_id, _hops(run_input))
         return self.agent.run(key, run_input)
 
 
 async def lookup(thread: str, hop: int) -> str:
     """Look something up (the benchmark's tool: records when it ran)."""
-    start = _stamp()
-    _probe.tool[(thread, hop)] = (start, _stamp())
+    _probe.stamp(_probe.tool_start, thread, hop)
+    _probe.stamp(_probe.tool_end, thread, hop)
     return f"result {hop} for {thread}"
 
 
@@ -186,25 +206,35 @@ class EngineRun:
         return self.gc_s / self.wall_s * 100
 
 
-async def _turns(n: int, start: Callable[[Engine, int], Awaitable[Turn | None]]) -> EngineRun:
+async def _turns(n: int, start: Callable[[Engine, int], Awaitable[Turn]]) -> EngineRun:
     global _probe
-    _probe = Probe()
+    _probe = Probe(n)
     agent = ScriptedAgent(respond=_two_hops)
     clock = CollectorClock()
+    started = errors = 0
     with mock.patch.object(_factory, "EventProcessor", _TimedProcessor):
         async with Engine(_TimedBackend(agent), tools=TOOLS) as engine:
             gc.callbacks.append(clock)
             try:
                 began = time.perf_counter_ns()
-                started = [await start(engine, i) for i in range(n)]
-                turns = [turn for turn in started if turn is not None]
-                for turn in turns:
+                # A turn that is over when start returns (one after another) is counted
+                # and let go, as a caller that read its answer would; live ones are kept
+                # and waited for.
+                live: list[Turn] = []
+                for i in range(n):
+                    turn = await start(engine, i)
+                    started += 1
+                    if not turn.finished:
+                        live.append(turn)
+                    elif turn.status is not RunStatus.completed:
+                        errors += 1
+                for turn in live:
                     await turn.wait_finished()
                 wall = (time.perf_counter_ns() - began) / 1e9
             finally:
                 gc.callbacks.remove(clock)
-    errors = sum(1 for turn in turns if turn.status is not RunStatus.completed)
-    errors += abs(agent.run_count - (HOPS + 1) * n) + abs(len(turns) - n)
+    errors += sum(1 for turn in live if turn.status is not RunStatus.completed)
+    errors += abs(agent.run_count - (HOPS + 1) * n) + abs(started - n)
     return EngineRun(
         wall,
         n,
