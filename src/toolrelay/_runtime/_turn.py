@@ -324,5 +324,6 @@ class Turn:
         self._host.finished(self, driver.handle)
         self._driver = None
         self._task_over = True
-        if self._done is not None:
-            self._done.set()
+        done, self._done = self._done, None
+        if done is not None:
+            done.set()  # its waiters hold it; the turn need not (three tracked objects)
