@@ -88,6 +88,17 @@ def opcodes(action: Callable[[], object]) -> int:
     return count
 
 
+def _noop() -> None:
+    return None
+
+
+# CPython 3.12.1 reports no opcode event in the first tracing session of a process (the
+# sessions after it count as on 3.11 and 3.13): one session that counts nothing first.
+opcodes(_noop)
+if opcodes(_noop) == 0:
+    raise RuntimeError("this Python reports no opcode events to sys.settrace")
+
+
 # --- the rows: a prelude of size n, then the one event measured ---------------------------
 
 
