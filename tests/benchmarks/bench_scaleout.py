@@ -35,7 +35,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -223,7 +223,7 @@ def _gapless_postgres(dsn: str) -> tuple[int, int]:
 
 
 def _gapless_sqlite(db: Path) -> tuple[int, int]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection:
         rows = connection.execute("SELECT thread, seq FROM records").fetchall()
     return _gapless(rows)
 

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from contextlib import closing
 from pathlib import Path
 
 import anyio
@@ -96,7 +97,7 @@ async def _catch_up(url: str, threads: list[str]) -> list[float]:
 
 def _gapless(db: Path) -> tuple[int, int]:
     """(threads, threads whose log is gapless)."""
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection:
         rows = connection.execute("SELECT thread, seq FROM records ORDER BY thread, seq").fetchall()
     seqs: dict[int, list[int]] = defaultdict(list)
     for thread, seq in rows:

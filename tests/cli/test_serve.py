@@ -14,7 +14,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import httpx
@@ -81,7 +81,7 @@ def _server(workdir: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], 
 
 
 def _entries(db: Path) -> list[Entry]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection:
         rows = connection.execute("SELECT seq, body FROM records ORDER BY seq").fetchall()
     return [Entry(seq, decode_record(body)) for seq, body in rows]
 

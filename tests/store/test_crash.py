@@ -18,6 +18,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def _entries(db: Path) -> list[Entry]:
     if not db.exists():
         return []
     try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection:
             rows = connection.execute("SELECT seq, body FROM records ORDER BY seq").fetchall()
     except sqlite3.OperationalError:  # not created yet
         return []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import closing
 from pathlib import Path
 
 import anyio
@@ -43,7 +44,7 @@ async def test_the_file_is_created_on_first_use_in_wal_mode_with_its_schema_vers
     store = SQLiteStore(path)
     await store.append(KEY, [TurnStarted(turn_id="a")])  # opens on first use
     await store.aclose()
-    with sqlite3.connect(path) as connection:
+    with closing(sqlite3.connect(path)) as connection, connection:
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert connection.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
@@ -51,11 +52,11 @@ async def test_the_file_is_created_on_first_use_in_wal_mode_with_its_schema_vers
 
 async def test_another_applications_database_is_refused_untouched(tmp_path: Path) -> None:
     path = tmp_path / "app.db"
-    with sqlite3.connect(path) as connection:
+    with closing(sqlite3.connect(path)) as connection, connection:
         connection.execute("CREATE TABLE users (name TEXT)")
     with pytest.raises(StoreCorruptError, match="not a toolrelay store"):
         await SQLiteStore(path).open()
-    with sqlite3.connect(path) as connection:
+    with closing(sqlite3.connect(path)) as connection, connection:
         names = [r[0] for r in connection.execute("SELECT name FROM sqlite_master")]
     assert names == ["users"]
 
@@ -72,7 +73,7 @@ async def test_a_store_from_a_newer_version_is_refused(tmp_path: Path) -> None:
     store = SQLiteStore(path)
     await store.append(KEY, sample_records())
     await store.aclose()
-    with sqlite3.connect(path) as connection:
+    with closing(sqlite3.connect(path)) as connection, connection:
         connection.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     with pytest.raises(StoreVersionError, match="newer"):
         await SQLiteStore(path).open()
@@ -89,7 +90,10 @@ async def test_a_version_2_file_gets_its_records_in_write_order_and_keeps_them(
     await store.append(KEY, [TurnStarted(turn_id="again")])
     written = {key: await store.read(key) for key in (KEY, other)}
     await store.aclose()
-    with sqlite3.connect(path) as connection:  # the records table as version 2 left it
+    with (
+        closing(sqlite3.connect(path)) as connection,
+        connection,
+    ):  # the records table as version 2 left it
         connection.executescript(
             "CREATE TABLE clustered (thread INTEGER NOT NULL REFERENCES threads (id) "
             "ON DELETE CASCADE, seq INTEGER NOT NULL, body BLOB NOT NULL, "
@@ -107,7 +111,7 @@ async def test_a_version_2_file_gets_its_records_in_write_order_and_keeps_them(
         assert await reopened.delete_thread(other)  # the cascade finds its records
     finally:
         await reopened.aclose()
-    with sqlite3.connect(path) as connection:
+    with closing(sqlite3.connect(path)) as connection, connection:
         assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         (table,) = connection.execute(
             "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'records'"
@@ -199,7 +203,7 @@ async def test_a_full_database_fails_typed_and_keeps_what_was_committed(tmp_path
     store = SQLiteStore(path)
     await store.append(KEY, [TurnStarted(turn_id="a")])
     await store.aclose()
-    with sqlite3.connect(path) as connection:
+    with closing(sqlite3.connect(path)) as connection, connection:
         pages = connection.execute("PRAGMA page_count").fetchone()[0]
     # The file may not grow past its size now: SQLite's own "database or disk is full".
     store = SQLiteStore(path)
@@ -218,7 +222,7 @@ async def test_a_damaged_record_is_a_typed_error_on_read(tmp_path: Path) -> None
     store = SQLiteStore(path)
     await store.append(KEY, [TurnStarted(turn_id="a")])
     await store.aclose()
-    with sqlite3.connect(path) as connection:
+    with closing(sqlite3.connect(path)) as connection, connection:
         connection.execute("UPDATE records SET body = ?", (b'{"kind": "nonsense"}',))
     store = SQLiteStore(path)
     with pytest.raises(StoreCorruptError, match="cannot be read"):
@@ -510,7 +514,7 @@ async def test_records_are_stored_as_json_blobs_readable_without_toolrelay(tmp_p
     store = SQLiteStore(path)
     await store.append(KEY, sample_records())
     await store.aclose()
-    with sqlite3.connect(path) as connection:
+    with closing(sqlite3.connect(path)) as connection, connection:
         rows = connection.execute("SELECT typeof(body), body FROM records ORDER BY seq").fetchall()
     assert {kind for kind, _ in rows} == {"blob"}
     assert [body for _, body in rows] == [encode_record(record) for record in sample_records()]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import anyio
@@ -39,7 +40,7 @@ async def test_a_version_1_file_gains_the_claims_tables_and_keeps_its_threads(
     store = SQLiteStore(path)
     await store.append(ThreadKey("t"), [TurnStarted(turn_id="turn"), _state(1)])
     await store.aclose()
-    with sqlite3.connect(path) as old:  # what toolrelay's first schema left
+    with closing(sqlite3.connect(path)) as old, old:  # what toolrelay's first schema left
         old.execute("DROP TABLE claims")
         old.execute("DROP TABLE claim_tokens")
         old.execute("PRAGMA user_version=1")
@@ -51,7 +52,7 @@ async def test_a_version_1_file_gains_the_claims_tables_and_keeps_its_threads(
         assert await reopened.append(ThreadKey("t"), [_state(2)], claim=claim) == 3
     finally:
         await reopened.aclose()
-    with sqlite3.connect(path) as migrated:
+    with closing(sqlite3.connect(path)) as migrated, migrated:
         assert migrated.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
 
 
