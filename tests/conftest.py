@@ -1,9 +1,14 @@
-"""Shared fixtures: every async test runs on asyncio and on trio; Hypothesis profiles."""
+"""Shared fixtures: every async test runs on asyncio and on trio; Hypothesis profiles;
+no SQLite connection left open."""
 
 from __future__ import annotations
 
+import functools
+import gc
 import os
+import sqlite3
 import sys
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,6 +57,47 @@ def no_blocking_calls(request: pytest.FixtureRequest) -> Iterator[None]:
 
     with blockbuster_ctx(scanned_modules=["toolrelay"]):
         yield
+
+
+class _WatchedConnection(sqlite3.Connection):
+    """A connection that notes it was collected without being closed: Python 3.13 warns
+    of such a connection (``ResourceWarning``) in whatever test runs when it is
+    collected, older Pythons close it silently. Every connection the tests and the
+    store open in this process is one (``sqlite3.connect`` makes them)."""
+
+    open_now: weakref.WeakSet[_WatchedConnection] = weakref.WeakSet()
+    leaked: list[str] = []
+
+    def __init__(self, database: str | os.PathLike[str], *args: object, **kwargs: object) -> None:
+        super().__init__(database, *args, **kwargs)  # type: ignore[arg-type]
+        self.database = os.fspath(database)
+        self.closed = False
+        _WatchedConnection.open_now.add(self)
+
+    def close(self) -> None:
+        self.closed = True
+        _WatchedConnection.open_now.discard(self)
+        super().close()
+
+    def __del__(self) -> None:
+        if not self.closed:
+            _WatchedConnection.leaked.append(self.database)
+            self.close()
+
+
+sqlite3.connect = functools.partial(sqlite3.connect, factory=_WatchedConnection)  # type: ignore[assignment]
+
+
+@pytest.fixture(autouse=True)
+def sqlite_connections_closed() -> Iterator[None]:
+    """Fail a test that leaves a SQLite connection open (a store it opened and did not
+    close, or one of its own): on Python 3.13 it would fail a later test instead."""
+    yield
+    if _WatchedConnection.open_now:
+        gc.collect()  # one that only a reference cycle holds is collected, and noted
+    leaked, _WatchedConnection.leaked[:] = list(_WatchedConnection.leaked), []
+    if leaked:
+        pytest.fail(f"SQLite connections left open: {leaked}")
 
 
 @pytest.fixture(scope="session")

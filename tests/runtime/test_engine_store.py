@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import anyio
@@ -74,8 +74,10 @@ TOOLS = ToolRegistry.of(lookup)
 
 
 @pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    return MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "t.db")
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    store = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "t.db")
+    yield store
+    await store.aclose()  # a test may read it after the engine closed it
 
 
 def _roles(messages: Sequence[Message]) -> list[str]:
@@ -216,7 +218,9 @@ async def test_a_locked_store_fails_the_turn_typed_and_loses_nothing_committed(
         await retried.wait_finished()
         assert retried.status is RunStatus.completed
     locker.close()
-    records = [e.record for e in await SQLiteStore(path).read(KEY)]
+    reopened = SQLiteStore(path)
+    records = [e.record for e in await reopened.read(KEY)]
+    await reopened.aclose()
     assert _kinds(records)[:6] == [
         "TurnStarted",
         "MessageSaved",
@@ -409,9 +413,9 @@ async def test_recover_resumes_only_the_threads_it_is_given(tmp_path: Path) -> N
         await turn.wait_finished()
         assert turn.status is RunStatus.completed
         assert engine.turn("t2") is None
-    assert [i.key for i in await SQLiteStore(tmp_path / "t.db").threads(live=True)] == [
-        ThreadKey("t2")
-    ]
+    reopened = SQLiteStore(tmp_path / "t.db")
+    assert [i.key for i in await reopened.threads(live=True)] == [ThreadKey("t2")]
+    await reopened.aclose()
 
 
 async def test_a_write_refused_under_a_stale_claim_is_dropped_and_the_thread_forgotten(
@@ -433,6 +437,7 @@ async def test_a_write_refused_under_a_stale_claim_is_dropped_and_the_thread_for
             turn = await engine.run_turn(KEY, "hello again")
             assert turn.status is RunStatus.completed
     records = [e.record for e in await shared.read(KEY)]
+    await shared.aclose()
     assert _kinds(records) == ["TurnStarted", "MessageSaved", "MessageSaved", "TurnEnded"]
     user = records[1]
     assert isinstance(user, MessageSaved) and user.message.message.content == "hello again"  # type: ignore[union-attr]
