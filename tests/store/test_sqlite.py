@@ -27,7 +27,7 @@ from toolrelay.store import (
     _sqlite as sqlite_module,
     encode_record,
 )
-from toolrelay.store._sqlite_schema import APPLICATION_ID
+from toolrelay.store._sqlite_schema import APPLICATION_ID, connect
 from toolrelay.testing.store_contract import sample_records
 
 pytestmark = pytest.mark.anyio
@@ -127,6 +127,34 @@ async def test_a_version_2_file_gets_its_records_in_write_order_and_keeps_them(
                 "INSERT INTO records (thread, seq, body) SELECT thread, seq, body FROM records "
                 "LIMIT 1"
             )
+
+
+async def test_closing_while_the_store_opens_closes_what_the_open_makes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connecting, proceed = threading.Event(), threading.Event()
+    made: list[sqlite3.Connection] = []
+
+    def slow_connect(path: Path, *, timeout: float, durable: bool) -> sqlite3.Connection:
+        connecting.set()
+        proceed.wait(10)
+        connection = connect(path, timeout=timeout, durable=durable)
+        made.append(connection)
+        return connection
+
+    monkeypatch.setattr(sqlite_module, "connect", slow_connect)
+    store = SQLiteStore(tmp_path / "toolrelay.db")
+    async with anyio.create_task_group() as group:
+        group.start_soon(store.open)
+        await anyio.to_thread.run_sync(connecting.wait, 10)
+        group.start_soon(store.aclose)  # while the open connects
+        await anyio.sleep(0.05)
+        proceed.set()
+    assert store._connection is None
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        made[0].execute("SELECT 1")
+    assert await store.append(KEY, [TurnStarted(turn_id="a")]) == 1  # opened again
+    await store.aclose()
 
 
 async def test_a_record_that_cannot_be_encoded_fails_its_append_alone_in_a_group_commit(

@@ -176,14 +176,16 @@ class SQLiteStore:
             await anyio.to_thread.run_sync(self._open)
 
     async def aclose(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            await anyio.to_thread.run_sync(self._close, connection)
+        await anyio.to_thread.run_sync(self._close)
 
-    def _close(self, connection: sqlite3.Connection) -> None:
+    def _close(self) -> None:
+        """Close the connection, in a worker thread: with the lock held, an open under
+        way (it holds the lock while it connects) is waited for and closed too."""
         with self._lock:
+            connection, self._connection = self._connection, None
             self._known.clear()
-            connection.close()
+            if connection is not None:
+                connection.close()
 
     def _open(self) -> None:
         with self._lock:
