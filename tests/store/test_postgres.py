@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -203,6 +204,30 @@ async def test_a_damaged_record_or_a_missing_table_is_a_typed_error(
 async def test_a_closed_store_reopens_on_first_use(store: PostgresStore) -> None:
     await store.aclose()
     assert await store.append(ThreadKey("t"), [_state(1)]) == 1
+
+
+async def test_closing_while_the_store_opens_leaves_it_closed(
+    postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = PostgresStore(postgres_dsn)
+    connecting, proceed = threading.Event(), threading.Event()
+    connect = store._connect
+
+    def slow_connect() -> psycopg.Connection[Any]:
+        connecting.set()
+        proceed.wait(10)
+        return connect()
+
+    monkeypatch.setattr(store, "_connect", slow_connect)
+    async with anyio.create_task_group() as group:
+        group.start_soon(store.open)
+        await anyio.to_thread.run_sync(connecting.wait, 10)
+        group.start_soon(store.aclose)  # while the open connects and migrates
+        await anyio.sleep(0.05)
+        proceed.set()
+    assert store._pool is None
+    assert await store.append(ThreadKey("t"), [_state(1)]) == 1  # opened again
+    await store.aclose()
 
 
 # -- the pool -----------------------------------------------------------------------------

@@ -239,9 +239,15 @@ class PostgresStore:
 
     async def aclose(self) -> None:
         """Close the pool's connections; idempotent (the store can be opened again)."""
-        pool, self._pool = self._pool, None
+        await anyio.to_thread.run_sync(self._close)
+
+    def _close(self) -> None:
+        """In a worker thread, under the lock an open holds while it connects and
+        migrates: an open under way is waited for, and its pool closed too."""
+        with self._opening:
+            pool, self._pool = self._pool, None
         if pool is not None:
-            await anyio.to_thread.run_sync(pool.close)
+            pool.close()
 
     # -- the contract ------------------------------------------------------------------
 
