@@ -139,6 +139,8 @@ class PostgresStore:
         self._pool: Pool | None = None
         self._limiter = anyio.CapacityLimiter(pool_size)
         self._opening = threading.Lock()
+        #: How many times :meth:`aclose` was called (see :meth:`_open`).
+        self._closes = 0
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._label!r}, schema={self.schema!r})"
@@ -222,9 +224,12 @@ class PostgresStore:
             StoreUnavailableError: The server cannot be reached or refused us.
         """
         if self._pool is None:
-            await anyio.to_thread.run_sync(self._open, limiter=self._limiter)
+            await anyio.to_thread.run_sync(self._open, self._closes, limiter=self._limiter)
 
-    def _open(self) -> None:
+    def _open(self, closes: int) -> None:
+        """Connect and migrate (in a worker thread); ``closes`` is how many times the
+        store was closed when the open began: if it was closed since, the store stays
+        closed."""
         with self._opening:
             if self._pool is not None:
                 return
@@ -235,19 +240,16 @@ class PostgresStore:
                 raise store_error(exc, f"cannot open the store on {self._label}") from exc
             finally:
                 connection.close()
-            self._pool = Pool(self._connect)
+            if closes == self._closes:
+                self._pool = Pool(self._connect)
 
     async def aclose(self) -> None:
         """Close the pool's connections; idempotent (the store can be opened again)."""
-        await anyio.to_thread.run_sync(self._close)
-
-    def _close(self) -> None:
-        """In a worker thread, under the lock an open holds while it connects and
-        migrates: an open under way is waited for, and its pool closed too."""
-        with self._opening:
-            pool, self._pool = self._pool, None
+        # Counted before anything is awaited: an open under way sees it (see _open).
+        self._closes += 1
+        pool, self._pool = self._pool, None
         if pool is not None:
-            pool.close()
+            await anyio.to_thread.run_sync(pool.close)
 
     # -- the contract ------------------------------------------------------------------
 

@@ -159,6 +159,8 @@ class SQLiteStore:
         self.timeout = timeout
         self.durable = durable
         self._connection: sqlite3.Connection | None = None
+        #: How many times :meth:`aclose` was called (see :meth:`_open`).
+        self._closes = 0
         self._lock = threading.Lock()
         self._work = WorkQueue(self._hop, str(self.path))
         #: The rows of threads the store wrote (bounded; used with ``_lock`` held).
@@ -173,24 +175,32 @@ class SQLiteStore:
 
     async def open(self) -> None:
         if self._connection is None:
-            await anyio.to_thread.run_sync(self._open)
+            await anyio.to_thread.run_sync(self._open, self._closes)
 
     async def aclose(self) -> None:
-        await anyio.to_thread.run_sync(self._close)
+        # Counted before anything is awaited: an open under way (in a worker thread)
+        # sees the count moved and closes what it made rather than keep it.
+        self._closes += 1
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await anyio.to_thread.run_sync(self._close, connection)
 
-    def _close(self) -> None:
-        """Close the connection, in a worker thread: with the lock held, an open under
-        way (it holds the lock while it connects) is waited for and closed too."""
+    def _close(self, connection: sqlite3.Connection) -> None:
         with self._lock:
-            connection, self._connection = self._connection, None
             self._known.clear()
-            if connection is not None:
-                connection.close()
+            connection.close()
 
-    def _open(self) -> None:
+    def _open(self, closes: int) -> None:
+        """Connect (in a worker thread); ``closes`` is how many times the store was
+        closed when the open began: if it was closed since, the connection is closed
+        at once and the store stays closed."""
         with self._lock:
             if self._connection is None:
-                self._connection = connect(self.path, timeout=self.timeout, durable=self.durable)
+                connection = connect(self.path, timeout=self.timeout, durable=self.durable)
+                if closes != self._closes:
+                    connection.close()
+                    return
+                self._connection = connection
 
     # -- the queue ---------------------------------------------------------------------
 
