@@ -555,7 +555,7 @@ RESPONSES = Provider(
             ],
             ended=["call_a", "call_b"],
             reasoning=[],
-            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "completed"},
         )
     },
 )

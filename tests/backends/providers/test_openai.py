@@ -419,9 +419,19 @@ def test_chat_nothing_is_translated_after_the_end_of_the_run() -> None:
     assert translator.finish() == []
 
 
-def test_chat_a_usage_chunk_with_no_choices_is_ignored() -> None:
+def test_chat_a_chunk_that_is_not_an_object_is_skipped() -> None:
     translator = OpenAIChatTranslator()
-    assert translator.feed({"id": "chatcmpl-1", "choices": [], "usage": {"total_tokens": 9}}) == []
+    assert translator.feed(["choices"]) == []
+    assert translator.feed(7) == []
+    assert summarize(translate(translator, CHAT_TEXT_ONLY)).texts == ["Hello, wörld ✓"]
+
+
+def test_chat_a_usage_chunk_with_no_choices_emits_nothing_and_its_usage_is_kept() -> None:
+    translator = OpenAIChatTranslator()
+    usage = {"prompt_tokens": 4, "completion_tokens": 5, "total_tokens": 9}
+    assert translator.feed({"id": "chatcmpl-1", "choices": [], "usage": usage}) == []
+    assert translator.trailing_usage is not None
+    assert translator.trailing_usage[0].total_tokens == 9
 
 
 def test_chat_servers_that_send_the_name_after_the_id_or_objects_as_arguments() -> None:
@@ -557,7 +567,7 @@ RESP_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[],
             ended=[],
             reasoning=[],
-            finish={"stopReason": "end_turn", "providerStopReason": "stop"},
+            finish={"stopReason": "end_turn", "providerStopReason": "completed"},
         ),
     ),
     "one-call": (
@@ -567,7 +577,7 @@ RESP_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[ALICE],
             ended=["call_a"],
             reasoning=[],
-            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "completed"},
         ),
     ),
     "interleaved": (
@@ -577,7 +587,7 @@ RESP_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[ALICE, BOB_CITY],
             ended=["call_b", "call_a"],
             reasoning=[],
-            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "completed"},
         ),
     ),
     "zero-arg": (
@@ -587,7 +597,7 @@ RESP_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[("call_z", "list_people", "{}")],
             ended=["call_z"],
             reasoning=[],
-            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "completed"},
         ),
     ),
     "text-before-calls": (
@@ -597,7 +607,7 @@ RESP_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[ALICE],
             ended=["call_a"],
             reasoning=[],
-            finish={"stopReason": "tool_use", "providerStopReason": "tool_calls"},
+            finish={"stopReason": "tool_use", "providerStopReason": "completed"},
         ),
     ),
     "error-mid-stream": (
@@ -655,7 +665,7 @@ RESP_CASES: dict[str, tuple[list[dict[str, Any]], Outcome]] = {
             calls=[],
             ended=[],
             reasoning=["Thinking about it."],
-            finish={"stopReason": "end_turn", "providerStopReason": "stop"},
+            finish={"stopReason": "end_turn", "providerStopReason": "completed"},
         ),
     ),
 }
@@ -697,7 +707,7 @@ def test_responses_completed_ends_the_calls_in_order_then_finishes_the_run(
     assert [e.tool_call_id for e in ends if isinstance(e, ToolCallEndEvent)] == ["call_b", "call_a"]
     assert len(ends) == 2
     assert isinstance(finish, RunFinishedEvent)
-    assert finish.result == {"stopReason": "tool_use", "providerStopReason": "tool_calls"}
+    assert finish.result == {"stopReason": "tool_use", "providerStopReason": "completed"}
 
 
 @pytest.mark.parametrize(

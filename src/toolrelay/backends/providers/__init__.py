@@ -41,6 +41,7 @@ from toolrelay.backends.providers._openai_responses import (
 from toolrelay.backends.providers._translator import (
     BuffersArguments as BuffersArguments,
     StreamTranslator as StreamTranslator,
+    TrailingUsage as TrailingUsage,
 )
 
 __all__ = (
@@ -61,6 +62,7 @@ __all__ = (
     "OpenAIResponsesTranslator",
     "ProviderBackend",
     "StreamTranslator",
+    "TrailingUsage",
     "capability_table",
     "provider_backend",
 )

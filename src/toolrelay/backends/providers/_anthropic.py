@@ -6,7 +6,8 @@ Theory of operation
 is a list of content blocks, each streamed under its ``index`` between
 ``content_block_start`` and ``content_block_stop``. :class:`AnthropicTranslator` maps::
 
-    message_start                          the message id (text and calls name it)
+    message_start                          the message id (text and calls name it),
+                                              the model and the usage so far
     content_block_start  text              -> TEXT_MESSAGE_START
                          tool_use          -> TOOL_CALL_START (the block's id and name)
                          thinking          -> REASONING_MESSAGE_START
@@ -19,13 +20,16 @@ is a list of content blocks, each streamed under its ``index`` between
     content_block_stop                     -> TEXT_MESSAGE_END / REASONING_MESSAGE_END;
                                               a tool_use block's TOOL_CALL_END waits
                                               for the stop reason
-    message_delta        stop_reason       remembered; -> TOOL_CALL_END for every
+    message_delta        usage             the message's counts so far, remembered
+                         stop_reason       remembered; -> TOOL_CALL_END for every
                                               stopped tool_use block, in order (none
                                               on max_tokens, refusal or
                                               model_context_window_exceeded: the
                                               calls of a cut-off message stay open
                                               and are never run)
     message_stop                           -> RUN_FINISHED {"stopReason": stop_reason}
+                                              with the usage (the input's count takes
+                                              in the prompt cache's reads and writes)
     error                                  -> RUN_ERROR (error.message, code error.type)
     ping, and event types added later      ignored
 
@@ -90,7 +94,7 @@ from toolrelay.backends.providers._messages import (
     text_of,
     unsupported_part,
 )
-from toolrelay.backends.providers._translator import nonempty
+from toolrelay.backends.providers._translator import nonempty, token_count
 from toolrelay.protocol import (
     ActivityMessage,
     AssistantMessage,
@@ -114,6 +118,7 @@ from toolrelay.protocol import (
     TextMessageEndEvent,
     TextMessageStartEvent,
     TextPart,
+    TokenUsage,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -157,6 +162,10 @@ class AnthropicTranslator:
         self._held_calls: list[_Block] = []
         self._texts = 0
         self._stop_reason: str | None = None
+        self._model: str | None = None
+        #: The usage counts as ``message_start`` gave them, updated by each
+        #: ``message_delta`` (whose counts are the message's totals so far).
+        self._usage: dict[str, int] = {}
         self._ended = False
 
     @property
@@ -174,8 +183,10 @@ class AnthropicTranslator:
         match kind:
             case "message_start":
                 message = chunk.get("message")
-                if isinstance(message, dict) and self._message_id is None:
-                    self._message_id = nonempty(message.get("id"))
+                message = message if isinstance(message, dict) else {}
+                self._message_id = self._message_id or nonempty(message.get("id"))
+                self._model = nonempty(message.get("model"))
+                self._count_usage(message.get("usage"))
             case "content_block_start":
                 self._block_start(chunk, out)
             case "content_block_delta":
@@ -193,6 +204,7 @@ class AnthropicTranslator:
                 elif not _cut_off(self._stop_reason):
                     out.append(_end(block))
             case "message_delta":
+                self._count_usage(chunk.get("usage"))
                 delta = chunk.get("delta")
                 if isinstance(delta, dict) and delta.get("stop_reason") is not None:
                     self._stop_reason = str(delta["stop_reason"])
@@ -213,7 +225,7 @@ class AnthropicTranslator:
                     if not (cut_off and block.kind == "tool_use")
                 )
                 self._blocks.clear()
-                out.append(_finished(self._stop_reason))
+                out.append(_finished(self._stop_reason, self._token_usage()))
                 self._ended = True
             case "error":
                 error = chunk.get("error")
@@ -236,8 +248,40 @@ class AnthropicTranslator:
                 del self._blocks[index]
                 out.append(_end(block))
         if self._stop_reason is not None:
-            out.append(_finished(self._stop_reason))
+            out.append(_finished(self._stop_reason, self._token_usage()))
         return out
+
+    def _count_usage(self, usage: Any) -> None:
+        for key in _USAGE_KEYS:
+            count = token_count(usage, key)
+            if count is not None:
+                self._usage[key] = count
+
+    def _token_usage(self) -> list[TokenUsage] | None:
+        """The message's usage as AG-UI counts it: Anthropic's ``input_tokens`` leave
+        out what was read from or written to the prompt cache, which the input's count
+        takes in (as OpenAI's and Gemini's do); both are also given apart."""
+        usage = self._usage
+        if not usage:
+            return None
+        fresh = usage.get("input_tokens")
+        read = usage.get("cache_read_input_tokens")
+        written = usage.get("cache_creation_input_tokens")
+        output = usage.get("output_tokens")
+        known = [count for count in (fresh, read, written) if count is not None]
+        input_tokens = sum(known) if known else None
+        total = None if input_tokens is None or output is None else input_tokens + output
+        return [
+            TokenUsage(
+                provider="anthropic",
+                model=self._model,
+                input_tokens=input_tokens,
+                output_tokens=output,
+                total_tokens=total,
+                cached_input_tokens=read,
+                cache_write_input_tokens=written,
+            )
+        ]
 
     def _end_held_calls(self) -> list[Event]:
         """TOOL_CALL_END for every held call, in order, for a message that ends without
@@ -337,9 +381,21 @@ def _end(block: _Block) -> Event:
     return TextMessageEndEvent(message_id=block.id)
 
 
-def _finished(stop_reason: str | None) -> RunFinishedEvent:
+#: The counts of a message's ``usage`` that are read (``message_start`` gives them all,
+#: ``message_delta`` the output's and, lately, the others again).
+_USAGE_KEYS = (
+    "input_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "output_tokens",
+)
+
+
+def _finished(stop_reason: str | None, usage: list[TokenUsage] | None) -> RunFinishedEvent:
     # The backend stamps the run's ids (the translator does not know them).
-    return RunFinishedEvent(thread_id="", run_id="", result={"stopReason": stop_reason})
+    return RunFinishedEvent(
+        thread_id="", run_id="", result={"stopReason": stop_reason}, usage=usage
+    )
 
 
 def _error_event(error: dict[str, Any]) -> RunErrorEvent:

@@ -63,7 +63,11 @@ from toolrelay.backends._readers import LineReader, SseReader
 from toolrelay.backends._retry import RetryPolicy, parse_retry_after, start_with_retries
 from toolrelay.backends._transport import map_transport_errors
 from toolrelay.backends._wire import ACCEPT_ENCODING, body_excerpt, bound_body, run_deadline
-from toolrelay.backends.providers._translator import BuffersArguments, StreamTranslator
+from toolrelay.backends.providers._translator import (
+    BuffersArguments,
+    StreamTranslator,
+    TrailingUsage,
+)
 from toolrelay.protocol import (
     AssistantMessage,
     Event,
@@ -71,6 +75,7 @@ from toolrelay.protocol import (
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
+    TokenUsage,
 )
 from toolrelay.protocol._codec import repair_surrogates
 
@@ -388,8 +393,12 @@ class ProviderBackend(ABC):
                     raise _too_deep() from None
                 ended = any(isinstance(e, (RunFinishedEvent, RunErrorEvent)) for e in events)
                 if ended:
-                    # The consumer stops reading at the end of the run: read the rest now.
-                    await _drain(chunks)
+                    # The consumer stops reading at the end of the run: read the rest now
+                    # (a provider's usage may come after the end: the translator reads it).
+                    reader = translator if isinstance(translator, TrailingUsage) else None
+                    await _drain(chunks, reader)
+                    if reader is not None:
+                        events = _with_usage(events, reader.trailing_usage)
                 for event in events:
                     yield _stamped(event, run_input)
                 if ended:
@@ -441,15 +450,32 @@ def _stamped(event: Event, run_input: RunAgentInput) -> Event:
     return event
 
 
-async def _drain(chunks: AsyncIterator[object]) -> None:
-    """Read and discard what is left of a response whose run has ended, for at most
-    :data:`_DRAIN_SECONDS`; anything that goes wrong here is ignored (the run is over)."""
+async def _drain(
+    chunks: AsyncIterator[tuple[Any, str | None]], translator: StreamTranslator | None
+) -> None:
+    """Read what is left of a response whose run has ended, for at most
+    :data:`_DRAIN_SECONDS`, feeding it to ``translator`` (which emits nothing more; it
+    may read the response's usage) or discarding it; anything that goes wrong here is
+    ignored (the run is over)."""
     with anyio.move_on_after(_DRAIN_SECONDS):
         try:
-            async for _ in chunks:
-                pass
+            async for chunk, name in chunks:
+                if translator is not None:
+                    translator.feed(chunk, name)
         except RemoteProtocolError:
             pass
+
+
+def _with_usage(events: list[Event], usage: list[TokenUsage] | None) -> list[Event]:
+    """``events``, their RUN_FINISHED carrying ``usage`` if it carries none."""
+    if usage is None:
+        return events
+    return [
+        msgspec.structs.replace(event, usage=usage)
+        if isinstance(event, RunFinishedEvent) and event.usage is None
+        else event
+        for event in events
+    ]
 
 
 def _decode_chunk(data: bytes) -> Any:

@@ -12,9 +12,17 @@ from typing import Any, ClassVar, Literal
 import msgspec
 
 from toolrelay.backends.providers._base import CUT_OFF, Capabilities, ProviderBackend
-from toolrelay.protocol import RunErrorEvent, RunFinishedEvent
+from toolrelay.backends.providers._translator import nonempty, token_count
+from toolrelay.protocol import RunErrorEvent, RunFinishedEvent, TokenUsage
 
-__all__ = ("OpenAIBase", "arguments_piece", "cut_off", "error_event", "finished")
+__all__ = (
+    "OpenAIBase",
+    "arguments_piece",
+    "cut_off",
+    "error_event",
+    "finished",
+    "token_usage",
+)
 
 _JSON_ENCODER = msgspec.json.Encoder()
 
@@ -31,7 +39,13 @@ _STOP_REASONS: dict[str, str] = {
 }
 
 
-def finished(provider_reason: Any, *, made_calls: bool = False) -> RunFinishedEvent:
+def finished(
+    provider_reason: Any,
+    *,
+    made_calls: bool = False,
+    usage: list[TokenUsage] | None = None,
+    stop_reason: str | None = None,
+) -> RunFinishedEvent:
     """RUN_FINISHED with ``{"stopReason": ..., "providerStopReason": provider_reason}``:
     the reason in the words every provider backend uses (``end_turn``, ``tool_use``,
     ``max_tokens``, ``content_filter``; ``other`` for one it does not know), and
@@ -44,9 +58,13 @@ def finished(provider_reason: Any, *, made_calls: bool = False) -> RunFinishedEv
             tools, so it reports ``tool_use``, as the Gemini and Ollama backends do. A
             response cut off (``max_tokens``) or filtered keeps its reason: that is what
             happened to its calls.
+        usage: The tokens the response used, as :func:`token_usage` read them.
+        stop_reason: The reason in the shared words, when OpenAI's own is not one
+            they translate (the Responses API says only ``"completed"``).
     """
     reason = str(provider_reason)
-    stop_reason = _STOP_REASONS.get(reason, "other")
+    if stop_reason is None:
+        stop_reason = _STOP_REASONS.get(reason, "other")
     if made_calls and stop_reason == "end_turn":
         stop_reason = "tool_use"
     # The backend stamps the run's ids (the translator does not know them).
@@ -54,7 +72,35 @@ def finished(provider_reason: Any, *, made_calls: bool = False) -> RunFinishedEv
         thread_id="",
         run_id="",
         result={"stopReason": stop_reason, "providerStopReason": reason},
+        usage=usage,
     )
+
+
+def token_usage(usage: Any, model: Any) -> list[TokenUsage] | None:
+    """The tokens a response used, from its ``usage`` object: Chat Completions'
+    (``prompt_tokens``, ``completion_tokens``) or the Responses API's (``input_tokens``,
+    ``output_tokens``), with the cached input and reasoning tokens their details give;
+    ``None`` when it holds no count. OpenAI counts the cached tokens in the input."""
+    if not isinstance(usage, dict):
+        return None
+    if "prompt_tokens" in usage or "completion_tokens" in usage:  # Chat Completions
+        input_key, output_key = "prompt_tokens", "completion_tokens"
+    else:  # the Responses API
+        input_key, output_key = "input_tokens", "output_tokens"
+    input_details = usage.get(f"{input_key}_details")
+    output_details = usage.get(f"{output_key}_details")
+    counted = TokenUsage(
+        provider="openai",
+        model=nonempty(model),
+        input_tokens=token_count(usage, input_key),
+        output_tokens=token_count(usage, output_key),
+        total_tokens=token_count(usage, "total_tokens"),
+        reasoning_tokens=token_count(output_details, "reasoning_tokens"),
+        cached_input_tokens=token_count(input_details, "cached_tokens"),
+    )
+    if counted.input_tokens is None and counted.output_tokens is None:
+        return None
+    return [counted]
 
 
 def cut_off(provider_reason: Any) -> bool:

@@ -25,6 +25,9 @@ the answer; ``data: [DONE]`` ends the body. :class:`OpenAIChatTranslator` maps::
                                               max_tokens, content_filter or other,
                                               "providerStopReason": finish_reason};
                                               tool_use for "stop" after calls
+    usage (with the finish reason, in a    -> RUN_FINISHED.usage (input, output, total,
+    chunk of its own after it, or under       cached input and reasoning tokens)
+    x_groq)
     {"error": {...}}                       -> RUN_ERROR (message, code)
 
 Chat Completions says that a tool call is complete only when the whole message is, so
@@ -40,6 +43,12 @@ abandons them all at RUN_FINISHED (``tool_call_not_ended``) and runs none, as fo
 Responses API ``response.incomplete``; the turn ends with the run. A stream
 that closes without a ``finish_reason`` ends its open calls and messages but not the
 run: the processor fails the turn (the stream ended early) and runs nothing.
+
+OpenAI sends a response's token usage only when the request asks for it
+(``stream_options.include_usage``), in a chunk of its own after the one with the finish
+reason: the request to OpenAI's own API asks for it (a compatible server is sent the field
+only through ``options``, as some refuse it), and the backend reads that chunk while it
+reads the rest of the response, before it hands over RUN_FINISHED.
 
 Requests: see ``_messages.py`` (what every provider is sent of a conversation).
 """
@@ -69,6 +78,7 @@ from toolrelay.backends.providers._openai_base import (
     cut_off,
     error_event,
     finished,
+    token_usage,
 )
 from toolrelay.backends.providers._translator import hold_piece, nonempty
 from toolrelay.protocol import (
@@ -89,6 +99,7 @@ from toolrelay.protocol import (
     TextMessageEndEvent,
     TextMessageStartEvent,
     TextPart,
+    TokenUsage,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -148,6 +159,8 @@ class OpenAIChatTranslator:
         self._reasoning_open = False
         self._calls: dict[tuple[str, object], _ChatCall] = {}
         self._last_key: tuple[str, object] | None = None
+        self._model: str | None = None
+        self._usage: list[TokenUsage] | None = None
         self._ended = False
 
     @property
@@ -157,8 +170,17 @@ class OpenAIChatTranslator:
             return self._fallback_message_id
         return self._message_id
 
+    @property
+    def trailing_usage(self) -> list[TokenUsage] | None:
+        """The tokens the response used, as its last usage said, which may come after
+        the run's end (a :class:`~toolrelay.backends.providers.TrailingUsage`)."""
+        return self._usage
+
     def feed(self, chunk: Any, event_name: str | None = None) -> list[Event]:
-        if self._ended or not isinstance(chunk, dict):
+        if not isinstance(chunk, dict):
+            return []
+        self._read_usage(chunk)
+        if self._ended:
             return []
         if "error" in chunk and chunk["error"] is not None:
             return self._fail(chunk["error"])
@@ -193,9 +215,22 @@ class OpenAIChatTranslator:
             if not cut_off(finish_reason):
                 self._end_calls(out)
             made_calls = any(call.started for call in self._calls.values())
-            out.append(finished(finish_reason, made_calls=made_calls))
+            out.append(finished(finish_reason, made_calls=made_calls, usage=self._usage))
             self._ended = True
         return out
+
+    def _read_usage(self, chunk: dict[str, Any]) -> None:
+        """Keep the model a chunk names and the usage it carries: OpenAI sends usage in
+        a chunk of its own after the finish reason (asked for with ``stream_options``),
+        some servers with the finish reason, Groq's older API under ``x_groq``."""
+        if self._model is None:
+            self._model = nonempty(chunk.get("model"))
+        usage = chunk.get("usage")
+        if usage is None:
+            extra = chunk.get("x_groq")
+            usage = extra.get("usage") if isinstance(extra, dict) else None
+        if usage is not None:
+            self._usage = token_usage(usage, self._model) or self._usage
 
     def finish(self) -> list[Event]:
         if self._ended:
@@ -350,6 +385,10 @@ class OpenAIChatBackend(OpenAIBase):
         body: dict[str, Any] = {"model": self.model, **self.options}
         body["messages"] = [self._message(m) for m in messages]
         body["stream"] = True
+        if not self._custom_host and "stream_options" not in body:
+            # OpenAI streams the response's usage only when asked; servers that speak
+            # its API may refuse the field, so they are sent it only through options.
+            body["stream_options"] = {"include_usage": True}
         if run_input.tools:
             body["tools"] = function_tools(run_input.tools)
         return body

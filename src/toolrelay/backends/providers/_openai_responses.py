@@ -25,11 +25,14 @@ A pure translator, :class:`OpenAIResponsesTranslator`, plus a thin
                                                       the order their ``done`` came (then
                                                       any without one), then
                                                       RUN_FINISHED {"stopReason":
-                                                      "tool_use" or "end_turn"}
+                                                      "tool_use" or "end_turn",
+                                                      "providerStopReason": "completed"}
+                                                      with the response's usage
     response.incomplete                            -> RUN_FINISHED {"stopReason":
                                                       max_tokens, content_filter or other,
                                                       "providerStopReason":
-                                                      incomplete_details.reason}; no
+                                                      incomplete_details.reason}, with the
+                                                      response's usage; no
                                                       TOOL_CALL_END: the calls of a
                                                       cut-off response stay open and are
                                                       never run
@@ -80,6 +83,7 @@ from toolrelay.backends.providers._openai_base import (
     arguments_piece,
     error_event,
     finished,
+    token_usage,
 )
 from toolrelay.backends.providers._translator import nonempty
 from toolrelay.protocol import (
@@ -100,6 +104,7 @@ from toolrelay.protocol import (
     TextMessageEndEvent,
     TextMessageStartEvent,
     TextPart,
+    TokenUsage,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -196,7 +201,15 @@ class OpenAIResponsesTranslator:
                     for call in self._calls.values()
                     if not call.done
                 )
-                out.append(finished("tool_calls" if self._calls else "stop"))
+                # The API gives no reason beyond its status: the run stopped for its
+                # calls if it made any, else it answered.
+                out.append(
+                    finished(
+                        "completed",
+                        stop_reason="tool_use" if self._calls else "end_turn",
+                        usage=_usage(chunk),
+                    )
+                )
                 self._ended = True
             case "response.incomplete":
                 self._close_messages(out)
@@ -206,7 +219,7 @@ class OpenAIResponsesTranslator:
                 # A response cut off completes none of its calls: they stay open, and
                 # the processor abandons them at RUN_FINISHED.
                 self._held_calls.clear()
-                out.append(finished(reason or "incomplete"))
+                out.append(finished(reason or "incomplete", usage=_usage(chunk)))
                 self._ended = True
             case "response.failed":
                 response = chunk.get("response")
@@ -352,6 +365,14 @@ class OpenAIResponsesTranslator:
         self._open_reasoning.clear()
         out.extend(TextMessageEndEvent(message_id=i) for i in self._open_texts)
         self._open_texts.clear()
+
+
+def _usage(chunk: dict[str, Any]) -> list[TokenUsage] | None:
+    """The tokens the response that ``chunk`` ends used (its ``usage``), if it says."""
+    response = chunk.get("response")
+    if not isinstance(response, dict):
+        return None
+    return token_usage(response.get("usage"), response.get("model"))
 
 
 # --- the backend ---------------------------------------------------------------------------------

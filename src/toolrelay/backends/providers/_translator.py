@@ -35,10 +35,12 @@ __all__ = (
     "BuffersArguments",
     "MessageStreams",
     "StreamTranslator",
+    "TrailingUsage",
     "convert_chunk",
     "counter",
     "hold_piece",
     "nonempty",
+    "token_count",
     "uuid_id",
 )
 
@@ -71,6 +73,17 @@ class BuffersArguments(Protocol):
     max_argument_bytes: int
 
 
+@runtime_checkable
+class TrailingUsage(Protocol):
+    """A translator whose provider may send the response's token usage after the chunk
+    that ends it (Chat Completions sends its usage chunk after ``finish_reason``): the
+    backend feeds it what it reads of the response after the run's end, and puts
+    ``trailing_usage`` on the run's RUN_FINISHED when that carries none."""
+
+    @property
+    def trailing_usage(self) -> list[TokenUsage] | None: ...
+
+
 def hold_piece(pieces: list[str], held: int, piece: str, bound: int) -> int:
     """Append an argument piece a translator holds, in O(len(piece)); returns the UTF-8
     bytes now held.
@@ -91,6 +104,17 @@ def hold_piece(pieces: list[str], held: int, piece: str, bound: int) -> int:
 def nonempty(value: Any) -> str | None:
     """``value`` if it is a non-empty string."""
     return value if isinstance(value, str) and value else None
+
+
+def token_count(parent: Any, key: str) -> int | None:
+    """``parent[key]`` if ``parent`` is a JSON object and that is a count of tokens (a
+    non-negative integer); ``None`` for anything else."""
+    if not isinstance(parent, dict):
+        return None
+    value = parent.get(key)
+    if type(value) is not int or value < 0:  # bool is an int: not a count
+        return None
+    return value
 
 
 def convert_chunk(data: Any, kind: type[_T], shape: str, *, sent: str | None = None) -> _T:
