@@ -58,10 +58,9 @@ and puts them back on those calls in later requests.
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -70,6 +69,7 @@ from toolrelay.backends.providers._base import Capabilities, ProviderBackend
 from toolrelay.backends.providers._messages import arguments_object
 from toolrelay.backends.providers._translator import (
     MessageStreams,
+    Recent,
     StreamTranslator,
     convert_chunk,
     counter,
@@ -116,9 +116,6 @@ _ERROR_REASONS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
 
 #: Thought signatures and given call ids remembered per backend (the most recent calls).
 _MAX_SIGNATURES = 4096
-
-_V = TypeVar("_V")
-
 
 # --- the stream's shapes (unknown fields are skipped) ----------------------------------
 
@@ -337,8 +334,8 @@ class GoogleBackend(ProviderBackend):
 
     def _init_state(self) -> None:
         self._next_call = counter("call_")
-        self._signatures: _Recent[tuple[str, str]] = _Recent()
-        self._given_ids: _Recent[str] = _Recent()
+        self._signatures: Recent[tuple[str, str]] = Recent(_MAX_SIGNATURES)
+        self._given_ids: Recent[str] = Recent(_MAX_SIGNATURES)
 
     def endpoint(self) -> str:
         model = self.model.removeprefix("models/")
@@ -429,17 +426,6 @@ class GoogleBackend(ProviderBackend):
                 return _Turn("user", responses=[(message.tool_call_id, part)])
             case _:
                 return None  # reasoning and activity records stay local
-
-
-class _Recent(OrderedDict[str, _V]):
-    """What the backend remembers per call id (a signature, that Gemini gave the id),
-    keeping the most recent entries."""
-
-    def __setitem__(self, key: str, value: _V) -> None:
-        super().__setitem__(key, value)
-        self.move_to_end(key)
-        while len(self) > _MAX_SIGNATURES:
-            self.popitem(last=False)
 
 
 def _merge(into: _Turn, turn: _Turn) -> None:

@@ -60,12 +60,20 @@ blank line goes between its parts, so the message reads as the parts joined with
 ``"\n\n"``, not glued into one paragraph. The separator comes with the first delta of
 the next part, so an empty part adds none.
 
+Phases: gpt-5 models and later label each message item ``commentary`` (what they say
+on the way, before calls) or ``final_answer``, and want the label back on every
+assistant message of later requests. The backend remembers the phase of the message
+items it streamed (by item id, which is the AG-UI message's, bounded) and sends it
+with those messages; a message it did not stream (or no longer remembers) goes without
+one, as every message did before the field existed.
+
 Requests: see ``_messages.py`` (what every provider is sent of a conversation).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -85,7 +93,7 @@ from toolrelay.backends.providers._openai_base import (
     finished,
     token_usage,
 )
-from toolrelay.backends.providers._translator import nonempty
+from toolrelay.backends.providers._translator import Recent, nonempty
 from toolrelay.protocol import (
     AssistantMessage,
     ContentPart,
@@ -122,6 +130,9 @@ __all__ = ("OpenAIResponsesBackend", "OpenAIResponsesTranslator")
 #: content_index)``; the index is ``None`` when the server names none.
 _Part = tuple[str, int | None]
 
+#: Message phases remembered per backend (the most recent messages).
+_MAX_PHASES = 4096
+
 #: What goes between two parts of one reasoning item: they are paragraphs.
 _PART_BREAK = "\n\n"
 
@@ -140,10 +151,19 @@ class OpenAIResponsesTranslator:
     Args:
         fallback_message_id: The parent message id of calls when the stream names no
             response (``response.created``) and no text came first.
+        phases: Where to record ``message item id -> phase`` (``commentary``,
+            ``final_answer``) for the messages that say theirs (the backend sends it
+            back with them); ``None`` records nothing.
     """
 
-    def __init__(self, *, fallback_message_id: str = "message") -> None:
+    def __init__(
+        self,
+        *,
+        fallback_message_id: str = "message",
+        phases: MutableMapping[str, str] | None = None,
+    ) -> None:
         self._fallback_message_id = fallback_message_id
+        self._phases = phases
         self._response_id: str | None = None
         self._last_text_id: str | None = None
         # What is open, closed in the order it was opened (dicts keep insertion order).
@@ -296,8 +316,13 @@ class OpenAIResponsesTranslator:
         item_id = nonempty(item.get("id"))
         if isinstance(index, int) and item_id is not None:
             self._items_by_index[index] = item_id
-        if item.get("type") == "function_call":
-            self._start_call(item, index, out)
+        match item.get("type"):
+            case "function_call":
+                self._start_call(item, index, out)
+            case "message":
+                self._phase(item_id, item)
+            case _:
+                pass
 
     def _item_done(self, chunk: dict[str, Any], out: list[Event]) -> None:
         item = chunk.get("item")
@@ -310,14 +335,23 @@ class OpenAIResponsesTranslator:
                 if call is None:  # no output_item.added came: the whole call at once
                     call = self._start_call(item, chunk.get("output_index"), out)
                 self._call_done(call, item.get("arguments"), out)
-            case "message" if item_id in self._open_texts:
-                del self._open_texts[item_id]
-                out.append(TextMessageEndEvent(message_id=item_id))
+            case "message":
+                self._phase(item_id, item)
+                if item_id in self._open_texts:
+                    del self._open_texts[item_id]
+                    out.append(TextMessageEndEvent(message_id=item_id))
             case "reasoning" if item_id in self._open_reasoning:
                 del self._open_reasoning[item_id]
                 out.append(ReasoningMessageEndEvent(message_id=item_id))
             case _:
                 pass
+
+    def _phase(self, item_id: str | None, item: dict[str, Any]) -> None:
+        """Record a message item's ``phase`` (gpt-5 models and later label their
+        messages, and want the label back on every one of them)."""
+        phase = nonempty(item.get("phase"))
+        if phase is not None and item_id is not None and self._phases is not None:
+            self._phases[item_id] = phase
 
     def _call_done(self, call: _ResponsesCall, arguments: Any, out: list[Event]) -> None:
         if call.done:
@@ -393,8 +427,13 @@ class OpenAIResponsesBackend(OpenAIBase):
     def endpoint(self) -> str:
         return f"{self.base_url}/responses"
 
+    def _init_state(self) -> None:
+        self._phases: Recent[str] = Recent(_MAX_PHASES)
+
     def new_translator(self) -> OpenAIResponsesTranslator:
-        return OpenAIResponsesTranslator(fallback_message_id=f"msg_{uuid.uuid4().hex}")
+        return OpenAIResponsesTranslator(
+            fallback_message_id=f"msg_{uuid.uuid4().hex}", phases=self._phases
+        )
 
     def build_request(self, run_input: RunAgentInput) -> dict[str, Any]:
         """The ``/responses`` body: model, options, input items, tools, ``stream``.
@@ -432,10 +471,14 @@ class OpenAIResponsesBackend(OpenAIBase):
                 return [{"type": "message", "role": self.developer_role, "content": content}]
             case UserMessage(content=content):
                 return [{"type": "message", "role": "user", "content": self._user_content(content)}]
-            case AssistantMessage(content=content, tool_calls=tool_calls):
+            case AssistantMessage(id=message_id, content=content, tool_calls=tool_calls):
                 items: list[dict[str, Any]] = []
                 if content:
-                    items.append({"type": "message", "role": "assistant", "content": content})
+                    item = {"type": "message", "role": "assistant", "content": content}
+                    phase = self._phases.get(message_id)
+                    if phase is not None:  # the label the API gave it, back as it was
+                        item["phase"] = phase
+                    items.append(item)
                 items.extend(
                     {
                         "type": "function_call",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -34,6 +35,7 @@ from toolrelay.protocol import (
 __all__ = (
     "BuffersArguments",
     "MessageStreams",
+    "Recent",
     "StreamTranslator",
     "TrailingUsage",
     "convert_chunk",
@@ -82,6 +84,21 @@ class TrailingUsage(Protocol):
 
     @property
     def trailing_usage(self) -> list[TokenUsage] | None: ...
+
+
+class Recent(OrderedDict[str, _T]):
+    """What a backend remembers of what it streamed, by id (a call's thought signature,
+    a message's phase), for its later requests: the ``limit`` most recent entries."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key: str, value: _T) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.limit:
+            self.popitem(last=False)
 
 
 def hold_piece(pieces: list[str], held: int, piece: str, bound: int) -> int:
