@@ -854,6 +854,77 @@ def test_a_server_run_tool_is_completed_not_executed_and_committed_with_its_mess
     assert batch.result_message_ids == ("r1",)
 
 
+def test_a_call_whose_result_only_the_snapshot_holds_ran_on_the_agent() -> None:
+    # LlamaIndex's adapter runs a server tool and sends its result only in the
+    # MESSAGES_SNAPSHOT, never as TOOL_CALL_RESULT. The call is the agent's: it is not
+    # executed here (it ran; a client tool of that name would run it twice), and its
+    # result goes back as the snapshot holds it, under the snapshot's message id.
+    processor = running()
+    feed(
+        processor,
+        tool_call("roll_die", "{}", id="srv-1"),
+        tool_call("local", "{}", id="cli-1"),
+        MessagesSnapshotEvent(
+            messages=[
+                USER,
+                AssistantMessage(
+                    id="ai-1",
+                    tool_calls=[
+                        ToolCall(id="srv-1", function=FunctionCall(name="roll_die", arguments="{}"))
+                    ],
+                ),
+                ToolMessage(id="be5b711d", tool_call_id="srv-1", content="4"),
+            ]
+        ),
+    )
+    srv = call(processor, "srv-1")
+    assert srv.status is ToolCallStatus.completed
+    assert srv.result == ToolResult.success("4")
+    ready = only(finish(processor), ToolsReady)
+    assert [c.id for c in ready.calls if c.status is ToolCallStatus.executing] == ["cli-1"]
+    execute_all(processor)
+    sent = processor.start_run("run-2")
+    [(srv_id, srv_call), (_, cli_call)] = _tool_messages(sent)
+    assert (srv_id, srv_call, cli_call) == ("be5b711d", "srv-1", "cli-1")
+    [srv_result] = [m for m in sent.messages if isinstance(m, ToolMessage) and m.id == "be5b711d"]
+    assert srv_result.content == "4"
+
+
+def test_a_run_whose_only_call_the_snapshot_answered_completes_the_turn() -> None:
+    processor = running()
+    feed(
+        processor,
+        tool_call("roll_die", "{}", id="srv-1"),
+        MessagesSnapshotEvent(
+            messages=[
+                ToolMessage(
+                    id="r1", tool_call_id="srv-1", content="the die fell off", error="no die"
+                )
+            ]
+        ),
+    )
+    assert call(processor, "srv-1").result == ToolResult("the die fell off", error="no die")
+    effects = finish(processor)
+    assert not any(isinstance(e, ToolsReady) for e in effects)
+    only(effects, TurnCompleted)
+
+
+def test_a_snapshot_result_for_a_call_that_has_one_or_of_another_run_changes_nothing() -> None:
+    processor = running()
+    feed(
+        processor,
+        server_tool_call("search", "{}", "hits", id="s1", message_id="r1"),
+        MessagesSnapshotEvent(
+            messages=[
+                ToolMessage(id="r1", tool_call_id="s1", content="other text"),
+                ToolMessage(id="r9", tool_call_id="earlier", content="an older run's"),
+            ]
+        ),
+    )
+    assert call(processor, "s1").result == ToolResult.success("hits")
+    only(finish(processor), TurnCompleted)
+
+
 def test_a_result_for_a_streaming_call_completes_it() -> None:
     processor = running()
     feed(

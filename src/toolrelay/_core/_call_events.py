@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import msgspec
-
 from toolrelay._core._arguments import utf8_len
 from toolrelay._core._conversation import (
     ToolCallInfo,
@@ -17,7 +15,6 @@ from toolrelay._core._effects import (
 )
 from toolrelay._core._processor_base import ProcessorBase
 from toolrelay._core._processor_state import _CALLING, _PENDING, _STREAMING, added, keyed
-from toolrelay._core._tool_result import ToolResult
 from toolrelay._errors import LimitExceededError
 from toolrelay._machines import (
     ToolCallEvent,
@@ -192,15 +189,4 @@ class CallEvents(ProcessorBase):
                 "TOOL_CALL_RESULT",
                 f"tool call {event.tool_call_id!r} already has a result; dropped",
             )
-        content = event.content
-        if isinstance(content, str):
-            text = content
-        else:
-            self._check_depth(content, "TOOL_CALL_RESULT content")
-            text = msgspec.json.encode(content).decode()
-        self._count_text(text, result=True)
-        self._send_call(call, ToolCallEvent.receive_result)
-        self._calling_stopped(call)
-        call.result = ToolResult.success(text)
-        self._result_ids = keyed(self._result_ids, call.id, event.message_id)
-        return self._calling_activity()
+        return self._agent_result(call, event.content, event.message_id, "TOOL_CALL_RESULT")

@@ -11,14 +11,19 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
 
+import msgspec
+
+from toolrelay._core._conversation import ToolCallInfo
 from toolrelay._core._effects import (
     NO_EFFECTS,
     Effect,
 )
 from toolrelay._core._processor_lifecycle import TurnLifecycle
 from toolrelay._core._processor_limits import LimitsAccounting
-from toolrelay._core._processor_state import _STREAMING
+from toolrelay._core._processor_state import _STREAMING, keyed
+from toolrelay._core._tool_result import ToolResult
 from toolrelay._errors import LimitExceededError, RemoteProtocolError
+from toolrelay._machines import ToolCallEvent
 from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.protocol import (
     Event,
@@ -289,6 +294,29 @@ class ProcessorBase(TurnLifecycle, LimitsAccounting):
         return not self._ended and (
             self._chunk_call is None and self._chunk_text is None and self._chunk_reasoning is None
         )
+
+    def _agent_result(
+        self,
+        call: ToolCallInfo,
+        content: object,
+        message_id: str,
+        where: str,
+        error: str | None = None,
+    ) -> Sequence[Effect]:
+        """``call`` (still calling) has the result the agent gave it (``content``, sent
+        back under ``message_id``): it ran on the agent's side and is not executed here.
+        """
+        if isinstance(content, str):
+            text = content
+        else:
+            self._check_depth(content, f"{where} content")
+            text = msgspec.json.encode(content).decode()
+        self._count_text(text, result=True)
+        self._send_call(call, ToolCallEvent.receive_result)
+        self._calling_stopped(call)
+        call.result = ToolResult.success(text) if error is None else ToolResult(text, error=error)
+        self._result_ids = keyed(self._result_ids, call.id, message_id)
+        return self._calling_activity()
 
 
 def _until_a_bound(

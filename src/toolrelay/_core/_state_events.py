@@ -17,7 +17,7 @@ from toolrelay._core._effects import (
 )
 from toolrelay._core._patch import BoundedState, JsonPatchError, StateBoundError, StateBounds
 from toolrelay._core._processor_base import ProcessorBase
-from toolrelay._core._processor_state import _PENDING, added, keyed
+from toolrelay._core._processor_state import _CALLING, _PENDING, added, keyed
 from toolrelay._errors import LimitExceededError
 from toolrelay.protocol import (
     AssistantMessage,
@@ -81,6 +81,10 @@ class StateEvents(ProcessorBase):
     def _on_messages_snapshot(self, event: MessagesSnapshotEvent) -> Sequence[Effect]:
         snapshot = tuple(event.messages)
         self.conversation.last_snapshot = snapshot
+        # A call of this run that the snapshot holds a result for ran on the agent's
+        # side: LlamaIndex's adapter sends a server tool's result only here, never as
+        # TOOL_CALL_RESULT. It completes as if that had come (and is not run here).
+        ran = self._results_in(snapshot)
         # A server that keeps the thread's history merges the next request into it by
         # message id, so a tool result must go back under the id the server stored it
         # under: LangGraph's adapter names a result it sends by the call id but stores
@@ -96,7 +100,24 @@ class StateEvents(ProcessorBase):
             for batch in self.conversation.adopt_result_ids(stored):
                 self._settle(batch)
         effects = self._adopt_snapshot_arguments(snapshot)
-        return (*effects, *self._adopt_unstreamed(snapshot))
+        return (*ran, *effects, *self._adopt_unstreamed(snapshot))
+
+    def _results_in(self, snapshot: tuple[Message, ...]) -> Sequence[Effect]:
+        """Complete each call of this run still calling whose result the snapshot
+        holds, with that result, under the snapshot's message id."""
+        effects: Sequence[Effect] = NO_EFFECTS
+        for message in snapshot:
+            if not isinstance(message, ToolMessage):
+                continue
+            call = self._calls.get(message.tool_call_id)
+            if call is not None and call.status in _CALLING:
+                effects = (
+                    *effects,
+                    *self._agent_result(
+                        call, message.content, message.id, "MESSAGES_SNAPSHOT", message.error
+                    ),
+                )
+        return effects
 
     def _adopt_snapshot_arguments(self, snapshot: tuple[Message, ...]) -> Sequence[Effect]:
         """Give a pending call the arguments the snapshot records for it, when the

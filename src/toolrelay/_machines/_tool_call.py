@@ -21,11 +21,12 @@ goes ``pending -> awaiting_approval`` (``request_approval``) and waits for the
 embedding code, which ``approve``-s it (it then runs as any other) or ``deny``-es it:
 ``failed``, the denial is its result, sent to the model.
 
-An agent that runs a tool itself sends ``TOOL_CALL_RESULT``: ``receive_result``
-completes the call from ``streaming`` or ``pending`` so a client never runs it a
-second time. When the run breaks, is cancelled, interrupted (the agent stopped to
-ask for something, so its pending calls are not run) or superseded, every call still
-open is ``abandon``-ed to ``failed``: a call never stays open (promise 1).
+An agent that runs a tool itself sends ``TOOL_CALL_RESULT`` (or holds the result in the
+run's ``MESSAGES_SNAPSHOT``): ``receive_result`` completes the call from ``streaming``
+or ``pending`` so a client never runs it a second time. When the run breaks, is
+cancelled, interrupted (the agent stopped to ask for something, so its pending calls
+are not run) or superseded, every call still open is ``abandon``-ed to ``failed``: a
+call never stays open (promise 1).
 
 Strictness (``_strict.py``, shared by both machines): an event a state does not
 accept raises ``IllegalTransition`` and an error in a callback propagates. Callbacks
