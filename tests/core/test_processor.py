@@ -854,6 +854,21 @@ def test_a_server_run_tool_is_completed_not_executed_and_committed_with_its_mess
     assert batch.result_message_ids == ("r1",)
 
 
+def server_result_snapshot(name: str, message_id: str, content: str) -> MessagesSnapshotEvent:
+    """A MESSAGES_SNAPSHOT of the user's message, the agent's call ``srv-1`` of ``name``
+    and its result (stored as ``message_id``)."""
+    return MessagesSnapshotEvent(
+        messages=[
+            USER,
+            AssistantMessage(
+                id="ai-1",
+                tool_calls=[ToolCall(id="srv-1", function=FunctionCall(name=name, arguments="{}"))],
+            ),
+            ToolMessage(id=message_id, tool_call_id="srv-1", content=content),
+        ]
+    )
+
+
 def test_a_call_whose_result_only_the_snapshot_holds_ran_on_the_agent() -> None:
     # LlamaIndex's adapter runs a server tool and sends its result only in the
     # MESSAGES_SNAPSHOT, never as TOOL_CALL_RESULT. The call is the agent's: it is not
@@ -864,18 +879,7 @@ def test_a_call_whose_result_only_the_snapshot_holds_ran_on_the_agent() -> None:
         processor,
         tool_call("roll_die", "{}", id="srv-1"),
         tool_call("local", "{}", id="cli-1"),
-        MessagesSnapshotEvent(
-            messages=[
-                USER,
-                AssistantMessage(
-                    id="ai-1",
-                    tool_calls=[
-                        ToolCall(id="srv-1", function=FunctionCall(name="roll_die", arguments="{}"))
-                    ],
-                ),
-                ToolMessage(id="be5b711d", tool_call_id="srv-1", content="4"),
-            ]
-        ),
+        server_result_snapshot("roll_die", "be5b711d", "4"),
     )
     srv = call(processor, "srv-1")
     assert srv.status is ToolCallStatus.completed
@@ -1217,18 +1221,7 @@ def test_a_server_tool_result_goes_back_under_the_id_the_snapshot_stored_it_unde
         processor,
         server_tool_call("search", "{}", "hits", id="srv-1", message_id="srv-1"),
         tool_call("local", "{}", id="cli-1"),
-        MessagesSnapshotEvent(
-            messages=[
-                USER,
-                AssistantMessage(
-                    id="ai-1",
-                    tool_calls=[
-                        ToolCall(id="srv-1", function=FunctionCall(name="search", arguments="{}"))
-                    ],
-                ),
-                ToolMessage(id="stored-9", tool_call_id="srv-1", content="hits"),
-            ]
-        ),
+        server_result_snapshot("search", "stored-9", "hits"),
     )
     only(finish(processor), ToolsReady)
     execute_all(processor)
