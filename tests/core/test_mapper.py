@@ -383,13 +383,21 @@ def test_no_two_mapped_messages_ever_share_an_id(
 ) -> None:
     out = to_agui_messages(messages, include_reasoning=reasoning)
     assert len(set(ids_of(out))) == len(out)
-    # Every tool message follows the assistant message that carries its call.
+    # Every tool message follows the assistant message that carries its call, at once:
+    # an assistant message's calls are answered by the messages right after it, in
+    # their order (what OpenAI-shaped APIs require of a history).
     announced: set[str] = set()
-    for m in out:
+    for index, m in enumerate(out):
         if isinstance(m, AssistantMessage):
             announced.update(tc.id for tc in m.tool_calls or ())
+            asked = [tc.id for tc in m.tool_calls or ()]
+            answers = out[index + 1 : index + 1 + len(asked)]
+            assert [a.tool_call_id for a in answers if isinstance(a, ToolMessage)] == asked
         elif isinstance(m, ToolMessage):
             assert m.tool_call_id in announced
+    # Each sent call is sent once.
+    sent = [tc.id for m in out if isinstance(m, AssistantMessage) for tc in m.tool_calls or ()]
+    assert len(sent) == len(set(sent))
 
 
 # --- the incremental mapper -------------------------------------------------------------
