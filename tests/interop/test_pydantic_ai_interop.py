@@ -303,16 +303,6 @@ async def test_a_server_side_tool_result_is_kept_not_executed_again(server: str)
     # Both results travel back (the server's own one is echoed), each once.
     results = [m.tool_call_id for m in inputs[1].messages if isinstance(m, ToolMessage)]
     assert sorted(results) == ["cli-1", "srv-1"]
-    # In the order it happened: the roll (in the empty text that opened the response)
-    # and its result, then "Rolled. " with the client's call, then that result.
-    said = [
-        (m.content, [c.id for c in m.tool_calls or ()])
-        if isinstance(m, AssistantMessage)
-        else ("tool", m.tool_call_id)
-        for m in inputs[1].messages[1:]
-        if isinstance(m, (AssistantMessage, ToolMessage))
-    ]
-    assert said == [("", ["srv-1"]), ("tool", "srv-1"), ("Rolled. ", ["cli-1"]), ("tool", "cli-1")]
 
 
 async def test_a_client_tool_named_like_a_server_tool_is_refused_by_the_server(

@@ -2,18 +2,14 @@
 
 Strict in what we send (AG-UI "Conventions of the wire"):
 
-- A :class:`ToolCallBatch`'s calls go back where the agent made them. Calls that
-  name, as ``parentMessageId``, one of the assistant text messages just before the
-  batch (the run's texts, holding no calls yet) are sent in that message (its content
-  and ``toolCalls``, as OpenAI-shaped servers expect), each message's calls followed
-  by their ``tool`` messages, before what the agent said after them: a run "call
-  roll_die, its result, text, call lookup" goes back in that order, as the official
-  client keeps it. Calls that name no such text go in an ``assistant`` message of
-  their own, followed by their ``tool`` messages: just before the text of the next
-  call that names one (the agent made them before it), else after the run's texts.
+- A :class:`ToolCallBatch` becomes one ``assistant`` message carrying ``toolCalls``
+  followed by one ``tool`` message per call, in the order the agent streamed them.
   Completed and failed calls alike get a ``tool`` message (a failed call's content
   is the error text, so the model sees it; promise 2).
 - Empty arguments are sent as ``"{}"`` (a zero-argument tool streams no ARGS).
+- When the calls name, as ``parentMessageId``, the assistant text message just
+  before them, the text and the calls are sent as ONE assistant message (content
+  and ``toolCalls``), as OpenAI-shaped servers expect.
 - Two messages never share an id. A record toolrelay built whose id is already taken
   (a ``parentMessageId`` naming an earlier message, an agent reusing a ``messageId``)
   is sent under the first free id of ``<id>-2``, ``<id>-3``...; messages the
@@ -280,8 +276,7 @@ _FINAL = TOOL_CALL_MACHINE.finals
 def _append_tool_batch(
     out: list[Message], batch: ToolCallBatch, ids: _Ids, last_id: str | None
 ) -> bool:
-    """Append the batch's calls and tool messages (see the module's docstring); False
-    if none was sent."""
+    """Append the batch's assistant message and tool messages; False if none was sent."""
     sent = [
         (call, result_id)
         for call, result_id in zip(batch.calls, batch.result_message_ids, strict=True)
@@ -289,74 +284,19 @@ def _append_tool_batch(
     ]
     if not sent:
         return False
-    texts = _texts_before(out, last_id)
-    # By the index of a text: the calls that go in it, and the calls naming no text
-    # of the run that the agent made before them (they go just before it).
-    placed: dict[int, list[tuple[ToolCallInfo, str]]] = {}
-    before: dict[int, list[tuple[ToolCallInfo, str]]] = {}
-    rest: list[tuple[ToolCallInfo, str]] = []
-    for item in sent:
-        parent = item[0].parent_message_id
-        index = texts.get(parent) if parent is not None else None
-        if index is None:
-            rest.append(item)
-            continue
-        if rest:
-            before.setdefault(index, []).extend(rest)
-            rest = []
-        placed.setdefault(index, []).append(item)
-    if placed:
-        # The texts from the first that holds calls on are sent again in their order,
-        # each with its calls and followed by their results.
-        first = min(placed)
-        tail = out[first:]
-        del out[first:]
-        for index, message in enumerate(tail, first):
-            earlier = before.get(index)
-            if earlier is not None:
-                _append_calls(out, earlier, ids, batch.id)
-            group = placed.get(index)
-            if group is None:
-                out.append(message)
-                continue
-            calls = [tool_call_to_agui(call) for call, _ in group]
-            out.append(msgspec.structs.replace(message, tool_calls=calls))
-            _append_results(out, group, ids)
-    if rest:
-        _append_calls(out, rest, ids, batch.id)
-    return True
-
-
-def _append_calls(
-    out: list[Message], sent: list[tuple[ToolCallInfo, str]], ids: _Ids, batch_id: str
-) -> None:
-    """Calls naming no text of the run: one assistant message (under their first
-    parent's id, else the batch's), then their results."""
+    tool_calls = [tool_call_to_agui(call) for call, _ in sent]
     parent = sent[0][0].parent_message_id
-    calls = [tool_call_to_agui(call) for call, _ in sent]
-    out.append(AssistantMessage(id=ids.claim(parent or batch_id), tool_calls=calls))
-    _append_results(out, sent, ids)
-
-
-def _texts_before(out: list[Message], last_id: str | None) -> dict[str, int]:
-    """The assistant text messages at the end of ``out`` (reasoning between them
-    aside) that hold no calls, by id, with their index: the texts of the run a batch
-    ends. The last text is also found by the id its agent gave it (``last_id``), which
-    a clash may have made ``<id>-2`` in ``out``."""
-    texts: dict[str, int] = {}
-    for index in range(len(out) - 1, -1, -1):
-        message = out[index]
-        if isinstance(message, ReasoningMessage):
-            continue
-        if not isinstance(message, AssistantMessage) or message.tool_calls:
-            break
-        texts.setdefault(message.id, index)
-    if last_id is not None and texts and isinstance(out[-1], AssistantMessage):
-        texts[last_id] = len(out) - 1
-    return texts
-
-
-def _append_results(out: list[Message], sent: list[tuple[ToolCallInfo, str]], ids: _Ids) -> None:
+    previous = out[-1] if out else None
+    if (
+        parent is not None
+        and parent == last_id
+        and isinstance(previous, AssistantMessage)
+        and not previous.tool_calls
+    ):
+        # One assistant message with the text and the calls; its other fields are kept.
+        out[-1] = msgspec.structs.replace(previous, tool_calls=tool_calls)
+    else:
+        out.append(AssistantMessage(id=ids.claim(parent or batch.id), tool_calls=tool_calls))
     for call, result_id in sent:
         result = call.result
         assert result is not None
@@ -368,3 +308,4 @@ def _append_results(out: list[Message], sent: list[tuple[ToolCallInfo, str]], id
                 error=result.error,
             )
         )
+    return True
