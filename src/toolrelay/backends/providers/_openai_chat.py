@@ -179,8 +179,8 @@ class OpenAIChatTranslator:
     def feed(self, chunk: Any, event_name: str | None = None) -> list[Event]:
         if not isinstance(chunk, dict):
             return []
-        self._read_usage(chunk)
         if self._ended:
+            self._read_usage(chunk)  # OpenAI's usage chunk comes after the finish reason
             return []
         if "error" in chunk and chunk["error"] is not None:
             return self._fail(chunk["error"])
@@ -191,6 +191,7 @@ class OpenAIChatTranslator:
         out: list[Event] = []
         choice = _first_choice(chunk.get("choices"))
         if choice is None:
+            self._read_usage(chunk)
             return out  # a usage-only chunk, a keep-alive
         delta = choice.get("delta")
         if isinstance(delta, dict):
@@ -208,6 +209,7 @@ class OpenAIChatTranslator:
                         self._tool_call_piece(piece, out)
         finish_reason = choice.get("finish_reason")
         if finish_reason is not None:
+            self._read_usage(chunk)
             self._close_messages(out)
             # A response cut off or filtered says none of its calls is complete: the
             # last may have stopped mid-arguments, and the batch is not what the model
@@ -220,11 +222,12 @@ class OpenAIChatTranslator:
         return out
 
     def _read_usage(self, chunk: dict[str, Any]) -> None:
-        """Keep the model a chunk names and the usage it carries: OpenAI sends usage in
+        """Keep the usage a chunk carries, and the model it names: OpenAI sends usage in
         a chunk of its own after the finish reason (asked for with ``stream_options``),
-        some servers with the finish reason, Groq's older API under ``x_groq``."""
-        if self._model is None:
-            self._model = nonempty(chunk.get("model"))
+        some servers with the finish reason, Groq's older API under ``x_groq``. Read only
+        from chunks without choices and the one with the finish reason: a server that
+        counts on every chunk gives its last count there, and a delta is not slowed."""
+        self._model = nonempty(chunk.get("model")) or self._model
         usage = chunk.get("usage")
         if usage is None:
             extra = chunk.get("x_groq")
