@@ -105,17 +105,16 @@ class StateEvents(ProcessorBase):
     def _results_in(self, snapshot: tuple[Message, ...]) -> Sequence[Effect]:
         """Complete each call of this run still calling whose result the snapshot
         holds, with that result, under the snapshot's message id."""
-        effects: Sequence[Effect] = NO_EFFECTS
+        effects: list[Effect] = []
         for message in snapshot:
             if not isinstance(message, ToolMessage):
                 continue
             call = self._calls.get(message.tool_call_id)
             if call is not None and call.status in _CALLING:
-                effects = (
-                    *effects,
-                    *self._agent_result(
+                effects.extend(
+                    self._agent_result(
                         call, message.content, message.id, "MESSAGES_SNAPSHOT", message.error
-                    ),
+                    )
                 )
         return effects
 
