@@ -50,12 +50,15 @@ from toolrelay.protocol import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
+    TextPart,
     ToolCall,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    ToolMessage,
     UserMessage,
+    decode_event,
 )
 from toolrelay.testing import run_finished, run_started
 
@@ -173,6 +176,46 @@ def test_results_the_agent_reports_count_as_text() -> None:
         processor, ToolCallResultEvent(message_id="r", tool_call_id="c0", content="x" * 11)
     )
     ended_by(effects, "max_text_bytes")
+
+
+def result_snapshot(call_id: str, content: str | list[TextPart]) -> MessagesSnapshotEvent:
+    """A MESSAGES_SNAPSHOT holding the agent's result for ``call_id`` (LlamaIndex sends a
+    server tool's result only there)."""
+    return MessagesSnapshotEvent(
+        messages=[ToolMessage(id="r", tool_call_id=call_id, content=content)]
+    )
+
+
+def test_results_the_snapshot_holds_count_as_text() -> None:
+    # The same bound as TOOL_CALL_RESULT's: a result is the agent's text.
+    processor = running(max_text_bytes=10)
+    feed(processor, start("c0"), end("c0"))
+    ended_by(feed(processor, result_snapshot("c0", "x" * 11)), "max_text_bytes")
+
+
+@pytest.mark.parametrize("depth", [200, 50_000])
+def test_a_deep_result_in_the_snapshot_is_a_typed_error(depth: int) -> None:
+    # A part's metadata is any JSON: its nesting is bounded as a result's is.
+    processor = running()
+    feed(processor, start("c0"), end("c0"))
+    effects = feed(processor, result_snapshot("c0", [TextPart(text="x", metadata=nested(depth))]))
+    ended_by(effects, "max_json_depth")
+    # The agent's deep result is not kept: the call is abandoned with the limit.
+    [(call_id, error)] = [(c.id, c.result and c.result.error) for c in processor.abandoned]
+    assert call_id == "c0"
+    assert error is not None and "max_json_depth" in error
+
+
+def test_a_result_of_parts_in_the_snapshot_is_kept_as_its_json_within_the_bounds() -> None:
+    processor = running(max_text_bytes=100)
+    feed(processor, start("c0"), end("c0"))
+    feed(processor, result_snapshot("c0", [TextPart(text="four", metadata=nested(3))]))
+    (done,) = [c for c in processor.tool_calls if c.id == "c0"]
+    assert done.status is ToolCallStatus.completed
+    assert done.result is not None
+    assert msgspec.json.decode(done.result.content) == [
+        {"type": "text", "text": "four", "metadata": [[["leaf"]]]}
+    ]
 
 
 def test_reasoning_past_max_reasoning_bytes_ends_the_turn_and_keeps_what_came() -> None:
@@ -324,6 +367,23 @@ def test_moving_a_deep_value_deeper_is_a_typed_error() -> None:
         StateDeltaEvent(delta=[MoveOperation(from_="/a", path="/b/0/0/0")]),
     )
     ended_by(effects, "max_json_depth")
+
+
+@pytest.mark.parametrize("depth", [200, 900])
+def test_a_deep_tool_result_from_the_wire_is_a_typed_error(depth: int) -> None:
+    # On the wire a result is a string or content parts, whose metadata is any JSON
+    # (deeper than the decoder takes is the decoder's own error).
+    processor = running()
+    feed(processor, start("c0"), end("c0"))
+    payload = (
+        b'{"type": "TOOL_CALL_RESULT", "messageId": "r", "toolCallId": "c0", "content": '
+        b'[{"type": "text", "text": "x", "metadata": ' + b"[" * depth + b"1" + b"]" * depth + b"}]}"
+    )
+    ended_by(feed(processor, decode_event(payload)), "max_json_depth")
+    # The agent's deep result is not kept: the call is abandoned with the limit.
+    [(call_id, error)] = [(c.id, c.result and c.result.error) for c in processor.abandoned]
+    assert call_id == "c0"
+    assert error is not None and "max_json_depth" in error
 
 
 @pytest.mark.parametrize("depth", [200, 50_000])

@@ -8,6 +8,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
+import msgspec
+import msgspec.structs
+
 from toolrelay._core._arguments import utf8_len
 from toolrelay._core._effects import (
     NO_EFFECTS,
@@ -100,6 +103,9 @@ class LimitsAccounting(ProcessorState):
                 children: Iterable[object] = item.values()
             elif isinstance(item, (list, tuple)):
                 children = item
+            elif isinstance(item, msgspec.Struct):
+                # A content part is a JSON object too, and its metadata any JSON.
+                children = msgspec.structs.astuple(item)
             else:
                 continue
             if level >= limit:
