@@ -41,6 +41,7 @@ from toolrelay.protocol import (
     CopyOperation,
     CustomEvent,
     FunctionCall,
+    Interrupt,
     MessagesSnapshotEvent,
     MoveOperation,
     ReasoningMessageContentEvent,
@@ -60,7 +61,7 @@ from toolrelay.protocol import (
     UserMessage,
     decode_event,
 )
-from toolrelay.testing import run_finished, run_started
+from toolrelay.testing import run_finished, run_interrupted, run_started
 
 THREAD = "thread-limits"
 
@@ -394,6 +395,32 @@ def test_a_deep_tool_result_is_a_typed_error(depth: int) -> None:
         processor, ToolCallResultEvent(message_id="r", tool_call_id="c0", content=nested(depth))
     )
     ended_by(effects, "max_json_depth")
+
+
+@pytest.mark.parametrize("depth", [200, 900])
+def test_a_deep_interrupt_is_a_typed_error(depth: int) -> None:
+    # What the agent asks is kept (and written to a store): its metadata is any JSON.
+    processor = running()
+    feed(processor, start("c0"), end("c0"))
+    asked = Interrupt(id="i1", reason="approval", metadata={"deep": nested(depth)})
+    effects = feed(processor, run_interrupted(THREAD, "server-run-1", asked))
+    ended_by(effects, "max_json_depth")
+    assert processor.status is RunStatus.failed
+    assert processor.interrupts == ()
+    assert [c.id for c in processor.abandoned] == ["c0"]
+
+
+def test_an_interrupt_within_max_json_depth_is_kept() -> None:
+    # Counted from the list of interrupts: the list, an interrupt, its schema and the
+    # seven lists inside make ten levels; one more is refused.
+    processor = running(max_json_depth=10)
+    asked = Interrupt(id="i1", reason="approval", response_schema={"a": nested(7)})
+    feed(processor, run_interrupted(THREAD, "server-run-1", asked))
+    assert processor.status is RunStatus.interrupted
+    assert processor.interrupts == (asked,)
+    processor = running(max_json_depth=10)
+    deeper = Interrupt(id="i1", reason="approval", response_schema={"a": nested(8)})
+    ended_by(feed(processor, run_interrupted(THREAD, "server-run-1", deeper)), "max_json_depth")
 
 
 # --- arguments that real servers send late or wrong -----------------------------------

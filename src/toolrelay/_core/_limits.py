@@ -32,7 +32,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
         max_tool_calls_per_turn: Tool calls a turn starts, over all its runs.
         max_state_bytes: Estimated encoded size of the agent's state.
         max_json_depth: Nesting of the JSON the processor holds or walks (the state,
-            a tool result the agent reports, a snapshot's arguments).
+            a tool result the agent reports, an interrupt, a snapshot's arguments).
         max_violations: Protocol violations kept (and reported) per turn.
         run_seconds: Wall-clock bound on one run's stream, however lively (a server
             trickling a byte a second passes every read timeout): the HTTP backends

@@ -93,6 +93,11 @@ class RunEvents(ProcessorBase):
         return NO_EFFECTS
 
     def _on_run_finished(self, event: RunFinishedEvent) -> Sequence[Effect]:
+        outcome = event.outcome
+        if isinstance(outcome, RunFinishedInterruptOutcome):
+            # The turn keeps what the agent asks (and the store writes it): its schemas
+            # and metadata are any JSON, bounded as a result's is.
+            self._check_depth(outcome.interrupts, "RUN_FINISHED interrupts")
         self._ended = True
         self._wire_ended = True
         self._forget_hot()
@@ -136,7 +141,6 @@ class RunEvents(ProcessorBase):
                 if status is _PENDING:
                     pending.append(call)
         self._calls = kept or NO_KEYS
-        outcome = event.outcome
         if outcome is not None and type(outcome) is not RunFinishedSuccessOutcome:
             # The agent stopped to ask, or because it was told to: what is pending is
             # abandoned, not executed, whatever the depth.
