@@ -327,11 +327,15 @@ def conversations(draw: st.DrawFn) -> list[ChatMessage]:
                 )
                 for _ in range(n)
             )
+            # Where the agent's calls go back: before a message of the run (an id of
+            # the pool, maybe none of the run's), the batch's own id, or with it.
+            before = draw(st.just(()) | st.tuples(*(st.none() | pick for _ in calls)))
             out.append(
                 ToolCallBatch(
                     id=draw(pick),
                     calls=calls,
                     result_message_ids=tuple(draw(pick) for _ in calls),
+                    before=before,
                 )
             )
     # Supplied messages are passed through unchanged: keep their own ids distinct.

@@ -48,6 +48,7 @@ class CallEvents(ProcessorBase):
         self._run_call_count += 1
         call = ToolCallInfo(call_id, name, parent_message_id=parent_message_id, run_id=self.run_id)
         self._calls = keyed(self._calls, call_id, call)
+        self._call_at = keyed(self._call_at, call_id, len(self.conversation.messages))
         self._turn_calls = added(self._turn_calls, call)
         self._calling_started(call)
         return self._calling_activity()

@@ -232,11 +232,19 @@ class ToolCallBatch(msgspec.Struct, frozen=True, gc=False):
         calls: The calls in the order the agent streamed them.
         result_message_ids: For each call, the ``tool`` message id to use (the agent's
             ``messageId`` when it sent TOOL_CALL_RESULT itself, otherwise generated).
+        before: Where each call goes back (empty: every call with the batch). ``None``:
+            in the batch's own assistant message, with the calls toolrelay ran, after
+            the run's messages. A message id: the call ran on the agent's side (its
+            result came in the stream) in an assistant message of its own, and goes
+            back in that message, with its result after it, just before the run's
+            message of that id: where the stream had it. The batch's own id puts it
+            just before the batch's message.
     """
 
     id: str
     calls: tuple[ToolCallInfo, ...]
     result_message_ids: tuple[str, ...]
+    before: tuple[str | None, ...] = ()
 
 
 #: A message of a :class:`Conversation`: text, reasoning or a tool-call batch as

@@ -6,6 +6,11 @@ Strict in what we send (AG-UI "Conventions of the wire"):
   followed by one ``tool`` message per call, in the order the agent streamed them.
   Completed and failed calls alike get a ``tool`` message (a failed call's content
   is the error text, so the model sees it; promise 2).
+- A call the agent ran itself, in an assistant message of its own, goes back where
+  the stream had it (``ToolCallBatch.before``): that message with its result after
+  it, before the run's text that followed. The calls toolrelay ran stay last, their
+  results the trailing messages, as the official client sends them; every
+  ``toolCalls`` message is followed by its results, as providers require.
 - Empty arguments are sent as ``"{}"`` (a zero-argument tool streams no ARGS).
 - When the calls name, as ``parentMessageId``, the assistant text message just
   before them, the text and the calls are sent as ONE assistant message (content
@@ -101,7 +106,7 @@ def to_agui_messages(
 
 def _map_into(
     out: list[Message],
-    messages: Iterable[ChatMessage],
+    messages: Sequence[ChatMessage],
     ids: _Ids,
     last_id: str | None,
     *,
@@ -114,7 +119,12 @@ def _map_into(
     message. Every id a passed-through message of the whole conversation uses must
     already be reserved in ``ids``.
     """
-    for message in messages:
+    placed = _placements(messages)[0]
+    for position, message in enumerate(messages):
+        if placed and position in placed:
+            for group, fallback in placed[position]:
+                _append_calls(out, group, ids, last_id, fallback)
+                last_id = None
         if isinstance(message, TextMessage):
             out.append(_text_to_agui(message, ids.claim(message.id)))
             last_id = message.id
@@ -246,6 +256,11 @@ class ConversationMapper(_Ids):
             self._restart()
             known = 0
         new = messages[known:]
+        if known and isinstance(self._sources[-1], _STREAMED) and _placements(new)[1]:
+            # A call may go back before a message already mapped (the conversation was
+            # mapped while its run's tools ran): map it all again.
+            self._restart()
+            return self.map(messages)
         supplied: list[str] = []
         for message in new:
             if isinstance(message, _STREAMED):
@@ -273,17 +288,80 @@ _STREAMED = (TextMessage, ReasoningRecord)
 _FINAL = TOOL_CALL_MACHINE.finals
 
 
+#: Groups of a batch's calls, each sent as one assistant message then its results,
+#: with the id its message takes when the calls name none: by the position in the
+#: mapped messages they go before.
+_Placed = dict[int, list[tuple[list[tuple[ToolCallInfo, str]], str]]]
+
+
+def _placements(messages: Sequence[ChatMessage]) -> tuple[_Placed, bool]:
+    """Where the calls the agent ran go back, for the batches of ``messages`` that
+    place some (``ToolCallBatch.before``), and whether one looked for its place among
+    messages that reach the start of ``messages`` (the run's messages may go on before
+    it: the incremental mapper then maps the whole conversation).
+
+    A call goes before the earliest message of its id among the streamed messages
+    just before its batch (the run's text and reasoning); consecutive calls going to
+    the same place in the same message make one group. O(``messages``): each
+    streamed message is looked at for one batch at most."""
+    placed: _Placed = {}
+    open_start = False
+    for index, message in enumerate(messages):
+        if not isinstance(message, ToolCallBatch) or not message.before:
+            continue
+        run: dict[str, int] = {}
+        first = index
+        while first > 0 and isinstance(messages[first - 1], _STREAMED):
+            first -= 1
+            run[messages[first].id] = first  # walking back: the earliest wins
+        previous: tuple[str, str | None] | None = None
+        for call, result_id, before in zip(
+            message.calls, message.result_message_ids, message.before, strict=True
+        ):
+            if before is None or call.status not in _FINAL or call.result is None:
+                previous = None
+                continue
+            if before != message.id and first == 0:
+                open_start = True
+            position = run.get(before, index)
+            place = (before, call.parent_message_id)
+            groups = placed.setdefault(position, [])
+            if place == previous:
+                groups[-1][0].append((call, result_id))
+            else:
+                groups.append(([(call, result_id)], message.id))
+            previous = place
+    return placed, open_start
+
+
 def _append_tool_batch(
     out: list[Message], batch: ToolCallBatch, ids: _Ids, last_id: str | None
 ) -> bool:
-    """Append the batch's assistant message and tool messages; False if none was sent."""
+    """Append the batch's assistant message and tool messages (its calls that go back
+    with it); False if none was sent."""
+    before = batch.before
     sent = [
         (call, result_id)
-        for call, result_id in zip(batch.calls, batch.result_message_ids, strict=True)
-        if call.status in _FINAL and call.result is not None
+        for i, (call, result_id) in enumerate(
+            zip(batch.calls, batch.result_message_ids, strict=True)
+        )
+        if call.status in _FINAL and call.result is not None and (not before or before[i] is None)
     ]
     if not sent:
         return False
+    _append_calls(out, sent, ids, last_id, batch.id)
+    return True
+
+
+def _append_calls(
+    out: list[Message],
+    sent: list[tuple[ToolCallInfo, str]],
+    ids: _Ids,
+    last_id: str | None,
+    fallback: str,
+) -> None:
+    """Append one assistant message with the ``sent`` calls (its id their parent's, or
+    ``fallback``), then each call's ``tool`` message under its result id."""
     tool_calls = [tool_call_to_agui(call) for call, _ in sent]
     parent = sent[0][0].parent_message_id
     previous = out[-1] if out else None
@@ -296,7 +374,7 @@ def _append_tool_batch(
         # One assistant message with the text and the calls; its other fields are kept.
         out[-1] = msgspec.structs.replace(previous, tool_calls=tool_calls)
     else:
-        out.append(AssistantMessage(id=ids.claim(parent or batch.id), tool_calls=tool_calls))
+        out.append(AssistantMessage(id=ids.claim(parent or fallback), tool_calls=tool_calls))
     for call, result_id in sent:
         result = call.result
         assert result is not None
@@ -308,4 +386,3 @@ def _append_tool_batch(
                 error=result.error,
             )
         )
-    return True

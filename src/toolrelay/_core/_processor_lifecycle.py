@@ -294,11 +294,40 @@ class TurnLifecycle(ProcessorState):
         self._calls = NO_KEYS
         if not calls:
             return
+        batch_id = self._id_factory()
         message = ToolCallBatch(
-            id=self._id_factory(), calls=tuple(calls), result_message_ids=tuple(ids)
+            id=batch_id,
+            calls=tuple(calls),
+            result_message_ids=tuple(ids),
+            before=self._places(calls, batch_id),
         )
+        self._call_at = NO_KEYS
         self.conversation.append(message)
         self._settle(message)
+
+    def _places(self, calls: list[ToolCallInfo], batch_id: str) -> tuple[str | None, ...]:
+        """:attr:`ToolCallBatch.before` of the run's ``calls``: a call the agent ran
+        itself (its result came in the stream) goes back where the stream had it, before
+        the first message the run appended after it started (a run appends only the
+        text and reasoning it streams; the batch's own position if none came), unless
+        it shares its assistant message with a call run here, which must stay with it.
+        """
+        agent = self._result_ids
+        started = self._call_at
+        if not agent or not started:
+            return ()
+        # The messages of the calls run here: an agent's call in one of them stays.
+        shared = {call.parent_message_id for call in calls if call.id not in agent}
+        messages = self.conversation.messages
+        end = len(messages)
+        places: list[str | None] = []
+        for call in calls:
+            start = started.get(call.id)
+            if start is None or call.id not in agent or call.parent_message_id in shared:
+                places.append(None)
+            else:
+                places.append(messages[start].id if start < end else batch_id)
+        return tuple(places) if any(place is not None for place in places) else ()
 
     def fail(self, reason: TerminalReason) -> Sequence[Effect]:
         """End the turn ``failed`` with ``reason``; a no-op on a finished turn."""

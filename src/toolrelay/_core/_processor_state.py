@@ -142,6 +142,7 @@ class ProcessorState:
         "_hot_call_add",
         "_hot_text_id",
         "_hot_text_add",
+        "_call_at",
         "_calls",
         "_chunk_call",
         "_chunk_reasoning",
@@ -316,6 +317,8 @@ class ProcessorState:
         self._open_texts: dict[str, TextMessage] = NO_KEYS
         self._open_reasoning: dict[str, ReasoningRecord] = NO_KEYS
         self._result_ids: dict[str, str] = NO_KEYS
+        # Where each call of the run started: the conversation's length at its START.
+        self._call_at: dict[str, int] = NO_KEYS
         self._chunk_call: ToolCallInfo | None = None
         self._chunk_text: TextMessage | None = None
         self._chunk_reasoning: ReasoningRecord | None = None

@@ -121,9 +121,13 @@ class RunEvents(ProcessorBase):
         # (TOOL_CALL_RESULT); the abandoned ones (now failed) are dropped from the run.
         kept: dict[str, ToolCallInfo] = {}
         pending: list[ToolCallInfo] = []
+        streamed = len(self.conversation.messages)
         for key, call in self._calls.items():
             status = call.status
-            if status is _STREAMING:
+            if status is _PENDING and self._agents_own(call, streamed):
+                effects.extend(self._ran_without_result(call))
+                kept[key] = call
+            elif status is _STREAMING:
                 self._send_call(call, ToolCallEvent.abandon)
                 call.result = ToolResult.failure("abandoned: the run ended before TOOL_CALL_END")
                 self.abandoned = added(self.abandoned, call)
@@ -213,6 +217,31 @@ class RunEvents(ProcessorBase):
                 f"no progress: the agent asked for tool {name!r} with the same arguments "
                 f"{count} times in this turn (max_repeats={limit})"
             ),
+        )
+
+    def _agents_own(self, call: ToolCallInfo, streamed: int) -> bool:
+        """Whether pending ``call`` ran on the agent's side though no result came: it
+        names a tool this client did not declare, and the agent went on streaming
+        text or reasoning after it (the conversation held ``streamed`` messages at the
+        run's end; a run appends only those) instead of stopping for its result:
+        Mastra sends no result for a server tool that raised, then answers."""
+        started = self._call_at.get(call.id)
+        if started is None or streamed <= started:
+            return False
+        return all(tool.name != call.name for tool in self._tools)
+
+    def _ran_without_result(self, call: ToolCallInfo) -> Sequence[Effect]:
+        """Complete ``call`` as the agent's, with an error result saying none came: it
+        is not executed here, and goes back (with that error) where it was made."""
+        message = "the agent ran this call itself and sent no result"
+        self._send_call(call, ToolCallEvent.receive_result)
+        call.result = ToolResult.failure(message)
+        self._result_ids = keyed(self._result_ids, call.id, self._id_factory())
+        return self._violation(
+            "agent_call_without_result",
+            "RUN_FINISHED",
+            f"tool call {call.id!r} ({call.name}) names no tool of this client and the "
+            "agent streamed on after it: it ran on the agent's side, not executed here",
         )
 
     def _interrupt(self, interrupts: Sequence[Interrupt]) -> list[Effect]:

@@ -108,6 +108,7 @@ class StoredBatch(_Base, tag_field="type", tag="tool_calls", frozen=True, kw_onl
     id: str
     calls: tuple[StoredCall, ...]
     result_message_ids: tuple[str, ...]
+    before: tuple[str | None, ...] = ()
 
 
 StoredMessage: TypeAlias = AguiMessage | StoredText | StoredReasoning | StoredBatch
@@ -158,6 +159,7 @@ def message_to_record(message: ChatMessage) -> StoredMessage:
             id=message.id,
             calls=tuple(call_to_record(call) for call in message.calls),
             result_message_ids=message.result_message_ids,
+            before=message.before,
         )
     return AguiMessage(message=message)
 
@@ -176,6 +178,7 @@ def message_from_record(stored: StoredMessage) -> ChatMessage:
                 id=stored.id,
                 calls=tuple(call_from_record(call) for call in stored.calls),
                 result_message_ids=stored.result_message_ids,
+                before=stored.before,
             )
         case AguiMessage():
             return stored.message

@@ -89,11 +89,12 @@ def server_tool_call(
     *,
     id: str | None = None,
     message_id: str | None = None,
+    parent_message_id: str | None = None,
 ) -> list[Event]:
     """A tool the agent ran itself: START/ARGS/END then TOOL_CALL_RESULT."""
     call_id = id or _next_id("call")
     return [
-        *tool_call(name, arguments, id=call_id),
+        *tool_call(name, arguments, id=call_id, parent_message_id=parent_message_id),
         ToolCallResultEvent(
             message_id=message_id or _next_id("msg"), tool_call_id=call_id, content=result
         ),
