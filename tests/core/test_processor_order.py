@@ -21,7 +21,10 @@ from toolrelay._core._processor import EventProcessor
 from toolrelay.protocol import (
     AssistantMessage,
     Message,
+    ReasoningMessageContentEvent,
+    TextMessageContentEvent,
     Tool,
+    ToolCallChunkEvent,
     ToolMessage,
     UserMessage,
 )
@@ -97,6 +100,25 @@ def test_calls_of_two_assistant_messages_go_back_as_two_with_the_agents_result_b
         ("P1", ["s1"]),
         ("r-s1", "s1"),
         ("P2", ["c1"]),
+        ("gen-1", "c1"),
+    ]
+
+
+def test_calls_that_name_no_message_are_each_a_message_of_their_own() -> None:
+    # AG2 names no parent: the server's call, its result, then the client's call (as
+    # TOOL_CALL_CHUNK) go back as two messages, as the official client builds them.
+    processor = running()
+    effects = feed(
+        processor,
+        server_tool_call("roll_die", "{}", "4", id="s1", message_id="r-s1"),
+        [ToolCallChunkEvent(tool_call_id="c1", tool_call_name="get_secret_number", delta="{}")],
+    )
+    effects += finish(processor)
+    assert shape(answer(processor, effects)) == [
+        ("user-1", "UserMessage"),
+        ("gen-2", ["s1"]),
+        ("r-s1", "s1"),
+        ("gen-2-2", ["c1"]),
         ("gen-1", "c1"),
     ]
 
@@ -241,6 +263,32 @@ def test_a_call_the_agent_stopped_for_is_the_clients_to_run_even_if_undeclared()
     effects += finish(processor)
     (ready,) = [e for e in effects if isinstance(e, ToolsReady)]
     assert [c.id for c in ready.calls] == ["x1"]
+
+
+def test_content_for_a_message_never_started_is_no_sign_the_agent_went_on() -> None:
+    # The text is kept (started implicitly, a violation), but a malformed delta does not
+    # decide who runs the call: it stays the client's.
+    processor = running()
+    effects = feed(
+        processor,
+        tool_call("explode", "{}", id="x1"),
+        [TextMessageContentEvent(message_id="stray", delta="noise")],
+    )
+    effects += finish(processor)
+    (ready,) = [e for e in effects if isinstance(e, ToolsReady)]
+    assert [c.id for c in ready.calls] == ["x1"]
+
+
+def test_reasoning_after_an_undeclared_call_is_the_agent_going_on() -> None:
+    processor = running()
+    effects = feed(
+        processor,
+        tool_call("explode", "{}", id="s1"),
+        [ReasoningMessageContentEvent(message_id="think", delta="It failed; answer anyway.")],
+    )
+    effects += finish(processor)
+    assert not [e for e in effects if isinstance(e, ToolsReady)]
+    assert processor.status is RunStatus.completed
 
 
 def test_a_declared_call_with_text_after_it_is_run_here() -> None:

@@ -302,8 +302,9 @@ def _placements(messages: Sequence[ChatMessage]) -> tuple[_Placed, bool]:
 
     A call goes before the earliest message of its id among the streamed messages
     just before its batch (the run's text and reasoning); consecutive calls going to
-    the same place in the same message make one group. O(``messages``): each
-    streamed message is looked at for one batch at most."""
+    the same place in the same message make one group, and a call that names no
+    message is a group of its own. O(``messages``): each streamed message is looked at
+    for one batch at most."""
     placed: _Placed = {}
     open_start = False
     for index, message in enumerate(messages):
@@ -323,10 +324,15 @@ def _placements(messages: Sequence[ChatMessage]) -> tuple[_Placed, bool]:
                 continue
             if before != message.id and first == 0:
                 open_start = True
-            position = run.get(before, index)
-            place = (before, call.parent_message_id)
+            # Its own id: at the batch's place, even if a message of the run has it too.
+            position = index if before == message.id else run.get(before, index)
+            parent = call.parent_message_id
             groups = placed.setdefault(position, [])
-            if place == previous:
+            # A call that names no message is a message of its own (as the official
+            # client makes it), under an id of the batch's: the call's id, which the
+            # official client takes, is what some agents name its result by.
+            place = None if parent is None else (before, parent)
+            if place is not None and place == previous:
                 groups[-1][0].append((call, result_id))
             else:
                 groups.append(([(call, result_id)], message.id))

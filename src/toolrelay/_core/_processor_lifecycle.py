@@ -316,8 +316,11 @@ class TurnLifecycle(ProcessorState):
         started = self._call_at
         if not agent or not started:
             return ()
-        # The messages of the calls run here: an agent's call in one of them stays.
+        # The messages of the calls run here: an agent's call in one of them stays. A
+        # call that names no message is a message of its own (as the official client
+        # makes it).
         shared = {call.parent_message_id for call in calls if call.id not in agent}
+        shared.discard(None)
         messages = self.conversation.messages
         end = len(messages)
         places: list[str | None] = []

@@ -156,6 +156,7 @@ class ProcessorState:
         "_limits",
         "_open_reasoning",
         "_open_texts",
+        "_opened_to",
         "_result_ids",
         "_resume",
         "_run_first_message",
@@ -319,6 +320,9 @@ class ProcessorState:
         self._result_ids: dict[str, str] = NO_KEYS
         # Where each call of the run started: the conversation's length at its START.
         self._call_at: dict[str, int] = NO_KEYS
+        # The conversation's length after the last text or reasoning the agent opened
+        # in this run (a content delta for a message never started opens none).
+        self._opened_to = 0
         self._chunk_call: ToolCallInfo | None = None
         self._chunk_text: TextMessage | None = None
         self._chunk_reasoning: ReasoningRecord | None = None

@@ -43,6 +43,7 @@ class ReasoningEvents(ProcessorBase):
             self._open_reasoning = keyed(self._open_reasoning, message_id, record)
             self._run_reasoning = keyed(self._run_reasoning, message_id, record)
             self.conversation.append(record)
+            self._opened_to = len(self.conversation.messages)
         return record
 
     def _on_reasoning_start(
@@ -120,6 +121,7 @@ class ReasoningEvents(ProcessorBase):
             self._count_message()
             self._thinking = ReasoningRecord(self._id_factory(), complete=False)
             self.conversation.append(self._thinking)
+            self._opened_to = len(self.conversation.messages)
         return self._set_activity(_REASONING)
 
     def _on_thinking_text_content(self, event: ThinkingTextMessageContentEvent) -> Sequence[Effect]:

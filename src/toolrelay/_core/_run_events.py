@@ -121,10 +121,9 @@ class RunEvents(ProcessorBase):
         # (TOOL_CALL_RESULT); the abandoned ones (now failed) are dropped from the run.
         kept: dict[str, ToolCallInfo] = {}
         pending: list[ToolCallInfo] = []
-        streamed = len(self.conversation.messages)
         for key, call in self._calls.items():
             status = call.status
-            if status is _PENDING and self._agents_own(call, streamed):
+            if status is _PENDING and self._agents_own(call):
                 effects.extend(self._ran_without_result(call))
                 kept[key] = call
             elif status is _STREAMING:
@@ -219,14 +218,13 @@ class RunEvents(ProcessorBase):
             ),
         )
 
-    def _agents_own(self, call: ToolCallInfo, streamed: int) -> bool:
+    def _agents_own(self, call: ToolCallInfo) -> bool:
         """Whether pending ``call`` ran on the agent's side though no result came: it
-        names a tool this client did not declare, and the agent went on streaming
-        text or reasoning after it (the conversation held ``streamed`` messages at the
-        run's end; a run appends only those) instead of stopping for its result:
-        Mastra sends no result for a server tool that raised, then answers."""
+        names a tool this client did not declare, and the agent opened a text or
+        reasoning message after it instead of stopping for its result (Mastra sends no
+        result for a server tool that raised, then answers)."""
         started = self._call_at.get(call.id)
-        if started is None or streamed <= started:
+        if started is None or self._opened_to <= started:
             return False
         return all(tool.name != call.name for tool in self._tools)
 

@@ -26,13 +26,17 @@ __all__ = ("TextEvents",)
 class TextEvents(ProcessorBase):
     __slots__ = ()
 
-    def _start_text(self, message_id: str, role: str | None) -> TextMessage:
+    def _start_text(self, message_id: str, role: str | None, *, opened: bool = True) -> TextMessage:
+        """Open a text message; ``opened``: the agent opened it (not a content delta
+        for a message it never started)."""
         self._count_message()
         text = TextMessage(message_id, role or "assistant", complete=False)
         self._open_texts = keyed(self._open_texts, message_id, text)
         self._turn_texts = added(self._turn_texts, text)
         self._run_texts = True
         self.conversation.append(text)
+        if opened:
+            self._opened_to = len(self.conversation.messages)
         return text
 
     def _on_text_start(self, event: TextMessageStartEvent) -> Sequence[Effect]:
@@ -53,7 +57,7 @@ class TextEvents(ProcessorBase):
                 "TEXT_MESSAGE_CONTENT",
                 f"text message {event.message_id!r} was not started; started implicitly",
             )
-            self._start_text(event.message_id, None).append(event.delta)
+            self._start_text(event.message_id, None, opened=False).append(event.delta)
             self._count_text(event.delta)
             return (*effects, *self._set_activity(_STREAMING_TEXT))
         text.append(event.delta)
