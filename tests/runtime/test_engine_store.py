@@ -13,6 +13,7 @@ from msgspec import UNSET
 
 from toolrelay import (
     Engine,
+    EventReceived,
     RunStatus,
     StreamDroppedError,
     TextMessage,
@@ -28,6 +29,8 @@ from toolrelay.protocol import (
     ResumeEntry,
     RunAgentInput,
     SystemMessage,
+    TextMessageContentEvent,
+    TextMessageStartEvent,
     ToolMessage,
     UserMessage,
 )
@@ -46,7 +49,7 @@ from toolrelay.store import (
     message_to_record,
     replay,
 )
-from toolrelay.testing import Hang, Raise, ScriptedAgent, run_interrupted, text, tool_call
+from toolrelay.testing import Hang, Raise, ScriptedAgent, Step, run_interrupted, text, tool_call
 
 pytestmark = pytest.mark.anyio
 
@@ -86,6 +89,41 @@ def _roles(messages: Sequence[Message]) -> list[str]:
 
 def _kinds(records: Sequence[object]) -> list[str]:
     return [type(r).__name__ for r in records]
+
+
+@pytest.mark.parametrize("end", ["cancel", "supersede", "close"])
+async def test_a_turn_ended_mid_text_writes_the_text_before_its_end(store: Store, end: str) -> None:
+    # The text that was streaming when the turn ended is kept (interrupted), and written
+    # before the turn's end: a turn's end is its last record (catch-up stops there).
+    streaming: list[Step] = [
+        TextMessageStartEvent(message_id="m1", role="assistant"),
+        TextMessageContentEvent(message_id="m1", delta="half an ans"),
+        Hang(),
+    ]
+    agent = ScriptedAgent(streaming, [text("the newer answer")])
+    async with Engine(agent, store=store) as engine:
+        with engine.subscribe(key=KEY, events=True) as notifications:
+            turn = engine.start_turn(KEY, "Answer slowly.")
+            async for notification in notifications:
+                if isinstance(notification, EventReceived) and isinstance(
+                    notification.event, TextMessageContentEvent
+                ):
+                    break
+        assert [m.text for m in turn.messages if isinstance(m, TextMessage)] == ["half an ans"]
+        if end == "cancel":
+            turn.cancel()
+        elif end == "supersede":
+            await engine.run_turn(KEY, "Never mind.")
+        else:
+            await engine.aclose()
+        await turn.wait_finished()
+        entries = await store.read(KEY)
+    own = [e.record for e in entries if getattr(e.record, "turn_id", None) == turn.turn_id]
+    assert _kinds(own) == ["TurnStarted", "MessageSaved", "MessageSaved", "TurnEnded"]
+    saved = own[2]
+    assert isinstance(saved, MessageSaved)
+    assert saved.message == message_to_record(turn.messages[-1])
+    assert isinstance(turn.messages[-1], TextMessage) and turn.messages[-1].interrupted
 
 
 async def test_every_block_of_a_turn_is_written_in_order(store: Store) -> None:

@@ -24,7 +24,9 @@ from toolrelay._core._effects import (
     Effect,
     MessagesSettled,
     ToolsReady,
+    TurnCompleted,
     TurnEnded,
+    TurnInterrupted,
 )
 from toolrelay._core._mapper import conversation_to_agui
 from toolrelay._core._processor_state import (
@@ -60,6 +62,8 @@ __all__ = ("TurnLifecycle",)
 # Read at every call's start (on Python 3.11 an enum member read from its class costs
 # a metaclass lookup each time).
 _CALLING_TOOLS = ActivityKind.CALLING_TOOLS
+#: The effects that end a run or the turn (the last of an answer when there is one).
+_ENDINGS = (ToolsReady, TurnCompleted, TurnInterrupted, TurnEnded)
 
 
 class TurnLifecycle(ProcessorState):
@@ -266,11 +270,16 @@ class TurnLifecycle(ProcessorState):
         return (*self._tools_activity(), ToolsReady(executing, awaiting))
 
     def _with_settled(self, effects: Sequence[Effect]) -> Sequence[Effect]:
-        """``effects``, with the messages settled since the last answer reported once."""
+        """``effects``, with the messages settled since the last answer reported once:
+        before the run's or the turn's end when the effects end with it, since what
+        settled belongs to the turn (a store writes the records in this order, and a
+        turn's end is its last record)."""
         if not self._settled:
             return effects
         settled = MessagesSettled(tuple(self._settled))
         self._settled = NO_ITEMS  # its list goes: a turn between runs holds none
+        if effects and isinstance(effects[-1], _ENDINGS):
+            return (*effects[:-1], settled, effects[-1])
         return (*effects, settled)
 
     def _settle(self, message: ChatMessage) -> None:
