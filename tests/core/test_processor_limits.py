@@ -38,6 +38,7 @@ from toolrelay._core._processor import EventProcessor, Limits
 from toolrelay.protocol import (
     AddOperation,
     AssistantMessage,
+    ContentPart,
     CopyOperation,
     CustomEvent,
     FunctionCall,
@@ -179,7 +180,7 @@ def test_results_the_agent_reports_count_as_text() -> None:
     ended_by(effects, "max_text_bytes")
 
 
-def result_snapshot(call_id: str, content: str | list[TextPart]) -> MessagesSnapshotEvent:
+def result_snapshot(call_id: str, content: str | list[ContentPart]) -> MessagesSnapshotEvent:
     """A MESSAGES_SNAPSHOT holding the agent's result for ``call_id`` (LlamaIndex sends a
     server tool's result only there)."""
     return MessagesSnapshotEvent(
@@ -202,9 +203,10 @@ def test_a_deep_result_in_the_snapshot_is_a_typed_error(depth: int) -> None:
     effects = feed(processor, result_snapshot("c0", [TextPart(text="x", metadata=nested(depth))]))
     ended_by(effects, "max_json_depth")
     # The agent's deep result is not kept: the call is abandoned with the limit.
-    [(call_id, error)] = [(c.id, c.result and c.result.error) for c in processor.abandoned]
+    [(call_id, result)] = [(c.id, c.result) for c in processor.abandoned]
     assert call_id == "c0"
-    assert error is not None and "max_json_depth" in error
+    assert result is not None and result.error is not None
+    assert "max_json_depth" in result.error
 
 
 def test_a_result_of_parts_in_the_snapshot_is_kept_as_its_json_within_the_bounds() -> None:
@@ -382,9 +384,10 @@ def test_a_deep_tool_result_from_the_wire_is_a_typed_error(depth: int) -> None:
     )
     ended_by(feed(processor, decode_event(payload)), "max_json_depth")
     # The agent's deep result is not kept: the call is abandoned with the limit.
-    [(call_id, error)] = [(c.id, c.result and c.result.error) for c in processor.abandoned]
+    [(call_id, result)] = [(c.id, c.result) for c in processor.abandoned]
     assert call_id == "c0"
-    assert error is not None and "max_json_depth" in error
+    assert result is not None and result.error is not None
+    assert "max_json_depth" in result.error
 
 
 @pytest.mark.parametrize("depth", [200, 50_000])
