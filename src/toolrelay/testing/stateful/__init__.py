@@ -38,7 +38,9 @@ invalid arguments, and calls to *your* tools; and hostile tools (promise 11): on
 raising ``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit`` or a cancellation
 exception no scope asked for, a blocking tool that never returns (its thread stuck
 until the example ends), one returning a value that cannot be sent (cyclic, or an
-object JSON has no form for).
+object JSON has no form for); and calls the agent runs itself (their result streamed
+as ``TOOL_CALL_RESULT``), under the name of a tool of the client, which must not run
+them.
 
 Quiet means: every live turn is parked (its stream on a shut gate or a hang, or its
 tools on shut gates) and every finished turn's task has returned. After each step the
@@ -53,9 +55,9 @@ Invariants:
    run.
 2. Every continuation's ``RunAgentInput`` carries a ``tool`` message for every call of
    the run before it, with that call's outcome (result, error, timeout, unknown tool,
-   invalid arguments, the hostile tools' failures); the calls of a batch run
-   concurrently; no call runs twice; abandoned calls, calls past the depth bound and
-   late calls never run (promises 2 and 11).
+   invalid arguments, the hostile tools' failures, the agent's own result); the calls
+   of a batch run concurrently; no call runs twice; abandoned calls, the agent's own
+   calls, calls past the depth bound and late calls never run (promises 2 and 11).
 3. Depth never exceeds ``max_depth``; a breaker trip is ``failed`` with reason
    ``max_depth`` at exactly ``max_depth``; an endless tool loop trips it (promise 3),
    unless loop detection stops it first: a turn whose agent asks for one of the

@@ -455,4 +455,6 @@ def _outcome_problem(
                 ok = error == f"denied {call_id}"
         case CallOutcome.user:
             ok = True
+        case CallOutcome.agent:
+            ok = error is None and content == f"agent {call_id}"
     return None if ok else f"the model saw content={content!r} error={error!r}"

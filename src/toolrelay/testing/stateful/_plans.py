@@ -88,6 +88,10 @@ class CallOutcome(enum.StrEnum):
     #: ``probe_guarded`` needs approval (a tool policy): the call waits until the
     #: ``decide`` rule approves it (it runs) or denies it (the model sees the denial).
     approval = "approval"
+    #: The agent runs the call itself and streams its result (TOOL_CALL_RESULT): it
+    #: names ``probe_ok``, a tool of the client, which must not run it. A run whose
+    #: calls are all the agent's ends the turn, as an answer does.
+    agent = "agent"
 
 
 class RunKind(enum.StrEnum):
@@ -197,6 +201,11 @@ class RunPlan:
     malformed: tuple[Malformation, ...] = ()
     asks: int = 0
 
+    @property
+    def asks_client(self) -> bool:
+        """Some call is left for the client (not every one the agent's own)."""
+        return any(call.outcome is not CallOutcome.agent for call in self.calls)
+
 
 _FALLBACK_RUN = RunPlan(RunKind.answer, text="fallback")
 
@@ -233,7 +242,7 @@ class TurnPlan:
         counts: dict[tuple[str, str], int] = {}
         for index in range(max_depth + 1):
             run = self.run_at(index)
-            if run.kind is not RunKind.tools or not run.calls:
+            if run.kind is not RunKind.tools or not run.asks_client:
                 return None
             tripped = False
             for call in run.calls:
@@ -267,7 +276,7 @@ class TurnPlan:
                     return ReasonKind.INTERRUPTED
                 case RunKind.agent_cancels:
                     return ReasonKind.AGENT_CANCELLED
-                case RunKind.tools if run.calls:
+                case RunKind.tools if run.asks_client:
                     if index == stops_at:
                         return ReasonKind.NO_PROGRESS
                     if index >= max_depth:
@@ -392,7 +401,11 @@ def turn_plans(draw: st.DrawFn, calls: st.SearchStrategy[CallPlan], max_depth: i
     hops = draw(st.lists(_run_plans(RunKind.tools, calls), max_size=max_depth))
     endless = draw(_rarely)
     if endless:
-        runs = (*hops, draw(_run_plans(RunKind.tools, calls)))
+        last = draw(_run_plans(RunKind.tools, calls))
+        runs = (*hops, last)
+        # A run of the agent's own calls only ends the turn (as an answer does): with
+        # one, the turn never loops.
+        endless = all(run.asks_client for run in runs)
     else:
         runs = (*hops, draw(_run_plans(draw(st.sampled_from(_LAST_KINDS)), calls)))
     return TurnPlan(runs, endless=endless, dispose_raises=draw(_rarely))

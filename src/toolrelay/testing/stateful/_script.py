@@ -49,6 +49,7 @@ _PROBE_TOOLS: dict[CallOutcome, str] = {
     CallOutcome.stuck: "probe_stuck",
     CallOutcome.unsendable: "probe_unsendable",
     CallOutcome.approval: "probe_guarded",
+    CallOutcome.agent: "probe_ok",
 }
 
 
@@ -134,6 +135,7 @@ class AgentScripts:
 
         executes = (
             plan.kind is RunKind.tools
+            and plan.asks_client
             and index < self.max_depth
             and index != model.plan.no_progress_at(self.max_depth, self.max_repeated_calls)
         )
@@ -146,7 +148,12 @@ class AgentScripts:
             per_call.append(
                 tool_call(name, arguments, id=call_id, parent_message_id=text_id, chunk=call.chunk)
             )
-            if executes:
+            if call.outcome is CallOutcome.agent:
+                # Never run here; when the run continues, its result goes back with it.
+                record.never_run.add(call_id)
+                if executes:
+                    record.calls[call_id] = call
+            elif executes:
                 record.calls[call_id] = call
                 if call.outcome is CallOutcome.slow:
                     self._tool_holds[call_id] = Hold(call_id)
@@ -166,6 +173,14 @@ class AgentScripts:
             call_events.pop()
             cut_call = last.tool_call_id
         steps.extend(call_events)
+        # The agent's own calls: their results, once their calls have ended.
+        steps.extend(
+            ToolCallResultEvent(
+                message_id=f"{call_id}R", tool_call_id=call_id, content=f"agent {call_id}"
+            )
+            for call, call_id in zip(plan.calls, call_ids, strict=True)
+            if call.outcome is CallOutcome.agent and call_id != cut_call
+        )
 
         if plan.malformed:
             steps.extend(self._malformed(record, prefix, call_ids, thread_id, run_id))
