@@ -180,3 +180,85 @@ async def test_an_idle_stream_gets_heartbeats() -> None:
                         break
         gate.set()
     assert comments == 3
+
+
+DECLARED = [{"name": "confirm", "description": "Ask.", "parameters": {"type": "object"}}]
+
+
+def follow_up(thread: str, *results: tuple[str, str]) -> dict[str, object]:
+    """The client's next RunAgentInput: its results for the calls ``results`` names."""
+    body = run_input(thread, "go", tools=DECLARED)
+    calls = [
+        {"id": call_id, "type": "function", "function": {"name": "confirm", "arguments": "{}"}}
+        for call_id, _ in results
+    ]
+    body["messages"] += [{"id": "a1", "role": "assistant", "toolCalls": calls}] + [
+        {"id": f"r-{call_id}", "role": "tool", "toolCallId": call_id, "content": content}
+        for call_id, content in results
+    ]
+    return body
+
+
+async def test_results_for_the_calls_of_a_cancelled_turn_are_refused() -> None:
+    model = ScriptedAgent([tool_call("confirm", {}, id="c1")], [text("never")])
+    server = AguiServer(model)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url, timeout=10) as client:
+        first = await read_events(
+            client, "POST", "/", json_body=run_input("cx", "go", tools=DECLARED)
+        )
+        assert first[-1].data["result"]["stopReason"] == "client_tools"
+        assert (await client.post("/threads/cx/cancel")).json()["cancelled"] is True
+        turn = server.engine.turn("cx")
+        assert turn is not None
+        with anyio.fail_after(5):
+            await turn.wait_finished()
+        response = await client.post("/", json=follow_up("cx", ("c1", "yes")))
+        assert response.status_code == 409
+        assert response.json()["error"]["code"] == "no_pending_call"
+    assert server._slots == {}  # nothing left waiting
+    assert model.run_count == 1
+
+
+async def test_of_two_identical_follow_ups_one_is_taken_and_the_other_refused() -> None:
+    for round_ in range(5):
+        thread = f"dup{round_}"
+        model = ScriptedAgent(
+            [tool_call("confirm", {}, id="c1"), tool_call("confirm", {}, id="c2")],
+            [text("Both answered.")],
+        )
+        server = AguiServer(model)
+        async with serving(server) as url, httpx.AsyncClient(base_url=url, timeout=10) as client:
+            await read_events(
+                client, "POST", "/", json_body=run_input(thread, "go", tools=DECLARED)
+            )
+            body = follow_up(thread, ("c1", "yes"), ("c2", "no"))
+            answers: list[httpx.Response] = []
+
+            async def post(body: object, answers: list[httpx.Response]) -> None:
+                answers.append(await client.post("/", json=body))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(post, body, answers)
+                group.start_soon(post, body, answers)
+        statuses = sorted(r.status_code for r in answers)
+        assert statuses == [200, 409], statuses
+        taken = next(r for r in answers if r.status_code == 200)
+        frames = [f for f in taken.text.split("\n\n") if f.startswith("id:")]
+        assert '"type":"RUN_STARTED"' in frames[0]  # a valid AG-UI stream on its own
+        assert '"stopReason":"end_turn"' in frames[-1]
+        assert model.run_count == 2
+
+
+async def test_a_follow_up_with_a_result_for_an_unknown_call_is_refused_before_anything() -> None:
+    model = ScriptedAgent([tool_call("confirm", {}, id="c1")], [text("Thanks.")])
+    server = AguiServer(model)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url, timeout=10) as client:
+        await read_events(client, "POST", "/", json_body=run_input("ux", "go", tools=DECLARED))
+        before = await server.store.read(ThreadKey("ux"))
+        response = await client.post("/", json=follow_up("ux", ("c1", "yes"), ("ghost", "boo")))
+        assert response.status_code == 409
+        assert "ghost" in response.json()["error"]["message"]
+        assert await server.store.read(ThreadKey("ux")) == before  # nothing written
+        # The call still waits: the right results are taken.
+        rest = await read_events(client, "POST", "/", json_body=follow_up("ux", ("c1", "yes")))
+    assert rest[0].type == "RUN_STARTED" and rest[-1].data["result"]["stopReason"] == "end_turn"

@@ -11,6 +11,7 @@ from toolrelay._runtime._executor import (
     execute_tool as execute_tool,
     running_call as running_call,
 )
+from toolrelay._runtime._recovery import INTERRUPTED as INTERRUPTED
 from toolrelay._runtime._registry import (
     RegistryChange as RegistryChange,
     RunHandle as RunHandle,
@@ -32,6 +33,7 @@ from toolrelay._runtime._views import (
 )
 
 __all__ = (
+    "INTERRUPTED",
     "Engine",
     "EngineStatistics",
     "EventReceived",

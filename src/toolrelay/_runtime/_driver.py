@@ -311,12 +311,13 @@ class TurnDriver:
             except StoreError as exc:
                 logger.error("the end of the turn on %s was not written: %s", self.key, exc)
 
-    def _perform(self, effects: Sequence[Effect]) -> None:
-        """Act on the processor's effects (the one place they are read)."""
+    def _perform(self, effects: Sequence[Effect], *, restored: bool = False) -> None:
+        """Act on the processor's effects (the one place they are read); ``restored``:
+        they put back a batch the log holds (see :meth:`ThreadLog.add_effects`)."""
         if not effects:
             return
         if self._log is not None:
-            self._log.add_effects(self.turn_id, self._processor, effects)
+            self._log.add_effects(self.turn_id, self._processor, effects, restored=restored)
         for effect in effects:
             match effect:
                 case ToolsReady() | TurnCompleted() | TurnInterrupted() | TurnEnded():
@@ -485,7 +486,7 @@ class TurnDriver:
         effects = self._processor.restore(
             run_id=tools.run_id, depth=tools.depth, runs=tools.runs, calls=restored_calls(live)
         )
-        self._perform(effects)
+        self._perform(effects, restored=True)
         self.publish_state()
         return self._ending
 

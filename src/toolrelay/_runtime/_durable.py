@@ -174,9 +174,19 @@ class ThreadLog:
         self._saved_state = _encode(conversation.state)
 
     def add_effects(
-        self, turn_id: str, processor: EventProcessor, effects: Sequence[Effect]
+        self,
+        turn_id: str,
+        processor: EventProcessor,
+        effects: Sequence[Effect],
+        *,
+        restored: bool = False,
     ) -> None:
-        """The records ``effects`` call for (the processor has just answered them)."""
+        """The records ``effects`` call for (the processor has just answered them).
+
+        ``restored``: the effects of a batch put back from the log after a crash,
+        whose ``ToolsStarted`` the log already holds (written again, it would show a
+        second round, and calls handed to a client asked for a second time).
+        """
         for effect in effects:
             match effect:
                 case MessagesSettled(messages=messages):
@@ -184,7 +194,7 @@ class ThreadLog:
                         MessageSaved(turn_id=turn_id, message=message_to_record(message))
                         for message in messages
                     )
-                case ToolsReady():
+                case ToolsReady() if not restored:
                     self._state(turn_id, processor.conversation)
                     self._outbox.append(
                         ToolsStarted(

@@ -165,7 +165,9 @@ class ServerBase:
         self._claims: dict[ThreadKey, str] = {}  # owner of threads not written yet
         self._client_tools_next: dict[ThreadKey, frozenset[str]] = {}
         self._client_tools: dict[str, frozenset[str]] = {}  # live turn id -> names
-        self._slots: dict[tuple[ThreadKey, str], Slot] = {}
+        # Per thread, the client calls of its batch handed over, by call id: a slot is
+        # kept (answered or not) until the next batch or the turn's end is committed.
+        self._slots: dict[ThreadKey, dict[str, Slot]] = {}
         self._client_waits: dict[ThreadKey, set[str]] = {}  # calls waiting, per thread
         self._stopping = anyio.Event()
         self._entered = False
@@ -190,7 +192,9 @@ class ServerBase:
             self._claims.pop(key, None)
         elif isinstance(record, TurnEnded):
             self._client_tools.pop(record.turn_id, None)
+            self._slots.pop(key, None)  # no call of the turn waits any more
         elif isinstance(record, ToolsStarted):
+            self._slots.pop(key, None)  # the batch before it is over
             logger.info(
                 "tool round %d on %s: %s",
                 record.depth + 1,

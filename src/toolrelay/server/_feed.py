@@ -17,7 +17,8 @@ record              events
 ``ToolsStarted``    ``TOOL_CALL_START/ARGS/END`` for every call of the batch (and
                     ``TOOL_CALL_RESULT`` for those the model resolved itself)
 ``ToolFinished``    ``TOOL_CALL_RESULT`` (not for a call handed over to the
-                    client: it has the result it sent)
+                    client: it has the result it sent; but for the "interrupted"
+                    result recovery gives such a call, which the client did not)
 ``StateSaved``      ``STATE_SNAPSHOT``
 ``TurnEnded``       completed: ``RUN_FINISHED`` whose ``result`` is
                     ``{"stopReason": ...}``, preceded by the ``toolrelay.stop``
@@ -41,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolrelay._reasons import ReasonKind
+from toolrelay._runtime import INTERRUPTED
 from toolrelay.protocol import (
     CustomEvent,
     Event,
@@ -193,12 +195,22 @@ class LogFeed:
 
     def pending_client_calls(self) -> list[str]:
         """The client's calls the thread waits for: those of a batch handed over to the
-        client (its AG-UI run ended) that have no result yet, in the batch's order."""
+        client (its AG-UI run ended) that have no result yet while its turn is live, in
+        the batch's order."""
         turn = self._turn
         batch = turn.batch if turn is not None else None
         if batch is None or not batch.handed_over:
             return []
         return [call_id for call_id in batch.calls if call_id in batch.open_client]
+
+    def handed_calls(self) -> list[str]:
+        """Every call of the batch handed over to the client (its server calls too), in
+        the batch's order, while the thread waits for the client; empty otherwise."""
+        turn = self._turn
+        batch = turn.batch if turn is not None else None
+        if batch is None or not batch.handed_over:
+            return []
+        return list(batch.calls)
 
     def resume_events(self) -> list[Event]:
         """What a stream that starts at :attr:`position` sends first: ``RUN_STARTED``
@@ -262,9 +274,11 @@ class LogFeed:
             case ToolFinished(turn_id=turn_id, call_id=call_id, result=result):
                 turn = self._turn_for(turn_id)
                 self._open(out)
-                if call_id in turn.handed:
+                if call_id in turn.handed and result != INTERRUPTED:
                     # The client's own result: it has it (and the call belongs to the
-                    # AG-UI run that handed it over).
+                    # AG-UI run that handed it over). Recovery's "interrupted" result
+                    # is not the client's: the client learns from it that the call no
+                    # longer waits for it.
                     turn.resulted.add(call_id)
                 else:
                     self._result(turn, call_id, result.content, out)
@@ -278,10 +292,11 @@ class LogFeed:
                 self._open(out)
                 out.append(StateSnapshotEvent(snapshot=state))
             case TurnEnded():
-                self._turn_for(record.turn_id)
+                turn = self._turn_for(record.turn_id)
                 self._open(out)
                 out.extend(self._end(record))
                 self._run_id = None
+                turn.batch = None  # nothing waits for the client any more
         return out
 
     # -- helpers --------------------------------------------------------------------

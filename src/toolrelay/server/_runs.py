@@ -20,6 +20,7 @@ import msgspec
 
 from toolrelay._core import ThreadKey, ToolRegistry, ToolResult, ToolSpec
 from toolrelay._errors import InvalidEventError, MalformedEventError, ToolDefinitionError
+from toolrelay._machines import ToolCallStatus
 from toolrelay._runtime import running_call
 from toolrelay.backends._propagation import continued_trace
 from toolrelay.protocol import (
@@ -36,6 +37,8 @@ from toolrelay.server._catch_up import CatchUp, parse_position
 from toolrelay.server._shared import SharedMode
 
 __all__ = ("Runs",)
+
+_EXECUTING = ToolCallStatus.executing
 
 
 class Runs(CatchUp, SharedMode):
@@ -76,7 +79,25 @@ class Runs(CatchUp, SharedMode):
         if pending and any(call_id in results for call_id in pending):
             if self._fenced is not None and key not in self._holders:
                 raise self._held_elsewhere(key)
-            missing = [call_id for call_id in pending if call_id not in results]
+            # Checked and answered with no await in between: of two requests carrying
+            # the same results, one is taken and the other finds the calls answered.
+            waiting = self._waiting(key, feed.turn_id, pending)
+            batch = feed.handed_calls()
+            # The results of the batch's server calls (the stream sent them) may come
+            # back; a result for any other call has nobody waiting for it.
+            stale = [
+                call_id
+                for call_id in results
+                if call_id not in batch or (call_id in pending and call_id not in waiting)
+            ]
+            if stale:
+                raise HTTPError(
+                    409,
+                    "no_pending_call",
+                    f"no tool call waits for a result on thread {key.thread_id!r} "
+                    f"({', '.join(sorted(stale))}): answered already, or not asked for",
+                )
+            missing = [call_id for call_id in waiting if call_id not in results]
             if missing:
                 raise HTTPError(
                     422,
@@ -84,7 +105,7 @@ class Runs(CatchUp, SharedMode):
                     "the results of every pending client call are needed: missing "
                     + ", ".join(missing),
                 )
-            for call_id in pending:
+            for call_id in waiting:
                 self._slot(key, call_id, results[call_id])
         else:
             if results and not isinstance(run_input.messages[-1], UserMessage):
@@ -199,7 +220,9 @@ class Runs(CatchUp, SharedMode):
     ) -> Callable[[dict[str, Any]], Awaitable[ToolResult]]:
         async def wait_for_client(arguments: dict[str, Any]) -> ToolResult:
             call_id = _running_call_id(name)
-            slot = self._slots.setdefault((key, call_id), Slot())
+            # The slot outlives the wait (it says the call was answered) until the
+            # next batch or the turn's end is committed (ServerBase._committed).
+            slot = self._slots.setdefault(key, {}).setdefault(call_id, Slot())
             waits = self._client_waits.setdefault(key, set())
             waits.add(call_id)
             try:
@@ -208,18 +231,32 @@ class Runs(CatchUp, SharedMode):
                 waits.discard(call_id)
                 if not waits:
                     self._client_waits.pop(key, None)
-                self._slots.pop((key, call_id), None)
             assert slot.result is not None
             return slot.result
 
         wait_for_client.__name__ = f"client_tool_{name}"
         return wait_for_client
 
+    def _waiting(self, key: ThreadKey, turn_id: str | None, pending: list[str]) -> list[str]:
+        """Of the ``pending`` calls of turn ``turn_id`` (as the log shows them), those
+        this process's live turn still waits for, unanswered: none once the turn ended
+        (cancelled, superseded, recovered after a crash) or a request answered them."""
+        turn = self.engine.turn(key)
+        if turn is None or turn.finished or turn.turn_id != turn_id:
+            return []
+        executing = {call.id for call in turn.tool_calls if call.status is _EXECUTING}
+        slots = self._slots.get(key, {})
+        return [
+            call_id
+            for call_id in pending
+            if call_id in executing and (call_id not in slots or slots[call_id].result is None)
+        ]
+
     def _slot(self, key: ThreadKey, call_id: str, message: ToolMessage) -> None:
         content = message.content
         text = content if isinstance(content, str) else msgspec.json.encode(content).decode()
         result = ToolResult.failure(message.error) if message.error else ToolResult.success(text)
-        slot = self._slots.setdefault((key, call_id), Slot())
+        slot = self._slots.setdefault(key, {}).setdefault(call_id, Slot())
         slot.result = result
         slot.event.set()
 
