@@ -279,6 +279,70 @@ def test_toolrelay_run_executes_client_tools_the_server_hands_over(tmp_path: Pat
     assert isinstance(entries[-1].record, TurnEnded) and entries[-1].record.status == "completed"
 
 
+def test_killed_while_the_client_owes_results_the_restarted_server_asks_for_none_again(
+    tmp_path: Path,
+) -> None:
+    # The turn waits for the client's calls when the server is killed: recovery gives
+    # them an "interrupted" result and the turn goes on. Catch-up shows those results
+    # and no second request for the same calls (a client obeying one would get 409).
+    (tmp_path / "nothing.py").write_text(
+        "from toolrelay import ToolRegistry\nTOOLS = ToolRegistry()\n"
+    )
+    args = ("--store", "owed.db", "--tools", "nothing:TOOLS")
+    declared = [
+        {
+            "name": "get_secret_number",
+            "description": "A person's secret number.",
+            "parameters": {"type": "object", "properties": {"name": {"type": "string"}}},
+        }
+    ]
+    body = {
+        "threadId": "owed",
+        "runId": "r1",
+        "messages": [{"id": "u1", "role": "user", "content": "the secret numbers, please"}],
+        "tools": declared,
+    }
+    with _server(tmp_path, *args) as (process, url):
+        with httpx.Client(timeout=30) as client:
+            handover = client.post(url, json=body).text
+        assert '"stopReason":"client_tools"' in handover
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+    owed = re.findall(r'"pendingToolCallIds":\[([^\]]*)\]', handover)
+    calls = json.loads(f"[{owed[-1]}]")
+    assert len(calls) == 2
+    with _server(tmp_path, *args) as (process, url):
+        with httpx.Client(timeout=30) as client:
+            deadline = time.monotonic() + 30
+            while True:
+                response = client.get(url + "threads/owed/events")
+                if (
+                    response.status_code == 200
+                    and "RUN_FINISHED" in response.text[len(handover) // 2 :]
+                    and response.text.count("RUN_FINISHED") >= 2
+                ):
+                    break
+                assert time.monotonic() < deadline, response.text
+                time.sleep(0.1)
+            caught_up = response.text
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
+    # One request for the client's calls (the handover), none after the restart.
+    assert caught_up.count('"stopReason":"client_tools"') == 1, caught_up
+    # Each owed call's "interrupted" result is shown, once.
+    for call_id in calls:
+        shown = re.findall(
+            r'"type":"TOOL_CALL_RESULT"[^\n]*"toolCallId":"' + re.escape(call_id) + '"',
+            caught_up,
+        )
+        assert len(shown) == 1, (call_id, caught_up)
+    entries = _entries(tmp_path / "owed.db")
+    started = [e for e in entries if type(e.record).__name__ == "ToolsStarted"]
+    assert len(started) == 1  # recovery did not write the batch again
+    end = entries[-1].record
+    assert isinstance(end, TurnEnded)
+
+
 def test_the_command_line_names_the_servers_rounds_variable_without_importing_it() -> None:
     # The parser of every command is built on each run, so `serve` keeps its help text's
     # variable name to itself instead of importing the server: the two must agree, and
