@@ -219,6 +219,33 @@ def test_ctrl_c_lets_a_running_turn_finish_before_the_server_stops(tmp_path: Pat
     assert isinstance(end, TurnEnded) and end.status == "completed"
 
 
+def _slow_turn(thread: str) -> dict[str, object]:
+    """A run the demo model answers with its ``slow`` scenario (about 20 s)."""
+    return {
+        "threadId": thread,
+        "runId": "r1",
+        "messages": [{"id": "u1", "role": "user", "content": "slow"}],
+    }
+
+
+def test_the_in_process_demo_model_streams_the_slow_scenario_slowly(tmp_path: Path) -> None:
+    arrivals: list[float] = []
+    with _server(tmp_path, "--store", "memory:", "--drain", "0.1") as (process, url):
+        with (
+            httpx.Client(timeout=30) as client,
+            client.stream("POST", url, json=_slow_turn("paced")) as response,
+        ):
+            for line in response.iter_lines():  # live text: each delta as it comes
+                if "TEXT_MESSAGE_CONTENT" in line:
+                    arrivals.append(time.monotonic())
+                    if len(arrivals) == 11:
+                        break
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
+    # The demo agent's slow pace, 0.05 s between two events (not all at once).
+    assert arrivals[-1] - arrivals[0] >= 10 * 0.05 * 0.8, arrivals
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [

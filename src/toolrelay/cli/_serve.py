@@ -33,6 +33,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
+import anyio
+
 from toolrelay._core import ThreadKey, ToolRegistry
 from toolrelay._errors import StreamDroppedError
 from toolrelay.backends import AguiHttpBackend, EventStream
@@ -40,7 +42,8 @@ from toolrelay.backends._base import AgentBackend
 from toolrelay.backends.providers import PROVIDERS, provider_backend
 from toolrelay.cli._exit import ExitCode
 from toolrelay.cli._tools import ToolsUsageError, load_tools
-from toolrelay.demo import DEMO_TOOLS, plan_reply
+from toolrelay.demo import DEMO_TOOLS, choose_scenario
+from toolrelay.demo._scenarios import plan, reply_delay
 from toolrelay.protocol import RunAgentInput, decode_event
 from toolrelay.store import ClaimingStore, MemoryStore, NotifyingStore, SQLiteStore, Store
 
@@ -57,8 +60,11 @@ class DemoModel:
     """The demo agent's scenarios as an in-process model (no HTTP, no API key).
 
     It answers each run as :class:`~toolrelay.demo.DemoAgent` would (the scenario
-    comes from ``forwardedProps.scenario`` or a word of the user's message); a
-    scenario that drops its connection raises the error a dropped stream raises.
+    comes from ``forwardedProps.scenario`` or a word of the user's message), at its
+    pace: the ``slow`` scenario streams slowly (something to cancel, or to drain),
+    ``forwardedProps.delay`` sets the seconds between two events (the server's
+    engine sends its own ``forwardedProps``, not a request's). A scenario that drops
+    its connection raises the error a dropped stream raises.
     """
 
     async def allocate_run(self, key: ThreadKey) -> str | None:
@@ -66,10 +72,14 @@ class DemoModel:
 
     @contextlib.asynccontextmanager
     async def run(self, key: ThreadKey, run_input: RunAgentInput) -> AsyncIterator[EventStream]:
-        items = plan_reply(run_input)
+        scenario = choose_scenario(run_input)
+        items = plan(run_input, scenario)
+        delay = reply_delay(run_input, scenario)
 
         async def events() -> EventStream:
-            for item in items:
+            for index, item in enumerate(items):
+                if delay and index:
+                    await anyio.sleep(delay)
                 if item is None:
                     raise StreamDroppedError("the demo agent dropped the connection")
                 yield decode_event(item) if isinstance(item, bytes) else item
