@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, TextIO
 
 import anyio
@@ -54,6 +54,9 @@ TOKEN_ENV = "TOOLRELAY_TOKEN"
 #: ``toolrelay.server.MAX_TOOL_ROUNDS_ENV``, written here so that building the command
 #: line (every ``toolrelay`` command does) does not import the server.
 MAX_TOOL_ROUNDS_ENV = "TOOLRELAY_MAX_TOOL_ROUNDS"
+#: Seconds uvicorn gives the open requests once the drain is over (the streams end
+#: with it) before it cancels them.
+_STREAMS_GRACE = 5
 
 
 class DemoModel:
@@ -324,6 +327,13 @@ def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 stdout.write(f"toolrelay serve: worker {server.worker} ready\n")
                 stdout.flush()
 
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # uvicorn waits for the open requests before the lifespan's shutdown, and a
+            # stream ends with its run: the drain comes first, still listening (a new
+            # run is answered 503, /healthz "stopping"), then uvicorn stops.
+            await server.drain()
+            await super().shutdown(sockets)
+
     config = uvicorn.Config(
         server,
         host=args.host,
@@ -331,17 +341,36 @@ def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         lifespan="on",
         log_config=None,
         ws="none",
-        timeout_graceful_shutdown=max(1, int(args.drain)),
+        # The streams end with the drain: this only bounds a client that reads its
+        # stream's last events too slowly.
+        timeout_graceful_shutdown=_STREAMS_GRACE,
     )
     sockets = None if args.fd is None else [socket.socket(fileno=args.fd)]
     try:
-        _Server(config).run(sockets=sockets)
+        with _sigterm_as_interrupt():
+            _Server(config).run(sockets=sockets)
     except KeyboardInterrupt:
         pass  # uvicorn raises the signal again once it stopped cleanly
     if args.fd is None:
         stdout.write("toolrelay serve: stopped\n")
         stdout.flush()
     return ExitCode.OK
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """uvicorn raises the signal that stopped it again once it stopped cleanly, with
+    the handler it found: SIGTERM's default one would end the process (status 143)
+    before it says it stopped. Here SIGTERM raises ``KeyboardInterrupt``, as SIGINT
+    does (the main thread only: no other can set a handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _leave_with(supervisor: int) -> None:
