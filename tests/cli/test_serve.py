@@ -219,6 +219,78 @@ def test_ctrl_c_lets_a_running_turn_finish_before_the_server_stops(tmp_path: Pat
     assert isinstance(end, TurnEnded) and end.status == "completed"
 
 
+def _slow_turn(thread: str) -> dict[str, object]:
+    """A run the demo model answers with its ``slow`` scenario (about 20 s)."""
+    return {
+        "threadId": thread,
+        "runId": "r1",
+        "messages": [{"id": "u1", "role": "user", "content": "slow"}],
+    }
+
+
+def test_the_in_process_demo_model_streams_the_slow_scenario_slowly(tmp_path: Path) -> None:
+    arrivals: list[float] = []
+    with _server(tmp_path, "--store", "memory:", "--drain", "0.1") as (process, url):
+        with (
+            httpx.Client(timeout=30) as client,
+            client.stream("POST", url, json=_slow_turn("paced")) as response,
+        ):
+            for line in response.iter_lines():  # live text: each delta as it comes
+                if "TEXT_MESSAGE_CONTENT" in line:
+                    arrivals.append(time.monotonic())
+                    if len(arrivals) == 11:
+                        break
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
+    # The demo agent's slow pace, 0.05 s between two events (not all at once).
+    assert arrivals[-1] - arrivals[0] >= 10 * 0.05 * 0.8, arrivals
+
+
+def test_sigterm_stops_an_idle_server_cleanly(tmp_path: Path) -> None:
+    with _server(tmp_path, "--store", "memory:") as (process, url):
+        assert httpx.get(url + "healthz").json() == {"status": "ok"}
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+        assert process.stdout is not None and process.stderr is not None
+        assert "toolrelay serve: stopped" in process.stdout.read()
+        assert "Traceback" not in process.stderr.read()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_drains_refuses_new_runs_and_ends_a_live_turns_stream_closed(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    args = ("--store", "drain.db", "--drain", "1")
+    with _server(tmp_path, *args) as (process, url):
+        with (
+            httpx.Client(timeout=30) as client,
+            client.stream("POST", url, json=_slow_turn("live")) as response,
+        ):
+            lines = response.iter_lines()
+            for line in lines:  # the model is streaming its (slow) answer
+                if "TEXT_MESSAGE_CONTENT" in line:
+                    break
+            process.send_signal(sig)
+            deadline = time.monotonic() + 10
+            while client.get(url + "healthz").json() != {"status": "stopping"}:
+                assert time.monotonic() < deadline, "the drain never began"
+                time.sleep(0.05)
+            # Still listening while it drains: a new run is answered, and refused.
+            late = client.post(url, json=_slow_turn("late"))
+            rest = [line for line in lines if line.startswith("data: ")]
+        assert process.wait(30) == 0
+        assert process.stdout is not None and process.stderr is not None
+        out, err = process.stdout.read(), process.stderr.read()
+    assert late.status_code == 503, late.text
+    assert late.json()["error"]["code"] == "unavailable"
+    last = json.loads(rest[-1].removeprefix("data: "))
+    assert (last["type"], last["code"]) == ("RUN_ERROR", "closed")
+    assert "toolrelay serve: stopped" in out
+    assert "Traceback" not in err and "graceful shutdown exceeded" not in err
+    ends = [e.record for e in _entries(tmp_path / "drain.db") if isinstance(e.record, TurnEnded)]
+    assert [(end.status, end.reason.kind) for end in ends] == [("cancelled", "closed")]
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [

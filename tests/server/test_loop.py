@@ -289,3 +289,44 @@ async def test_an_interrupt_ends_the_run_and_resume_entries_answer_it() -> None:
     assert said == ["Answer: resolved."]
     assert second[-1].data["result"]["stopReason"] == "end_turn"
     assert refused.status_code == 422 and refused.json()["error"]["code"] == "invalid_resume"
+
+
+async def test_resume_entries_are_checked_against_the_log_not_the_engines_memory() -> None:
+    from toolrelay.protocol import Interrupt, RunAgentInput
+    from toolrelay.testing import run_interrupted
+
+    def respond(key: ThreadKey, run_input: RunAgentInput) -> list[object]:
+        if not run_input.resume:
+            ask = Interrupt(id="i1", reason="approval", message="Send the email?")
+            return [run_interrupted(run_input.thread_id, run_input.run_id, ask)]
+        return [text(f"Answer: {run_input.resume[0].status}.")]
+
+    def resume(thread: str, interrupt_id: str) -> dict[str, Any]:
+        answer = {"interruptId": interrupt_id, "status": "resolved", "payload": {}}
+        return {"threadId": thread, "runId": "r", "messages": [], "resume": [answer]}
+
+    store = MemoryStore()
+    first = ScriptedAgent(respond=respond)  # type: ignore[arg-type]
+    async with serving(AguiServer(first, store=store)) as url:
+        async with httpx.AsyncClient(base_url=url) as client:
+            asked = await read_events(client, "POST", "/", json_body=run_input("int", "email bob"))
+            # A thread nobody wrote: no interrupt is open on it.
+            new = await client.post("/", json=resume("new", "no-such-interrupt"))
+    assert asked[-1].data["outcome"]["type"] == "interrupt"
+    assert new.status_code == 422 and new.json()["error"]["code"] == "invalid_resume"
+    assert await store.thread(ThreadKey("new")) is None  # nothing written
+    before = await store.thread(ThreadKey("int"))
+    assert before is not None
+    # A server started again on the same log holds no thread in memory.
+    agent = ScriptedAgent(respond=respond)  # type: ignore[arg-type]
+    async with serving(AguiServer(agent, store=store)) as url:
+        async with httpx.AsyncClient(base_url=url) as client:
+            unknown = await client.post("/", json=resume("int", "no-such-interrupt"))
+            after_refusal = await store.thread(ThreadKey("int"))
+            answered = await read_events(client, "POST", "/", json_body=resume("int", "i1"))
+    assert unknown.status_code == 422 and unknown.json()["error"]["code"] == "invalid_resume"
+    assert after_refusal is not None and after_refusal.last_seq == before.last_seq
+    said = [e.data["delta"] for e in answered if e.type == "TEXT_MESSAGE_CONTENT"]
+    assert said == ["Answer: resolved."]
+    sent = [[entry.interrupt_id for entry in run.resume or ()] for run in agent.inputs]
+    assert sent == [["i1"]]  # the model ran once, for the answer

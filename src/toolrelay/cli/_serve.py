@@ -30,8 +30,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, TextIO
+
+import anyio
 
 from toolrelay._core import ThreadKey, ToolRegistry
 from toolrelay._errors import StreamDroppedError
@@ -40,7 +42,8 @@ from toolrelay.backends._base import AgentBackend
 from toolrelay.backends.providers import PROVIDERS, provider_backend
 from toolrelay.cli._exit import ExitCode
 from toolrelay.cli._tools import ToolsUsageError, load_tools
-from toolrelay.demo import DEMO_TOOLS, plan_reply
+from toolrelay.demo import DEMO_TOOLS, choose_scenario
+from toolrelay.demo._scenarios import plan, reply_delay
 from toolrelay.protocol import RunAgentInput, decode_event
 from toolrelay.store import ClaimingStore, MemoryStore, NotifyingStore, SQLiteStore, Store
 
@@ -51,14 +54,20 @@ TOKEN_ENV = "TOOLRELAY_TOKEN"
 #: ``toolrelay.server.MAX_TOOL_ROUNDS_ENV``, written here so that building the command
 #: line (every ``toolrelay`` command does) does not import the server.
 MAX_TOOL_ROUNDS_ENV = "TOOLRELAY_MAX_TOOL_ROUNDS"
+#: Seconds uvicorn gives the open requests once the drain is over (the streams end
+#: with it) before it cancels them.
+_STREAMS_GRACE = 5
 
 
 class DemoModel:
     """The demo agent's scenarios as an in-process model (no HTTP, no API key).
 
     It answers each run as :class:`~toolrelay.demo.DemoAgent` would (the scenario
-    comes from ``forwardedProps.scenario`` or a word of the user's message); a
-    scenario that drops its connection raises the error a dropped stream raises.
+    comes from ``forwardedProps.scenario`` or a word of the user's message), at its
+    pace: the ``slow`` scenario streams slowly (something to cancel, or to drain),
+    ``forwardedProps.delay`` sets the seconds between two events (the server's
+    engine sends its own ``forwardedProps``, not a request's). A scenario that drops
+    its connection raises the error a dropped stream raises.
     """
 
     async def allocate_run(self, key: ThreadKey) -> str | None:
@@ -66,10 +75,14 @@ class DemoModel:
 
     @contextlib.asynccontextmanager
     async def run(self, key: ThreadKey, run_input: RunAgentInput) -> AsyncIterator[EventStream]:
-        items = plan_reply(run_input)
+        scenario = choose_scenario(run_input)
+        items = plan(run_input, scenario)
+        delay = reply_delay(run_input, scenario)
 
         async def events() -> EventStream:
-            for item in items:
+            for index, item in enumerate(items):
+                if delay and index:
+                    await anyio.sleep(delay)
                 if item is None:
                     raise StreamDroppedError("the demo agent dropped the connection")
                 yield decode_event(item) if isinstance(item, bytes) else item
@@ -314,6 +327,13 @@ def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 stdout.write(f"toolrelay serve: worker {server.worker} ready\n")
                 stdout.flush()
 
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # uvicorn waits for the open requests before the lifespan's shutdown, and a
+            # stream ends with its run: the drain comes first, still listening (a new
+            # run is answered 503, /healthz "stopping"), then uvicorn stops.
+            await server.drain()
+            await super().shutdown(sockets)
+
     config = uvicorn.Config(
         server,
         host=args.host,
@@ -321,17 +341,36 @@ def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         lifespan="on",
         log_config=None,
         ws="none",
-        timeout_graceful_shutdown=max(1, int(args.drain)),
+        # The streams end with the drain: this only bounds a client that reads its
+        # stream's last events too slowly.
+        timeout_graceful_shutdown=_STREAMS_GRACE,
     )
     sockets = None if args.fd is None else [socket.socket(fileno=args.fd)]
     try:
-        _Server(config).run(sockets=sockets)
+        with _sigterm_as_interrupt():
+            _Server(config).run(sockets=sockets)
     except KeyboardInterrupt:
         pass  # uvicorn raises the signal again once it stopped cleanly
     if args.fd is None:
         stdout.write("toolrelay serve: stopped\n")
         stdout.flush()
     return ExitCode.OK
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """uvicorn raises the signal that stopped it again once it stopped cleanly, with
+    the handler it found: SIGTERM's default one would end the process (status 143)
+    before it says it stopped. Here SIGTERM raises ``KeyboardInterrupt``, as SIGINT
+    does (the main thread only: no other can set a handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _leave_with(supervisor: int) -> None:

@@ -169,6 +169,7 @@ class AguiServer(Runs, ClosedOnExit):
                 group.start_soon(self._take_over, self._fenced)
         except BaseException as exc:
             await engine.__aexit__(type(exc), exc, exc.__traceback__)
+            await self.store.close_store()
             group.cancel_scope.cancel()
             await group.__aexit__(None, None, None)
             raise
@@ -182,11 +183,20 @@ class AguiServer(Runs, ClosedOnExit):
             )
         return self
 
-    async def aclose(self) -> None:
-        """Stop: refuse new runs, let running turns finish (up to ``drain_timeout``),
-        close the engine (turns still live end ``cancelled``, reason ``closed``), end
-        every stream, close the store. Idempotent."""
-        if self._stopping.is_set():
+    async def drain(self) -> None:
+        """Stop serving turns, still answering requests: new runs are refused (503),
+        running turns get ``drain_timeout`` seconds to finish, what is still live then
+        ends ``cancelled`` (reason ``closed``), and every stream sends the rest of its
+        run and ends. The store stays open until :meth:`aclose`, which drains first.
+        Idempotent.
+
+        Call it as soon as the process is asked to stop, before the ASGI server waits
+        for the open requests: uvicorn waits for them before the lifespan's shutdown,
+        and a stream ends only when its run does, so a drain left to the lifespan
+        starts only after the ASGI server gave up on the streams (``toolrelay serve``
+        drains on SIGINT and SIGTERM, then stops uvicorn).
+        """
+        if self._drained.is_set():
             return
         self._stopping.set()
         engine = self._engine
@@ -194,7 +204,21 @@ class AguiServer(Runs, ClosedOnExit):
             with anyio.move_on_after(self.drain_timeout):
                 for turn in self._running_turns(engine):
                     await turn.wait_finished()
+            # Every live turn ends (closed) and its end is written; the store stays
+            # open (WatchedStore) for the streams to read it.
             await engine.aclose()
+        self._drained.set()
+        self.store.wake_all()
+
+    async def aclose(self) -> None:
+        """Stop: drain (:meth:`drain`) unless that was done, then close the store and
+        end what the server runs (a stream still open reads no more). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.drain()
+        engine = self._engine
+        if engine is not None:
             # Shared: let this worker's holds be released before the store closes
             # (a claim left behind would keep its thread from other workers until
             # its lease ran out).
@@ -203,8 +227,8 @@ class AguiServer(Runs, ClosedOnExit):
                     await holder.released.wait()
                 for leaving in list(self._leaving.values()):
                     await leaving.wait()
-            await engine.__aexit__(None, None, None)  # closes the store
-        self.store.wake_all()
+            await engine.__aexit__(None, None, None)
+            await self.store.close_store()
         group, self._group = self._group, None
         if group is not None:
             group.cancel_scope.cancel()

@@ -169,8 +169,13 @@ class ServerBase:
         # kept (answered or not) until the next batch or the turn's end is committed.
         self._slots: dict[ThreadKey, dict[str, Slot]] = {}
         self._client_waits: dict[ThreadKey, set[str]] = {}  # calls waiting, per thread
+        #: Set when the server stops taking runs (the drain has begun).
         self._stopping = anyio.Event()
+        #: Set once the drain is over: every turn has ended and its end is in the log;
+        #: a stream sends what it has not sent yet, then ends.
+        self._drained = anyio.Event()
         self._entered = False
+        self._closed = False
 
     @property
     def engine(self) -> Engine:

@@ -46,6 +46,7 @@ from toolrelay._runtime import INTERRUPTED
 from toolrelay.protocol import (
     CustomEvent,
     Event,
+    Interrupt,
     ReasoningEncryptedValueEvent,
     ReasoningEndEvent,
     ReasoningMessageContentEvent,
@@ -153,23 +154,33 @@ class LogFeed:
             client's tools (called as ``is_client_tool(turn_id, name)``).
     """
 
-    __slots__ = ("_is_client_tool", "_run_id", "_turn", "position", "thread_id")
+    __slots__ = ("_is_client_tool", "_run_id", "_turn", "interrupts", "position", "thread_id")
 
     def __init__(
         self,
         thread_id: str,
         is_client_tool: Callable[[str, str], bool],
         *,
-        _standing: tuple[int, str | None, _TurnView | None] = (0, None, None),
+        _standing: tuple[int, str | None, _TurnView | None, tuple[Interrupt, ...]] = (
+            0,
+            None,
+            None,
+            (),
+        ),
     ) -> None:
-        # ``_standing`` (position, open run, turn) is for :meth:`copy` alone.
-        position, run_id, turn = _standing
+        # ``_standing`` (position, open run, turn, interrupts) is for :meth:`copy` alone.
+        position, run_id, turn, interrupts = _standing
         self.thread_id = thread_id
         self._is_client_tool = is_client_tool
         self._turn = turn
         self._run_id = run_id  # the open AG-UI run, if any
         #: The sequence number of the last record folded.
         self.position = position
+        #: The interrupts the thread waits to have answered at :attr:`position`: those
+        #: of its last turn that ended ``interrupted``, until a later one ends
+        #: ``completed`` or ``interrupted`` (the engine's rule, read from the log:
+        #: ``()`` for a thread the log does not have).
+        self.interrupts = interrupts
 
     @property
     def run_open(self) -> bool:
@@ -190,7 +201,9 @@ class LogFeed:
         """An independent feed standing where this one stands (O(the current turn))."""
         turn = None if self._turn is None else self._turn.copy()
         return LogFeed(
-            self.thread_id, self._is_client_tool, _standing=(self.position, self._run_id, turn)
+            self.thread_id,
+            self._is_client_tool,
+            _standing=(self.position, self._run_id, turn, self.interrupts),
         )
 
     def pending_client_calls(self) -> list[str]:
@@ -297,6 +310,10 @@ class LogFeed:
                 out.extend(self._end(record))
                 self._run_id = None
                 turn.batch = None  # nothing waits for the client any more
+                if record.status == "interrupted":
+                    self.interrupts = record.interrupts
+                elif record.status == "completed":
+                    self.interrupts = ()
         return out
 
     # -- helpers --------------------------------------------------------------------

@@ -18,8 +18,13 @@ from typing import Any
 
 import msgspec
 
-from toolrelay._core import ThreadKey, ToolRegistry, ToolResult, ToolSpec
-from toolrelay._errors import InvalidEventError, MalformedEventError, ToolDefinitionError
+from toolrelay._core import ThreadKey, ToolRegistry, ToolResult, ToolSpec, check_resume
+from toolrelay._errors import (
+    InvalidEventError,
+    MalformedEventError,
+    ResumeError,
+    ToolDefinitionError,
+)
 from toolrelay._machines import ToolCallStatus
 from toolrelay._runtime import running_call
 from toolrelay.backends._propagation import continued_trace
@@ -34,6 +39,7 @@ from toolrelay.server._asgi import HTTPError, Receive, Scope, Send, read_body, r
 from toolrelay.server._auth import Request
 from toolrelay.server._base import Slot
 from toolrelay.server._catch_up import CatchUp, parse_position
+from toolrelay.server._feed import LogFeed
 from toolrelay.server._shared import SharedMode
 
 __all__ = ("Runs",)
@@ -118,7 +124,9 @@ class Runs(CatchUp, SharedMode):
             holder = await self._hold_thread(key) if self._fenced is not None else None
             try:
                 with continued_trace(request.headers):  # the turn's span continues the caller's
-                    own = self._start_turn(key, principal, run_input, new_thread=info is None)
+                    own = self._start_turn(
+                        key, principal, run_input, new_thread=info is None, feed=feed
+                    )
             finally:
                 if holder is not None:
                     holder.ready.set()
@@ -129,9 +137,18 @@ class Runs(CatchUp, SharedMode):
         await self._stream(scope, receive, send, key, feed, b"", post=True)
 
     def _start_turn(
-        self, key: ThreadKey, principal: str, run_input: RunAgentInput, *, new_thread: bool
+        self,
+        key: ThreadKey,
+        principal: str,
+        run_input: RunAgentInput,
+        *,
+        new_thread: bool,
+        feed: LogFeed,
     ) -> str:
-        """Start the turn ``run_input`` asks for; returns its id."""
+        """Start the turn ``run_input`` asks for; returns its id. ``feed`` stands at the
+        thread's last record: its resume entries are checked against the interrupts
+        the log shows open, whether or not the engine holds the thread (it checks
+        only those it knows, and knows none of a thread it has not loaded)."""
         messages = run_input.messages
         last = messages[-1] if messages else None
         resume = tuple(run_input.resume or ())
@@ -147,6 +164,11 @@ class Runs(CatchUp, SharedMode):
                 "a run needs the user's message last (or resume entries, or the results "
                 "of the client calls the thread waits for)",
             )
+        if resume:
+            try:
+                check_resume(feed.interrupts, resume)
+            except ResumeError as exc:
+                raise HTTPError(422, "invalid_resume", str(exc)) from exc
         registry = self._turn_tools(key, run_input)
         self._check_capacity(key)
         self.store.claim(key, principal)

@@ -200,8 +200,8 @@ class Streams(ServerBase):
                     info = await self._thread_info(key)
                     if info is None or info.live_turn is None or feed.pending_client_calls():
                         return
-                if self._stopping.is_set():
-                    return
+                if self._drained.is_set():
+                    return  # every turn has ended (or lives in another process)
                 with anyio.move_on_after(self.heartbeat) as timer:
                     await changed.wait()
                 if timer.cancelled_caught:

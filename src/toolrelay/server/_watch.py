@@ -15,6 +15,10 @@ Before the write it does two things the engine cannot know about: it gives a new
 thread the owner the request that created it authenticated as, and it writes on a
 completed turn's ``TurnEnded`` the stop reason the server decided (its ``code``:
 ``max_tool_rounds`` or ``tool_use``), so the reason is in the log, for catch-up too.
+
+Closing it leaves the real store open: the engine closes its store when it closes,
+and the streams still have the ends of the turns it closed to read. The server
+closes the real store last (:meth:`WatchedStore.close_store`).
 """
 
 from __future__ import annotations
@@ -110,6 +114,15 @@ class WatchedStore(ForwardingStore[Store]):
             event.set()
 
     # -- the Store protocol ---------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Leave the real store open: the engine closes its store as it closes, while
+        the server's streams still read the ends of the turns it closed. The server
+        closes the real store with :meth:`close_store` once it stops."""
+
+    async def close_store(self) -> None:
+        """Close the real store."""
+        await self.store.aclose()
 
     async def append(
         self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
