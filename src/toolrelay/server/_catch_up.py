@@ -59,8 +59,12 @@ class CatchUp(Streams):
             return feed, [(str(seq), event) for event in feed.resume_events()]
         # Inside record ``seq``'s events: what follows event ``index`` of them.
         feed = await self._warm(key, seq - 1)
+        if feed.position < seq - 1:
+            # Past the thread's end (the read below asks only for a record it has: a
+            # number past the store's range is never read).
+            raise _no_position(key, f"{seq}:{index}")
         entries = await self._read(key, seq - 1, 1)
-        if feed.position < seq - 1 or not entries or entries[0].seq != seq:
+        if not entries or entries[0].seq != seq:
             raise _no_position(key, f"{seq}:{index}")
         open_run = feed.open_run_id
         group = feed.feed(entries[0])
