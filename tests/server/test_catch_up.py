@@ -242,11 +242,16 @@ async def test_a_store_that_fails_mid_stream_ends_the_stream_and_catch_up_resume
         broken = False
 
         async def read(
-            self, key: ThreadKey, *, after: int = 0, limit: int | None = None
+            self,
+            key: ThreadKey,
+            *,
+            after: int = 0,
+            limit: int | None = None,
+            max_bytes: int | None = None,
         ) -> list[Entry]:
             if self.broken:
                 raise StoreUnavailableError("the disk went away")
-            return await super().read(key, after=after, limit=limit)
+            return await super().read(key, after=after, limit=limit, max_bytes=max_bytes)
 
     gate = anyio.Event()
     store = FlakyStore()
