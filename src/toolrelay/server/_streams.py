@@ -26,7 +26,7 @@ from toolrelay.protocol import (
     TextMessageStartEvent,
 )
 from toolrelay.server._asgi import HTTPError, Receive, Scope, Send, send_more
-from toolrelay.server._base import READ_PAGE, ServerBase
+from toolrelay.server._base import ServerBase
 from toolrelay.server._feed import LogFeed
 from toolrelay.server._sse import LiveText, first_run_start, frame, shown_ids
 from toolrelay.store import TurnStarted
@@ -204,8 +204,8 @@ class Streams(ServerBase):
                             chunk += frame(last_id, event)
                 if chunk:
                     await send_more(send, bytes(chunk))
-                if len(entries) == READ_PAGE:
-                    continue
+                if entries:
+                    continue  # a page ends at READ_BYTES too: read on until nothing is left
                 if not post and not feed.run_open:
                     info = await self._thread_info(key)
                     if info is None or info.live_turn is None or feed.pending_client_calls():
