@@ -4,6 +4,7 @@ client that never left read; the client going away never cancels the turn."""
 from __future__ import annotations
 
 import sys
+import tracemalloc
 from pathlib import Path
 
 import anyio
@@ -12,7 +13,7 @@ import pytest
 
 from toolrelay import ThreadKey, ToolRegistry
 from toolrelay.server import AguiServer
-from toolrelay.store import MemoryStore, TurnEnded
+from toolrelay.store import MemoryStore, SQLiteStore, TurnEnded
 from toolrelay.testing import Gate, ScriptedAgent, Sleep, text, tool_call
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -242,11 +243,16 @@ async def test_a_store_that_fails_mid_stream_ends_the_stream_and_catch_up_resume
         broken = False
 
         async def read(
-            self, key: ThreadKey, *, after: int = 0, limit: int | None = None
+            self,
+            key: ThreadKey,
+            *,
+            after: int = 0,
+            limit: int | None = None,
+            max_bytes: int | None = None,
         ) -> list[Entry]:
             if self.broken:
                 raise StoreUnavailableError("the disk went away")
-            return await super().read(key, after=after, limit=limit)
+            return await super().read(key, after=after, limit=limit, max_bytes=max_bytes)
 
     gate = anyio.Event()
     store = FlakyStore()
@@ -286,3 +292,29 @@ async def test_a_store_that_fails_mid_stream_ends_the_stream_and_catch_up_resume
         everything = await read_events(client, "GET", "/threads/flaky/events")
     assert fold(rejoin(before, rest)) == fold(everything)
     assert rest[-1].type == "RUN_FINISHED"
+
+
+async def test_what_a_catch_up_holds_at_once_is_bounded_by_bytes_not_by_the_log(
+    tmp_path: Path,
+) -> None:
+    # Large user messages are stored but never sent: the catch-up stream is small, and
+    # what serving it holds at once must not grow with the log it reads through.
+    turns, size = 16, 250_000
+    store = SQLiteStore(tmp_path / "log.db")
+    server = AguiServer(ScriptedAgent(respond=lambda key, ri: text("ok")), store=store)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        for n in range(turns):
+            body = run_input("big", "x" * size)
+            body["messages"][0]["id"] = f"u{n}"
+            await read_events(client, "POST", "/", json_body=body)
+        tracemalloc.start()
+        try:
+            before, _ = tracemalloc.get_traced_memory()
+            tracemalloc.reset_peak()
+            events = await read_events(client, "GET", "/threads/big/events?after=0")
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert [e.type for e in events].count("RUN_FINISHED") == turns
+    # The log holds 4 MB of messages; one read holds READ_BYTES (256 KiB) or one record.
+    assert peak - before < 1_500_000, f"{(peak - before) / 1e6:.1f} MB held at once"

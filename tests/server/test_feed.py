@@ -35,10 +35,15 @@ class CountingStore(MemoryStore):
         self.reads: list[int] = []
 
     async def read(
-        self, key: ThreadKey, *, after: int = 0, limit: int | None = None
+        self,
+        key: ThreadKey,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        max_bytes: int | None = None,
     ) -> list[Entry]:
         self.reads.append(after)
-        return await super().read(key, after=after, limit=limit)
+        return await super().read(key, after=after, limit=limit, max_bytes=max_bytes)
 
 
 def events_of(feed: LogFeed, entries: Sequence[Entry]) -> list[bytes]:

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -236,3 +237,40 @@ async def test_a_reconnection_starts_nothing_and_answers_plainly_where_it_cannot
         assert fold(events[: cut + 1] + rest) == fold(events)
     assert sorted(ran) == ["alice", "bob"]  # the reconnections ran nothing again
     assert sum(isinstance(e.record, TurnStarted) for e in await store.read(ThreadKey("t"))) == 1
+
+
+@pytest.mark.parametrize("ending", ["server_stop", "client_tools"])
+async def test_a_reconnection_inside_the_record_that_ends_the_run_ends_with_it(
+    ending: str,
+) -> None:
+    # The run's end comes in a record whose earlier events carry ids of their own
+    # (N:i): the CUSTOM event of a stop the server decided, the calls handed over to
+    # the client. A reconnection from one of them gets the rest of the record and
+    # ends with the run, as the broken stream would have.
+    declared: list[dict[str, Any]] = []
+    if ending == "server_stop":
+        agent = ScriptedAgent([tool_call("get_secret_number", {"name": "alice"}, id="a")])
+        server = AguiServer(agent, tools=tools([]), continuation=False)
+    else:
+        agent = ScriptedAgent(
+            [tool_call("confirm", {}, id="c1"), tool_call("confirm", {}, id="c2")]
+        )
+        server = AguiServer(agent)
+        declared = [{"name": "confirm", "description": "Ask.", "parameters": {"type": "object"}}]
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        body = run_input("t", "go", tools=declared)
+        await read_events(client, "POST", "/", json_body=body)
+        events = await read_events(client, "GET", "/threads/t/events")  # the log's ids
+        assert events[-1].type == "RUN_FINISHED"
+        # The ids inside the record that ends the run (each first carried by the event
+        # that completes a unit; the events of an open unit after it repeat it).
+        inside = [e.id for e in events if e.seq == events[-1].seq and ":" in e.id]
+        assert inside
+        for position in dict.fromkeys(inside):
+            after = next(i for i, e in enumerate(events) if e.id == position) + 1
+            with anyio.fail_after(5):
+                rest = await read_events(
+                    client, "POST", "/", json_body=body, headers={"Last-Event-ID": position}
+                )
+            assert rest[0].type == "RUN_STARTED"
+            assert rest[1:] == events[after:]  # the rest of the run, and its end

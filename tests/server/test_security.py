@@ -12,7 +12,7 @@ import pytest
 
 from toolrelay import ThreadKey, ToolRegistry
 from toolrelay.server import AguiServer, BearerTokens, Request
-from toolrelay.store import MemoryStore
+from toolrelay.store import MemoryStore, SQLiteStore
 from toolrelay.testing import ScriptedAgent, text
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -29,7 +29,7 @@ async def lookup(name: str) -> str:
     return name
 
 
-def make_server(store: MemoryStore, **options: object) -> AguiServer:
+def make_server(store: MemoryStore | SQLiteStore, **options: object) -> AguiServer:
     agent = ScriptedAgent(respond=lambda key, ri: text("hello"))
     agent = options.pop("agent", agent)  # type: ignore[assignment]
     return AguiServer(
@@ -243,6 +243,26 @@ async def test_a_bad_catch_up_position_is_a_clear_error(position: str, status: i
         )
         assert response.status_code == status
         assert response.json()["error"]["code"] == "bad_position"
+
+
+@pytest.mark.parametrize("seq", [2**63 + 1, 10**23])
+async def test_a_position_past_the_stores_numbers_is_416_not_a_crash(
+    seq: int, tmp_path: Path
+) -> None:
+    # SQLite's integers stop at 2**63 - 1: a position past them is one no thread has.
+    store = SQLiteStore(tmp_path / "log.db")
+    async with serving(make_server(store)) as url, httpx.AsyncClient(base_url=url) as client:
+        body = run_input("p", "hi")
+        await read_events(client, "POST", "/", json_body=body, headers=ALICE)
+        for position in (f"{seq}:0", f"{seq}"):
+            asked = [
+                await client.get(f"/threads/p/events?after={position}", headers=ALICE),
+                await client.get("/threads/p/events", headers={**ALICE, "Last-Event-ID": position}),
+                await client.post("/", json=body, headers={**ALICE, "Last-Event-ID": position}),
+            ]
+            for response in asked:
+                assert response.status_code == 416, (position, response.text)
+                assert response.json()["error"]["code"] == "bad_position"
 
 
 @HTTPX_GC_ON_TRIO

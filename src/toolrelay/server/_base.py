@@ -45,11 +45,14 @@ from toolrelay.store import (
     TurnStarted,
 )
 
-__all__ = ("READ_PAGE", "Holder", "ServerBase", "Slot")
+__all__ = ("READ_BYTES", "READ_PAGE", "Holder", "ServerBase", "Slot")
 
 logger = logging.getLogger("toolrelay.server")
 
 READ_PAGE = 256  # records read per store read while streaming
+#: Stored bytes one store read holds at most (but its first record, whatever its size):
+#: what a stream holds is bounded by what it reads at once, not by its thread's log.
+READ_BYTES = 256 * 1024
 _CHECKPOINTS = 10_000  # threads whose folded feed is kept in memory
 
 
@@ -255,9 +258,11 @@ class ServerBase:
         except StoreError as exc:
             raise HTTPError(503, "store_unavailable", str(exc)) from exc
 
-    async def _read(self, key: ThreadKey, after: int, limit: int | None = READ_PAGE) -> list[Entry]:
+    async def _read(self, key: ThreadKey, after: int, limit: int = READ_PAGE) -> list[Entry]:
+        """Records after ``after``: at most ``limit``, and :data:`READ_BYTES` of them
+        (fewer than ``limit`` does not mean the log ends there)."""
         try:
-            return await self.store.read(key, after=after, limit=limit)
+            return await self.store.read(key, after=after, limit=limit, max_bytes=READ_BYTES)
         except StoreError as exc:
             raise HTTPError(503, "store_unavailable", str(exc)) from exc
 

@@ -9,14 +9,14 @@ run's ``RUN_STARTED`` again, so that it is a valid AG-UI stream on its own.
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from toolrelay._core import ThreadKey
 from toolrelay.protocol import Event, RunErrorEvent, RunFinishedEvent, RunStartedEvent
 from toolrelay.server._asgi import HTTPError, Receive, Scope, Send, respond
 from toolrelay.server._auth import Request
 from toolrelay.server._feed import LogFeed
-from toolrelay.server._sse import boundaries, event_ids, frame, frames
+from toolrelay.server._sse import boundaries, event_ids
 from toolrelay.server._streams import Streams
 
 __all__ = ("CatchUp", "parse_position")
@@ -48,40 +48,42 @@ class CatchUp(Streams):
 
     async def _resume_at(
         self, key: ThreadKey, seq: int, index: int | None
-    ) -> tuple[LogFeed, bytes]:
+    ) -> tuple[LogFeed, Sequence[tuple[str, Event]]]:
         """A feed folded up to a client's position (``N`` or ``N:i``) and the events a
-        stream resumed there sends first; 416 when the thread has no such position."""
+        stream resumed there sends first, with their ids; 416 when the thread has no
+        such position."""
         if index is None:
             feed = await self._warm(key, seq)
             if feed.position < seq:
                 raise _no_position(key, f"{seq}")
-            head = frames(seq, feed.resume_events(), str(seq))
-        else:
-            # Inside record ``seq``'s events: what follows event ``index`` of them.
-            feed = await self._warm(key, seq - 1)
-            entries = await self._read(key, seq - 1, 1)
-            if feed.position < seq - 1 or not entries or entries[0].seq != seq:
-                raise _no_position(key, f"{seq}:{index}")
-            open_run = feed.open_run_id
-            group = feed.feed(entries[0])
-            if index >= len(group) - 1 or not boundaries(group)[index]:
-                # Not an id this record's events carry (those end a unit, the last
-                # one carries the plain sequence number).
-                raise _no_position(key, f"{seq}:{index}")
-            for event in group[: index + 1]:
-                if isinstance(event, RunStartedEvent):
-                    open_run = event.run_id
-                elif isinstance(event, (RunFinishedEvent, RunErrorEvent)):
-                    open_run = None
-            resumed: list[Event] = []
-            if open_run is not None:
-                resumed.append(RunStartedEvent(thread_id=key.thread_id, run_id=open_run))
-            at = f"{seq}:{index}"
-            ids = event_ids(seq, group, str(seq - 1))
-            head = frames(seq, resumed, at) + b"".join(
-                frame(ids[position], group[position]) for position in range(index + 1, len(group))
-            )
-        return feed, head
+            return feed, [(str(seq), event) for event in feed.resume_events()]
+        # Inside record ``seq``'s events: what follows event ``index`` of them.
+        feed = await self._warm(key, seq - 1)
+        if feed.position < seq - 1:
+            # Past the thread's end (the read below asks only for a record it has: a
+            # number past the store's range is never read).
+            raise _no_position(key, f"{seq}:{index}")
+        entries = await self._read(key, seq - 1, 1)
+        if not entries or entries[0].seq != seq:
+            raise _no_position(key, f"{seq}:{index}")
+        open_run = feed.open_run_id
+        group = feed.feed(entries[0])
+        if index >= len(group) - 1 or not boundaries(group)[index]:
+            # Not an id this record's events carry (those end a unit, the last
+            # one carries the plain sequence number).
+            raise _no_position(key, f"{seq}:{index}")
+        for event in group[: index + 1]:
+            if isinstance(event, RunStartedEvent):
+                open_run = event.run_id
+            elif isinstance(event, (RunFinishedEvent, RunErrorEvent)):
+                open_run = None
+        resumed: list[Event] = []
+        if open_run is not None:
+            resumed.append(RunStartedEvent(thread_id=key.thread_id, run_id=open_run))
+        at = f"{seq}:{index}"
+        ids = event_ids(seq, group, str(seq - 1))
+        rest = range(index + 1, len(group))
+        return feed, [(at, event) for event in resumed] + [(ids[i], group[i]) for i in rest]
 
 
 def _no_position(key: ThreadKey, position: str) -> HTTPError:

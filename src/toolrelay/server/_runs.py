@@ -132,9 +132,9 @@ class Runs(CatchUp, SharedMode):
                     holder.ready.set()
             # The stream starts at this turn's own start: what the log shows before it
             # (a turn it superseded ending) is not this run's.
-            await self._stream(scope, receive, send, key, feed, b"", post=True, skip_until=own)
+            await self._stream(scope, receive, send, key, feed, (), post=True, skip_until=own)
             return
-        await self._stream(scope, receive, send, key, feed, b"", post=True)
+        await self._stream(scope, receive, send, key, feed, (), post=True)
 
     def _start_turn(
         self,

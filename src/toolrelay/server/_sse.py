@@ -36,7 +36,6 @@ __all__ = (
     "event_ids",
     "first_run_start",
     "frame",
-    "frames",
     "shown_ids",
 )
 
@@ -103,12 +102,6 @@ def shown_ids(seq: int, events: list[Event], shown: list[Event], before: str) ->
 
 def frame(event_id: str, event: Event) -> bytes:
     return b"id: %s\ndata: %s\n\n" % (event_id.encode(), encode_event(event))
-
-
-def frames(seq: int, events: Sequence[Event], at: str) -> bytes:
-    """``events`` a resumed stream repeats first, each carrying the position ``at``
-    it resumes from."""
-    return b"".join(frame(at, event) for event in events)
 
 
 def first_run_start(events: Sequence[Event]) -> Event:

@@ -10,6 +10,7 @@ notifications) go out between records, before their message is written.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -25,7 +26,7 @@ from toolrelay.protocol import (
     TextMessageStartEvent,
 )
 from toolrelay.server._asgi import HTTPError, Receive, Scope, Send, send_more
-from toolrelay.server._base import READ_PAGE, ServerBase
+from toolrelay.server._base import ServerBase
 from toolrelay.server._feed import LogFeed
 from toolrelay.server._sse import LiveText, first_run_start, frame, shown_ids
 from toolrelay.store import TurnStarted
@@ -35,6 +36,7 @@ __all__ = ("Streams",)
 logger = logging.getLogger("toolrelay.server")
 
 _LIVE_BUFFER = 4096  # live deltas a stream may fall behind by before it stops getting them
+_RUN_ENDS = (RunFinishedEvent, RunErrorEvent)  # where a POST's stream ends
 
 
 class Streams(ServerBase):
@@ -98,7 +100,7 @@ class Streams(ServerBase):
         send: Send,
         key: ThreadKey,
         feed: LogFeed,
-        head: bytes,
+        head: Sequence[tuple[str, Event]],
         *,
         post: bool,
         skip_until: str | None = None,
@@ -148,22 +150,30 @@ class Streams(ServerBase):
         send: Send,
         key: ThreadKey,
         feed: LogFeed,
-        head: bytes,
+        head: Sequence[tuple[str, Event]],
         *,
         post: bool,
         skip_until: str | None,
     ) -> None:
-        """Send ``head``, then the events of every record after the feed's position,
-        following new commits (a POST: until its AG-UI run ends; a catch-up: until no
-        run is open), with the live text deltas in between. With ``skip_until``,
-        records are folded but not sent until that turn's start."""
+        """Send ``head`` (events with their ids), then the events of every record after
+        the feed's position, following new commits (a POST: until its AG-UI run ends,
+        in ``head`` too; a catch-up: until no run is open), with the live text deltas
+        in between. With ``skip_until``, records are folded but not sent until that
+        turn's start."""
         follower = self._follow(key)
         live = LiveText()
         last_id = str(feed.position)
         self.store.attach(key)
         try:
-            if head:
-                await send_more(send, head)
+            chunk = bytearray()
+            for event_id, event in head:
+                chunk += frame(event_id, event)
+                if post and isinstance(event, _RUN_ENDS):
+                    # A reconnection whose rest of the record ends the run.
+                    await send_more(send, bytes(chunk))
+                    return
+            if chunk:
+                await send_more(send, bytes(chunk))
             while True:
                 changed = self.store.changed(key)
                 entries = await self._read(key, feed.position)
@@ -180,7 +190,7 @@ class Streams(ServerBase):
                     ids = shown_ids(entry.seq, events, shown, last_id)
                     for event_id, event in zip(ids, shown, strict=True):
                         chunk += frame(event_id, event)
-                        if post and isinstance(event, (RunFinishedEvent, RunErrorEvent)):
+                        if post and isinstance(event, _RUN_ENDS):
                             await send_more(send, bytes(chunk))
                             return
                     last_id = str(entry.seq)
@@ -194,8 +204,8 @@ class Streams(ServerBase):
                             chunk += frame(last_id, event)
                 if chunk:
                     await send_more(send, bytes(chunk))
-                if len(entries) == READ_PAGE:
-                    continue
+                if entries:
+                    continue  # a page ends at READ_BYTES too: read on until nothing is left
                 if not post and not feed.run_open:
                     info = await self._thread_info(key)
                     if info is None or info.live_turn is None or feed.pending_client_calls():

@@ -9,7 +9,8 @@ checks):
    is given when its transaction commits, so it never goes back and is never given
    to two records, also when a write fails half-way (reference 004's
    ``maxBlockSequence``): what failed was never seen.
-3. ``read(key, after=N)`` returns every record after ``N``, in order.
+3. ``read(key, after=N)`` returns every record after ``N``, in order; ``limit``
+   and ``max_bytes`` cut that at its end (never before its first record).
 4. A thread is created by its first append, with the owner given then; its owner
    does not change afterwards.
 5. A thread's *live turn* is the last ``TurnStarted`` with no ``TurnEnded`` of the
@@ -104,10 +105,20 @@ class Store(Protocol):
         ...
 
     async def read(
-        self, key: ThreadKey, *, after: int = 0, limit: int | None = None
+        self,
+        key: ThreadKey,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        max_bytes: int | None = None,
     ) -> list[Entry]:
         """The thread's records after sequence ``after``, oldest first (at most
-        ``limit``); empty for a thread the store does not have."""
+        ``limit``); empty for a thread the store does not have.
+
+        With ``max_bytes``, the read also stops before a record that would take the
+        stored bodies it returns past ``max_bytes``, but returns the first record
+        whatever its size: what one read holds is bounded by bytes, not only by
+        records (the caller reads on from the last one it got)."""
         ...
 
     async def thread(self, key: ThreadKey) -> ThreadInfo | None:

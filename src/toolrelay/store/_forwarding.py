@@ -34,9 +34,14 @@ class ForwardingStore(Generic[_S]):
         await self.store.aclose()
 
     async def read(
-        self, key: ThreadKey, *, after: int = 0, limit: int | None = None
+        self,
+        key: ThreadKey,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        max_bytes: int | None = None,
     ) -> list[Entry]:
-        return await self.store.read(key, after=after, limit=limit)
+        return await self.store.read(key, after=after, limit=limit, max_bytes=max_bytes)
 
     async def thread(self, key: ThreadKey) -> ThreadInfo | None:
         return await self.store.thread(key)

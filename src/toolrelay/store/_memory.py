@@ -59,14 +59,27 @@ class MemoryStore:
         return len(thread.log)
 
     async def read(
-        self, key: ThreadKey, *, after: int = 0, limit: int | None = None
+        self,
+        key: ThreadKey,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        max_bytes: int | None = None,
     ) -> list[Entry]:
         thread = self._threads.get(key)
         if thread is None:
             return []
         start = max(after, 0)
         stop = len(thread.log) if limit is None else min(len(thread.log), start + limit)
-        return [Entry(seq + 1, decode_record(thread.log[seq])) for seq in range(start, stop)]
+        out: list[Entry] = []
+        held = 0
+        for seq in range(start, stop):
+            body = thread.log[seq]
+            held += len(body)
+            if max_bytes is not None and out and held > max_bytes:
+                break
+            out.append(Entry(seq + 1, decode_record(body)))
+        return out
 
     async def thread(self, key: ThreadKey) -> ThreadInfo | None:
         thread = self._threads.get(key)

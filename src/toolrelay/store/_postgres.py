@@ -299,14 +299,35 @@ class PostgresStore:
         return await self._run(write_claimed, doing, transaction=True)
 
     async def read(
-        self, key: ThreadKey, *, after: int = 0, limit: int | None = None
+        self,
+        key: ThreadKey,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        max_bytes: int | None = None,
     ) -> list[Entry]:
         def read(connection: psycopg.Connection[Any]) -> list[tuple[int, bytes]]:
+            if max_bytes is None:
+                return connection.execute(
+                    "SELECT r.seq, r.body FROM records r JOIN threads t ON r.thread = t.id "
+                    "WHERE t.server = %(server)s AND t.room = %(room)s "
+                    "AND t.thread = %(thread)s AND r.seq > %(after)s "
+                    "ORDER BY r.seq LIMIT %(limit)s",
+                    {**key_parameters(key), "after": after, "limit": limit},
+                ).fetchall()
+            # The server sums the bodies' sizes (octet_length reads a stored value's
+            # size, not the value), so the rows past the budget never leave it.
             return connection.execute(
-                "SELECT r.seq, r.body FROM records r JOIN threads t ON r.thread = t.id "
-                "WHERE t.server = %(server)s AND t.room = %(room)s AND t.thread = %(thread)s "
-                "AND r.seq > %(after)s ORDER BY r.seq LIMIT %(limit)s",
-                {**key_parameters(key), "after": after, "limit": limit},
+                "SELECT seq, body FROM ("
+                "SELECT r.seq, r.body, sum(octet_length(r.body)) OVER (ORDER BY r.seq) "
+                "- octet_length(r.body) AS before "
+                "FROM records r JOIN threads t ON r.thread = t.id "
+                "WHERE t.server = %(server)s AND t.room = %(room)s "
+                "AND t.thread = %(thread)s AND r.seq > %(after)s "
+                "ORDER BY r.seq LIMIT %(limit)s) page "
+                "WHERE before = 0 OR before + octet_length(body) <= %(max_bytes)s "
+                "ORDER BY seq",
+                {**key_parameters(key), "after": after, "limit": limit, "max_bytes": max_bytes},
             ).fetchall()
 
         rows = await self._run(read, f"cannot read {self._label}", retry=True)

@@ -342,15 +342,32 @@ class SQLiteStore:
                 item.written()
 
     async def read(
-        self, key: ThreadKey, *, after: int = 0, limit: int | None = None
+        self,
+        key: ThreadKey,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        max_bytes: int | None = None,
     ) -> list[Entry]:
         def read(connection: sqlite3.Connection) -> list[tuple[int, bytes]]:
-            return connection.execute(
+            cursor = connection.execute(
                 "SELECT r.seq, r.body FROM records r JOIN threads t ON r.thread = t.id "
                 "WHERE t.server = ? AND t.room = ? AND t.thread = ? AND r.seq > ? "
                 "ORDER BY r.seq LIMIT ?",
                 (key.server, key.room_id, key.thread_id, after, -1 if limit is None else limit),
-            ).fetchall()
+            )
+            if max_bytes is None:
+                return cursor.fetchall()
+            # Row by row, so the bodies past the budget are never loaded.
+            rows: list[tuple[int, bytes]] = []
+            held = 0
+            for row in cursor:
+                held += len(row[1])
+                if rows and held > max_bytes:
+                    break
+                rows.append(row)
+            cursor.close()
+            return rows
 
         rows = await self._run(read, f"cannot read {self.path}")
         try:

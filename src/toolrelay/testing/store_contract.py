@@ -144,6 +144,26 @@ class StoreContract:
         assert await store.read(key, after=len(records)) == []
         assert await store.read(ThreadKey("unknown")) == []
 
+    async def test_max_bytes_bounds_a_read_by_its_bodies_but_returns_the_first_record(
+        self, store: Store
+    ) -> None:
+        key = ThreadKey("t")
+        text = "x" * 10_000
+        big = [
+            MessageSaved(
+                turn_id="a", message=message_to_record(UserMessage(id=f"u{i}", content=text))
+            )
+            for i in range(6)
+        ]
+        await store.append(key, big)
+        # One record is over 10 000 bytes stored: a budget of 25 000 holds two of them.
+        assert [e.seq for e in await store.read(key, max_bytes=25_000)] == [1, 2]
+        assert [e.seq for e in await store.read(key, after=2, max_bytes=25_000)] == [3, 4]
+        assert [e.seq for e in await store.read(key, after=1, max_bytes=1)] == [2]
+        assert [e.seq for e in await store.read(key, limit=1, max_bytes=10**9)] == [1]
+        assert [e.seq for e in await store.read(key, after=4, max_bytes=10**9)] == [5, 6]
+        assert await store.read(key, after=6, max_bytes=1) == []
+
     async def test_every_record_kind_reads_back_equal(self, store: Store) -> None:
         key = ThreadKey("t")
         records = sample_records()
