@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from toolrelay._core import ThreadKey
+from toolrelay.server._base import READ_BYTES
 from toolrelay.store import Entry, Store, ThreadInfo, ToolFinished, ToolsStarted
 
 __all__ = (
@@ -141,7 +142,7 @@ async def call_outcomes(store: Store, key: ThreadKey, last_seq: int) -> dict[str
     calls: dict[str, dict[str, Any]] = {}
     after = first
     while after < last_seq:
-        entries: list[Entry] = await store.read(key, after=after, limit=1000)
+        entries: list[Entry] = await store.read(key, after=after, limit=1000, max_bytes=READ_BYTES)
         if not entries:
             break
         for entry in entries:
