@@ -7,6 +7,7 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
@@ -114,6 +115,29 @@ async def test_an_oversize_body_is_413_and_nothing_is_written() -> None:
 
         response = await client.post("/", content=chunks(), headers=ALICE)
         assert response.status_code == 413
+    await nothing_written(store)
+
+
+async def test_a_body_that_trickles_in_is_408_and_its_connection_closed() -> None:
+    # A client that sends its headers and then a byte now and then would hold its
+    # connection (and its buffer) for as long as it liked.
+    store = MemoryStore()
+    server = make_server(store, body_timeout=0.3)
+    async with serving(server) as url:
+        host, port = httpx.URL(url).host, httpx.URL(url).port
+        assert port is not None
+        async with await anyio.connect_tcp(host, port) as stream:
+            await stream.send(
+                b"POST / HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+                b"Authorization: Bearer alice-token\r\nContent-Length: 100\r\n\r\n{"
+            )
+            answer = b""
+            with anyio.fail_after(10):
+                while b"\r\n\r\n" not in answer or b"body_timeout" not in answer:
+                    answer += await stream.receive()
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        async with httpx.AsyncClient(base_url=url) as client:  # the server carries on
+            assert (await client.get("/healthz")).status_code == 200
     await nothing_written(store)
 
 

@@ -86,6 +86,7 @@ class AguiServer(Runs, ClosedOnExit):
         client_tool_timeout: Seconds the server waits for a client tool's result;
             then the model gets an error result.
         max_body_bytes: The largest request body accepted (413 beyond).
+        body_timeout: Seconds a request's body may take to arrive (408 beyond).
         heartbeat: Seconds between SSE comments on an idle stream.
         drain_timeout: On shutdown, seconds to let running turns finish before the
             engine closes (turns waiting for a client do not hold it).

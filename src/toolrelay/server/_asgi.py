@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
+import anyio
 import msgspec
 
 __all__ = (
@@ -58,8 +59,23 @@ def method_not_allowed(allowed: str) -> HTTPError:
     return HTTPError(405, "method_not_allowed", f"use {allowed}", [(b"allow", allowed.encode())])
 
 
-async def read_body(receive: Receive, headers: Mapping[str, str], limit: int) -> bytes:
-    """The request body, refused (413) as soon as it is known to pass ``limit``."""
+async def read_body(
+    receive: Receive, headers: Mapping[str, str], limit: int, seconds: float
+) -> bytes:
+    """The request body, refused (413) as soon as it is known to pass ``limit``, and
+    (408) when it has not all arrived ``seconds`` after the request began to
+    be read: a client trickling a body holds a connection and its buffer no longer."""
+    with anyio.move_on_after(seconds):
+        return await _read_body(receive, headers, limit)
+    raise HTTPError(
+        408,
+        "body_timeout",
+        f"the request body did not arrive within {seconds:g} s",
+        [(b"connection", b"close")],
+    )
+
+
+async def _read_body(receive: Receive, headers: Mapping[str, str], limit: int) -> bytes:
     declared = headers.get("content-length")
     if declared is not None:
         try:

@@ -91,6 +91,7 @@ class ServerBase:
         tool_timeout: float | None = 60.0,
         client_tool_timeout: float = 3600.0,
         max_body_bytes: int = 1_000_000,
+        body_timeout: float = 30.0,
         heartbeat: float = 15.0,
         drain_timeout: float = 30.0,
         max_live_turns: int | None = 1000,
@@ -107,8 +108,10 @@ class ServerBase:
         rounds = max_tool_rounds if max_tool_rounds is not None else max_tool_rounds_from_env()
         if rounds < 1:
             raise ValueError("max_tool_rounds must be >= 1")
-        if max_body_bytes < 1 or client_tool_timeout <= 0 or heartbeat <= 0:
-            raise ValueError("max_body_bytes, client_tool_timeout and heartbeat must be > 0")
+        if max_body_bytes < 1 or client_tool_timeout <= 0 or heartbeat <= 0 or body_timeout <= 0:
+            raise ValueError(
+                "max_body_bytes, body_timeout, client_tool_timeout and heartbeat must be > 0"
+            )
         self.backend = backend
         self.tools = tools if tools is not None else ToolRegistry()
         self.max_tool_rounds = rounds
@@ -116,6 +119,7 @@ class ServerBase:
         self.tool_timeout = tool_timeout
         self.client_tool_timeout = client_tool_timeout
         self.max_body_bytes = max_body_bytes
+        self.body_timeout = body_timeout
         self.heartbeat = heartbeat
         self.drain_timeout = drain_timeout
         if max_live_turns is not None and max_live_turns < 1:

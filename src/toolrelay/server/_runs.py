@@ -56,7 +56,7 @@ class Runs(CatchUp, SharedMode):
         if self._stopping.is_set() or self._engine is None:
             raise HTTPError(503, "unavailable", "the server is not accepting runs")
         self._check_streams()
-        body = await read_body(receive, request.headers, self.max_body_bytes)
+        body = await read_body(receive, request.headers, self.max_body_bytes, self.body_timeout)
         try:
             run_input = decode_run_input(body)
         except (MalformedEventError, InvalidEventError) as exc:
