@@ -33,10 +33,10 @@ from toolrelay._runtime._views import (
 )
 
 __all__ = (
-    "INTERRUPTED",
     "Engine",
     "EngineStatistics",
     "EventReceived",
+    "INTERRUPTED",
     "Notification",
     "RegistryChange",
     "RunHandle",
