@@ -100,7 +100,8 @@ def to_agui_messages(
     # Ids of the messages passed through: those are never renamed, so reserve them.
     ids = _Ids(m.id for m in messages if not isinstance(m, _BUILT))
     out: list[Message] = []
-    _map_into(out, messages, ids, None, include_reasoning=include_reasoning)
+    placing = any(isinstance(m, ToolCallBatch) and m.before for m in messages)
+    _map_into(out, messages, ids, None, include_reasoning=include_reasoning, placing=placing)
     return out
 
 
@@ -111,15 +112,17 @@ def _map_into(
     last_id: str | None,
     *,
     include_reasoning: bool,
+    placing: bool,
 ) -> str | None:
     """Append the mapping of ``messages`` to ``out``; returns the new ``last_id``.
 
     ``last_id`` is the id the agent gave the last message sent, before any renaming:
     what a batch's ``parentMessageId`` names when the text and the calls are one
     message. Every id a passed-through message of the whole conversation uses must
-    already be reserved in ``ids``.
+    already be reserved in ``ids``. ``placing``: a batch of ``messages`` places some
+    of its calls (``ToolCallBatch.before``); most place none, and skip the look.
     """
-    placed = _placements(messages)[0]
+    placed = _placements(messages)[0] if placing else NO_KEYS
     for position, message in enumerate(messages):
         if placed and position in placed:
             for group, fallback in placed[position]:
@@ -256,24 +259,32 @@ class ConversationMapper(_Ids):
             self._restart()
             known = 0
         new = messages[known:]
-        if known and isinstance(self._sources[-1], _STREAMED) and _placements(new)[1]:
-            # A call may go back before a message already mapped (the conversation was
-            # mapped while its run's tools ran): map it all again.
-            self._restart()
-            return self.map(messages)
         supplied: list[str] = []
+        placing = False
         for message in new:
             if isinstance(message, _STREAMED):
                 if not message.complete:
                     return to_agui_messages(messages, include_reasoning=self.include_reasoning)
             elif not isinstance(message, ToolCallBatch):
                 supplied.append(message.id)
+            elif message.before:
+                placing = True
+        if placing and known and isinstance(self._sources[-1], _STREAMED) and _placements(new)[1]:
+            # A call may go back before a message already mapped (the conversation was
+            # mapped while its run's tools ran): map it all again.
+            self._restart()
+            return self.map(messages)
         if supplied and not self.reserve(supplied):
             self._restart()
             return self.map(messages)
         out = list(self._out)
         self._last_id = _map_into(
-            out, new, self, self._last_id, include_reasoning=self.include_reasoning
+            out,
+            new,
+            self,
+            self._last_id,
+            include_reasoning=self.include_reasoning,
+            placing=placing,
         )
         self._out = tuple(out)
         if known:
