@@ -316,15 +316,17 @@ class PostgresStore:
                     {**key_parameters(key), "after": after, "limit": limit},
                 ).fetchall()
             # The server sums the bodies' sizes (octet_length reads a stored value's
-            # size, not the value), so the rows past the budget never leave it.
+            # size, not the value), so the rows past the budget never leave it; the
+            # sum runs over the page's rows alone (the limit is taken first), never
+            # over the rest of the thread's log.
             return connection.execute(
                 "SELECT seq, body FROM ("
-                "SELECT r.seq, r.body, sum(octet_length(r.body)) OVER (ORDER BY r.seq) "
-                "- octet_length(r.body) AS before "
-                "FROM records r JOIN threads t ON r.thread = t.id "
+                "SELECT seq, body, sum(octet_length(body)) OVER (ORDER BY seq) "
+                "- octet_length(body) AS before FROM ("
+                "SELECT r.seq, r.body FROM records r JOIN threads t ON r.thread = t.id "
                 "WHERE t.server = %(server)s AND t.room = %(room)s "
                 "AND t.thread = %(thread)s AND r.seq > %(after)s "
-                "ORDER BY r.seq LIMIT %(limit)s) page "
+                "ORDER BY r.seq LIMIT %(limit)s) rows) page "
                 "WHERE before = 0 OR before + octet_length(body) <= %(max_bytes)s "
                 "ORDER BY seq",
                 {**key_parameters(key), "after": after, "limit": limit, "max_bytes": max_bytes},
