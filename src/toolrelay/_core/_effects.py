@@ -30,6 +30,7 @@ __all__ = (
     "Effect",
     "MessagesSettled",
     "ProtocolViolation",
+    "RunEnding",
     "TurnCompleted",
     "TurnEnded",
     "TurnInterrupted",
@@ -189,6 +190,10 @@ Effect = (
     | TurnEnded
 )
 """Everything the processor can answer with."""
+
+RunEnding = ToolsReady | TurnCompleted | TurnInterrupted | TurnEnded
+"""The effects that end a run: the turn goes on with tools, or it is over (the last
+effect of an answer that has one)."""
 
 NO_EFFECTS: tuple[Effect, ...] = ()
 """The shared empty answer of most events."""

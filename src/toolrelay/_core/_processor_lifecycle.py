@@ -23,10 +23,9 @@ from toolrelay._core._effects import (
     ActivityKind,
     Effect,
     MessagesSettled,
+    RunEnding,
     ToolsReady,
-    TurnCompleted,
     TurnEnded,
-    TurnInterrupted,
 )
 from toolrelay._core._mapper import conversation_to_agui
 from toolrelay._core._processor_state import (
@@ -62,8 +61,6 @@ __all__ = ("TurnLifecycle",)
 # Read at every call's start (on Python 3.11 an enum member read from its class costs
 # a metaclass lookup each time).
 _CALLING_TOOLS = ActivityKind.CALLING_TOOLS
-#: The effects that end a run or the turn (the last of an answer when there is one).
-_ENDINGS = (ToolsReady, TurnCompleted, TurnInterrupted, TurnEnded)
 
 
 class TurnLifecycle(ProcessorState):
@@ -278,7 +275,7 @@ class TurnLifecycle(ProcessorState):
             return effects
         settled = MessagesSettled(tuple(self._settled))
         self._settled = NO_ITEMS  # its list goes: a turn between runs holds none
-        if effects and isinstance(effects[-1], _ENDINGS):
+        if effects and isinstance(effects[-1], RunEnding):
             return (*effects[:-1], settled, effects[-1])
         return (*effects, settled)
 

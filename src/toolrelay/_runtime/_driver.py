@@ -24,6 +24,7 @@ from toolrelay._core import (
     Effect,
     EventProcessor,
     MessagesSettled,
+    RunEnding,
     ThreadKey,
     ToolCallInfo,
     ToolContext,
@@ -53,9 +54,6 @@ from toolrelay.store import LiveTurn, ToolFinished
 __all__ = ("RunEnding", "TurnDriver", "snapshot_of")
 
 logger = logging.getLogger("toolrelay.runtime")
-
-#: The effects that end a run: the turn goes on with tools, or it is over.
-RunEnding = ToolsReady | TurnCompleted | TurnInterrupted | TurnEnded
 
 
 def _describe(exc: BaseException) -> str:
