@@ -210,20 +210,22 @@ class LogFeed:
         """The client's calls the thread waits for: those of a batch handed over to the
         client (its AG-UI run ended) that have no result yet while its turn is live, in
         the batch's order."""
-        turn = self._turn
-        batch = turn.batch if turn is not None else None
-        if batch is None or not batch.handed_over:
+        batch = self._handed_batch()
+        if batch is None:
             return []
         return [call_id for call_id in batch.calls if call_id in batch.open_client]
 
     def handed_calls(self) -> list[str]:
         """Every call of the batch handed over to the client (its server calls too), in
         the batch's order, while the thread waits for the client; empty otherwise."""
+        batch = self._handed_batch()
+        return [] if batch is None else list(batch.calls)
+
+    def _handed_batch(self) -> _Batch | None:
+        """The current turn's batch, if it was handed over to the client."""
         turn = self._turn
         batch = turn.batch if turn is not None else None
-        if batch is None or not batch.handed_over:
-            return []
-        return list(batch.calls)
+        return batch if batch is not None and batch.handed_over else None
 
     def resume_events(self) -> list[Event]:
         """What a stream that starts at :attr:`position` sends first: ``RUN_STARTED``
