@@ -291,6 +291,38 @@ def test_a_stop_signal_drains_refuses_new_runs_and_ends_a_live_turns_stream_clos
     assert [(end.status, end.reason.kind) for end in ends] == [("cancelled", "closed")]
 
 
+def test_a_second_ctrl_c_ends_the_drain_at_once(tmp_path: Path) -> None:
+    # The drain would give the slow turn (about 20 s) all the time it needs: only the
+    # second Ctrl-C can end it "closed" instead of completed.
+    with _server(tmp_path, "--store", "impatient.db", "--drain", "600") as (process, url):
+        with (
+            httpx.Client(timeout=60) as client,
+            client.stream("POST", url, json=_slow_turn("live")) as response,
+        ):
+            lines = response.iter_lines()
+            for line in lines:
+                if "TEXT_MESSAGE_CONTENT" in line:
+                    break
+            process.send_signal(signal.SIGINT)
+            deadline = time.monotonic() + 10
+            while client.get(url + "healthz").json() != {"status": "stopping"}:
+                assert time.monotonic() < deadline, "the drain never began"
+                time.sleep(0.05)
+            process.send_signal(signal.SIGINT)
+            rest = [line for line in lines if line.startswith("data: ")]
+        assert process.wait(30) == 0
+        assert process.stdout is not None and process.stderr is not None
+        out, err = process.stdout.read(), process.stderr.read()
+    last = json.loads(rest[-1].removeprefix("data: "))
+    assert (last["type"], last["code"]) == ("RUN_ERROR", "closed")
+    assert "toolrelay serve: stopped" in out
+    assert "Traceback" not in err
+    ends = [
+        e.record for e in _entries(tmp_path / "impatient.db") if isinstance(e.record, TurnEnded)
+    ]
+    assert [(end.status, end.reason.kind) for end in ends] == [("cancelled", "closed")]
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [

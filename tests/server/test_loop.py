@@ -330,3 +330,43 @@ async def test_resume_entries_are_checked_against_the_log_not_the_engines_memory
     assert said == ["Answer: resolved."]
     sent = [[entry.interrupt_id for entry in run.resume or ()] for run in agent.inputs]
     assert sent == [["i1"]]  # the model ran once, for the answer
+
+
+async def test_a_second_drain_ends_the_running_turns_time_at_once() -> None:
+    import anyio
+
+    from toolrelay.testing import Gate
+
+    agent = ScriptedAgent([Gate(anyio.Event()), text("never said")])  # never opened
+    server = AguiServer(agent, tools=tools(), drain_timeout=600)
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        events: list[Sse] = []
+        drains: list[str] = []
+
+        async def stream() -> None:
+            events.extend(await read_events(client, "POST", "/", json_body=run_input("d1", "a")))
+
+        async def drain(name: str) -> None:
+            await server.drain()
+            drains.append(name)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(stream)
+            with anyio.fail_after(10):
+                while agent.run_count < 1:  # noqa: ASYNC110 - the agent has no event to wait on
+                    await anyio.sleep(0.01)
+            group.start_soon(drain, "first")
+            with anyio.fail_after(10):
+                while (await client.get("/healthz")).json() != {"status": "stopping"}:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            assert drains == []  # the turn has 600 s
+            with anyio.fail_after(10):
+                await drain("second")
+        assert sorted(drains) == ["first", "second"]
+        await server.drain()  # over: returns at once
+    assert [e.type for e in events] == ["RUN_STARTED", "RUN_ERROR"]
+    assert events[-1].data["code"] == "closed"
+    ends = [e.record for e in await server.store.read(ThreadKey("d1"))]
+    assert [(r.status, r.reason.kind) for r in ends if isinstance(r, TurnEnded)] == [
+        ("cancelled", "closed")
+    ]

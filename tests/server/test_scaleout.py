@@ -395,6 +395,31 @@ def test_workers_share_one_port_and_stop_cleanly_on_sigterm(
         assert entries[-1].record.status == "completed"
 
 
+def test_a_second_signal_to_the_supervisor_ends_the_workers_drain_at_once(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    (tmp_path / "scaletools.py").write_text(TOOLS)
+    args = ("--store", postgres_dsn, "--workers", "2", "--tools", "scaletools:TOOLS")
+    with _serve(tmp_path, "sup", *args, "--drain", "600") as supervisor:
+        _wait_for("the workers", lambda: supervisor.log.read_text().count("ready") == 2)
+        post = _stream("POST", supervisor.url, _run("q1"))  # its tool waits for "gate"
+        _wait_for("lookup_city to run", lambda: _executions(tmp_path)["lookup_city"] == 1)
+        supervisor.process.send_signal(signal.SIGINT)
+        with httpx.Client(timeout=30) as client:
+            _wait_for(
+                "the drain",
+                lambda: client.get(supervisor.url + "healthz").json() == {"status": "stopping"},
+            )
+        supervisor.process.send_signal(signal.SIGINT)  # the tool would wait 600 s
+        assert supervisor.process.wait(30) == 0
+        post.join()
+    assert post.types[-1] == "RUN_ERROR" and post.events[-1][1]["code"] == "closed"
+    entries = _entries(postgres_dsn, "q1")
+    _check_log(entries)
+    ends = [e.record for e in entries if isinstance(e.record, TurnEnded)]
+    assert [(end.status, end.reason.kind) for end in ends] == [("cancelled", "closed")]
+
+
 def test_workers_that_cannot_start_stop_the_command_with_a_clear_error(tmp_path: Path) -> None:
     unreachable = "postgresql://nobody:s3cret@127.0.0.1:1/none"
     out = tmp_path / "sup.out"

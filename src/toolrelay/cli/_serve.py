@@ -15,8 +15,10 @@ lease ran out. A SQLite file serves one process: ``--workers`` above 1 is refuse
 
 Ctrl-C (SIGINT) or SIGTERM stops it cleanly: no new run is accepted, running turns
 get ``--drain`` seconds to finish, the rest end ``cancelled`` (reason ``closed``)
-and every stream ends; the exit status is 0. With ``--workers``, the supervisor
-passes SIGTERM to each worker once and waits for them.
+and every stream ends; the exit status is 0. A second Ctrl-C ends the running turns
+at once (``cancelled``, reason ``closed``, their streams ended as in a drain). With
+``--workers``, the supervisor passes SIGTERM to each worker and waits for them; a
+second signal to the supervisor passes SIGINT on, which cuts their drain short.
 """
 
 from __future__ import annotations
@@ -223,7 +225,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         type=float,
         default=30.0,
         metavar="SECONDS",
-        help="on Ctrl-C, seconds running turns get to finish (default: 30)",
+        help="on Ctrl-C, seconds running turns get to finish; a second Ctrl-C ends them "
+        "at once (default: 30)",
     )
     parser.set_defaults(func=serve)
 
@@ -331,8 +334,20 @@ def serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             # uvicorn waits for the open requests before the lifespan's shutdown, and a
             # stream ends with its run: the drain comes first, still listening (a new
             # run is answered 503, /healthz "stopping"), then uvicorn stops.
-            await server.drain()
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._impatient)
+                await server.drain()
+                group.cancel_scope.cancel()
+            # The second Ctrl-C has done its work: what is left (the streams' last
+            # events, the store's close in the lifespan's shutdown) runs as after one.
+            self.force_exit = False
             await super().shutdown(sockets)
+
+        async def _impatient(self) -> None:
+            # A second Ctrl-C (uvicorn's force_exit): the running turns' time is over.
+            while not self.force_exit:  # noqa: ASYNC110 - uvicorn sets a plain flag
+                await anyio.sleep(0.1)
+            await server.drain()
 
     config = uvicorn.Config(
         server,
@@ -426,15 +441,20 @@ def _supervise(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         env[TOKEN_ENV] = args.token
     argv = _worker_argv(args, listener.fileno())
     stopping = threading.Event()
+    workers: list[tuple[subprocess.Popen[bytes], float]] = []
 
     def stop(signum: int, frame: object) -> None:
+        if stopping.is_set():  # a second signal: the workers' drain is cut short
+            for child, _ in workers:
+                if child.poll() is None:
+                    child.send_signal(signal.SIGINT)
         stopping.set()
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def start() -> tuple[subprocess.Popen[bytes], float]:
         # A process group of its own: Ctrl-C reaches the supervisor, which passes
-        # SIGTERM on once (a second signal would cut uvicorn's drain short).
+        # SIGTERM on once, and SIGINT on a second signal (that cuts the drain short).
         child = subprocess.Popen(argv, env=env, pass_fds=(listener.fileno(),), process_group=0)
         return child, time.monotonic()
 
@@ -446,7 +466,7 @@ def _supervise(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     )
     stdout.flush()
     status = ExitCode.OK
-    workers = [start() for _ in range(args.workers)]
+    workers += [start() for _ in range(args.workers)]
     try:
         while not stopping.is_set():
             for index, (child, since) in enumerate(workers):

@@ -196,18 +196,32 @@ class AguiServer(Runs, ClosedOnExit):
         and a stream ends only when its run does, so a drain left to the lifespan
         starts only after the ASGI server gave up on the streams (``toolrelay serve``
         drains on SIGINT and SIGTERM, then stops uvicorn).
+
+        Called again while the running turns are given their time, it ends that time
+        at once (``toolrelay serve`` does on a second Ctrl-C), and returns when the
+        drain is over.
         """
+        under_way = self._draining
+        if under_way is not None:  # its patience is over
+            patience, over = under_way
+            patience.cancel()
+            await over.wait()
         if self._drained.is_set():
             return
         self._stopping.set()
         engine = self._engine
         if engine is not None:
-            with anyio.move_on_after(self.drain_timeout):
-                for turn in self._running_turns(engine):
-                    await turn.wait_finished()
-            # Every live turn ends (closed) and its end is written; the store stays
-            # open (WatchedStore) for the streams to read it.
-            await engine.aclose()
+            self._draining = patience, over = anyio.CancelScope(), anyio.Event()
+            try:
+                with patience, anyio.move_on_after(self.drain_timeout):
+                    for turn in self._running_turns(engine):
+                        await turn.wait_finished()
+                # Every live turn ends (closed) and its end is written; the store
+                # stays open (WatchedStore) for the streams to read it.
+                await engine.aclose()
+            finally:
+                self._draining = None
+                over.set()
         self._drained.set()
         self.store.wake_all()
 

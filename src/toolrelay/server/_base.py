@@ -181,6 +181,9 @@ class ServerBase:
         #: Set once the drain is over: every turn has ended and its end is in the log;
         #: a stream sends what it has not sent yet, then ends.
         self._drained = anyio.Event()
+        #: The drain under way: the scope a second :meth:`drain` call cancels (the
+        #: running turns' time is over), and the event set when the drain ends.
+        self._draining: tuple[anyio.CancelScope, anyio.Event] | None = None
         self._entered = False
         self._closed = False
 
