@@ -119,12 +119,12 @@ def decode_event(data: bytes | bytearray | memoryview | str) -> Event | UnknownE
     except msgspec.DecodeError as exc:
         repaired = repair_surrogates(data)
         if repaired is None:
-            raise _malformed(data, exc) from exc
+            raise _not_utf8(data) or _malformed(data, exc) from exc
         return decode_event(repaired)
     except RecursionError:
         raise _too_deep(data) from None
-    except UnicodeDecodeError as exc:
-        raise _not_utf8(data, exc) from exc
+    except UnicodeDecodeError as exc:  # pragma: no cover - msgspec before 0.23 only
+        raise _invalid_utf8(data, exc) from exc
     # The slow path, outside the except block so that its exceptions chain to `error`
     # alone and not to an implicit "during handling of the above" context as well.
     try:
@@ -263,7 +263,20 @@ def _too_deep(data: _Data) -> MalformedEventError:
     )
 
 
-def _not_utf8(data: _Data, exc: UnicodeDecodeError) -> MalformedEventError:
+def _not_utf8(data: _Data) -> MalformedEventError | None:
+    """The error for ``data`` that is not UTF-8 (``None`` if it is): asked after a
+    failed decode, since msgspec says so in its own words (0.23 and later) or raises
+    Python's ``UnicodeDecodeError`` (before)."""
+    if isinstance(data, str):
+        return None  # text: its lone surrogates, if any, are repaired or malformed
+    try:
+        bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _invalid_utf8(data, exc)
+    return None
+
+
+def _invalid_utf8(data: _Data, exc: UnicodeDecodeError) -> MalformedEventError:
     return MalformedEventError(
         f"payload is not UTF-8 ({exc.reason}): {_excerpt(data)}", code="invalid_utf8"
     )
@@ -330,12 +343,14 @@ def _decode_payload(
     except msgspec.DecodeError as exc:
         repaired = repair_surrogates(data)
         if repaired is None:
-            raise MalformedEventError(f"{what} is not JSON ({exc}): {_excerpt(data)}") from exc
+            raise _not_utf8(data) or MalformedEventError(
+                f"{what} is not JSON ({exc}): {_excerpt(data)}"
+            ) from exc
         return _decode_payload(decoder, snake_decoder, repaired, what)
     except RecursionError:
         raise _too_deep(data) from None
-    except UnicodeDecodeError as exc:
-        raise _not_utf8(data, exc) from exc
+    except UnicodeDecodeError as exc:  # pragma: no cover - msgspec before 0.23 only
+        raise _invalid_utf8(data, exc) from exc
     try:
         snake: _T | None = _decode_snake_case(snake_decoder, data, error)
     except RecursionError:
