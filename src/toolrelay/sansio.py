@@ -17,6 +17,7 @@ from __future__ import annotations
 from toolrelay._core import (
     NO_EFFECTS as NO_EFFECTS,
     ActivityChanged as ActivityChanged,
+    AgentResult as AgentResult,
     Effect as Effect,
     EventProcessor as EventProcessor,
     MessagesSettled as MessagesSettled,
@@ -30,6 +31,7 @@ from toolrelay._core import (
 
 __all__ = (
     "ActivityChanged",
+    "AgentResult",
     "Effect",
     "EventProcessor",
     "MessagesSettled",

@@ -14,7 +14,7 @@ import itertools
 from typing import Any
 
 from toolrelay import RunStatus, ToolCallStatus, ToolResult
-from toolrelay._core._conversation import Conversation
+from toolrelay._core._conversation import AgentResult, Conversation, ToolCallBatch
 from toolrelay._core._effects import ToolsReady, TurnCompleted, ViolationRaised
 from toolrelay._core._mapper import conversation_to_agui, to_agui_messages
 from toolrelay._core._processor import EventProcessor
@@ -28,7 +28,12 @@ from toolrelay.protocol import (
     ToolMessage,
     UserMessage,
 )
-from toolrelay.store._records import message_from_record, message_to_record
+from toolrelay.store._records import (
+    call_from_record,
+    call_to_record,
+    message_from_record,
+    message_to_record,
+)
 from toolrelay.testing import run_finished, run_started, server_tool_call, text, tool_call
 
 THREAD = "thread-order"
@@ -332,3 +337,55 @@ def test_the_order_survives_the_store_and_a_mapping_made_while_the_tools_ran() -
         message_from_record(message_to_record(m)) for m in processor.conversation.messages[1:]
     ]
     assert shape(to_agui_messages([USER, *reloaded])) == expected
+
+
+def test_a_batch_restored_after_a_crash_is_committed_as_the_run_would_have() -> None:
+    # What a store keeps when the run ends (its conversation, its calls, the agent's
+    # results), put back in a new processor, as after a crash while the client's tool ran.
+    processor = running()
+    effects = feed(
+        processor,
+        server_tool_call("roll_die", "{}", "4", id="s1", message_id="r-s1", parent_message_id="P1"),
+        text("Now Alice.", id="T"),
+        tool_call("get_secret_number", {"name": "alice"}, id="c1", parent_message_id="P2"),
+    )
+    effects += finish(processor)
+    assert processor.agent_results == (AgentResult("s1", "r-s1", 1),)
+    counter = itertools.count(1)
+    restored = EventProcessor(
+        Conversation(
+            THREAD,
+            [message_from_record(message_to_record(m)) for m in processor.conversation.messages],
+        ),
+        tools=[SECRET],
+        id_factory=lambda: f"gen-{next(counter)}",
+    )
+    calls = [call_from_record(call_to_record(c)) for c in processor.tool_calls]
+    resumed = list(
+        restored.restore(
+            run_id="run-1",
+            depth=0,
+            runs=1,
+            calls=calls,
+            agent_results=processor.agent_results,
+        )
+    )
+    sent = answer(restored, resumed)
+    assert shape(sent) == shape(answer(processor, effects))
+    assert shape(sent) == [
+        ("user-1", "UserMessage"),
+        ("P1", ["s1"]),
+        ("r-s1", "s1"),
+        ("T", "Now Alice."),
+        ("P2", ["c1"]),
+        ("gen-1", "c1"),
+    ]
+    batch, again = restored.conversation.messages[-1], processor.conversation.messages[-1]
+    assert isinstance(batch, ToolCallBatch) and isinstance(again, ToolCallBatch)
+    assert (batch.id, batch.result_message_ids, batch.before) == (
+        again.id,
+        again.result_message_ids,
+        again.before,
+    )
+    assert batch.before == ("T", None)
+    assert processor.agent_results == restored.agent_results == ()  # committed

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from toolrelay._core._arguments import TextAccumulator as TextAccumulator
 from toolrelay._core._conversation import (
+    AgentResult as AgentResult,
     ChatMessage as ChatMessage,
     Conversation as Conversation,
     ReasoningRecord as ReasoningRecord,
@@ -47,6 +48,7 @@ __all__ = (
     "Activity",
     "ActivityChanged",
     "ActivityKind",
+    "AgentResult",
     "ChatMessage",
     "Conversation",
     "Effect",

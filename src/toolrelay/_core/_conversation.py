@@ -27,6 +27,7 @@ from toolrelay._machines import TOOL_CALL_MACHINE, ToolCallEvent, ToolCallStatus
 from toolrelay.protocol import AssistantMessage, Message, ToolMessage
 
 __all__ = (
+    "AgentResult",
     "ChatMessage",
     "Conversation",
     "ReasoningRecord",
@@ -245,6 +246,24 @@ class ToolCallBatch(msgspec.Struct, frozen=True, gc=False):
     calls: tuple[ToolCallInfo, ...]
     result_message_ids: tuple[str, ...]
     before: tuple[str | None, ...] = ()
+
+
+class AgentResult(msgspec.Struct, frozen=True, gc=False):
+    """A call of a run that the agent ran itself (its result came in the stream), as
+    its batch needs it to be committed: what a store keeps while the batch runs, so
+    that a batch restored after a crash is committed as the run would have committed
+    it (:attr:`ToolCallBatch.result_message_ids` and :attr:`ToolCallBatch.before`).
+
+    Attributes:
+        call_id: The call's id.
+        message_id: The ``messageId`` the agent gave its result.
+        after: How many messages the run appended after the call started, counted
+            when the run ended (the call goes back before the first of them).
+    """
+
+    call_id: str
+    message_id: str
+    after: int
 
 
 #: A message of a :class:`Conversation`: text, reasoning or a tool-call batch as

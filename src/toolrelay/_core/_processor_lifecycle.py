@@ -11,6 +11,7 @@ from msgspec import UNSET
 
 from toolrelay._core._arguments import Chunks
 from toolrelay._core._conversation import (
+    AgentResult,
     ChatMessage,
     ToolCallBatch,
     ToolCallInfo,
@@ -233,6 +234,7 @@ class TurnLifecycle(ProcessorState):
         depth: int,
         runs: int,
         calls: Sequence[ToolCallInfo] = (),
+        agent_results: Sequence[AgentResult] = (),
     ) -> Sequence[Effect]:
         """Put a new processor where a turn a crash interrupted stood: executing the
         tools of run ``run_id`` at continuation depth ``depth``, after ``runs`` runs.
@@ -240,7 +242,12 @@ class TurnLifecycle(ProcessorState):
         ``calls`` are the run's calls as the store saved them: ``executing`` ones still
         to finish, and final ones (the agent resolved them, or their result was
         stored). With none, the batch was already committed and the next
-        :meth:`start_run` is the continuation.
+        :meth:`start_run` is the continuation. ``agent_results`` are the run's
+        :attr:`agent_results` as the store saved them, for a conversation as it was
+        when the run ended: the batch is then committed as the run would have
+        committed it (the agent's calls where the stream had them, their results
+        under the agent's ids). Without them (a store that did not keep them), the
+        agent's calls go back with the batch, their results under new ids.
 
         Returns:
             :class:`ToolsReady` with the calls still executing, when there are any;
@@ -257,6 +264,10 @@ class TurnLifecycle(ProcessorState):
         self.run_count = runs
         self._calls = {call.id: call for call in calls} if calls else NO_KEYS
         self._turn_calls = list(calls)  # none before: restore comes first
+        if agent_results:
+            end = len(self.conversation.messages)
+            self._result_ids = {r.call_id: r.message_id for r in agent_results}
+            self._call_at = {r.call_id: end - r.after for r in agent_results}
         executing = tuple(c for c in calls if c.status is ToolCallStatus.executing)
         # Calls still waiting for a decision wait again (Turn.approve / Turn.deny).
         awaiting = tuple(c for c in calls if c.status is _AWAITING_APPROVAL)

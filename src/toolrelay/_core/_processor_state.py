@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from toolrelay._core._conversation import (
+    AgentResult,
     ChatMessage,
     Conversation,
     ReasoningRecord,
@@ -298,6 +299,19 @@ class ProcessorState:
     def tool_calls(self) -> tuple[ToolCallInfo, ...]:
         """The tool calls of the run in flight (cleared once committed or aborted)."""
         return tuple(self._calls.values())
+
+    @property
+    def agent_results(self) -> tuple[AgentResult, ...]:
+        """The calls of the run in flight that the agent ran itself, with their result's
+        message id and where they started: what :meth:`restore` takes back, read when
+        the run ended with calls to execute (empty once the batch is committed)."""
+        ids = self._result_ids
+        end = len(self.conversation.messages)
+        return tuple(
+            AgentResult(call_id, ids[call_id], end - self._call_at[call_id])
+            for call_id in self._calls
+            if call_id in ids
+        )
 
     @property
     def resume(self) -> tuple[ResumeEntry, ...]:
