@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import gc
 
-from toolrelay.store import decode_record, encode_record
+import msgspec
+
+from toolrelay import ToolCallStatus
+from toolrelay.store import (
+    StoredAgentResult,
+    StoredCall,
+    ToolsStarted,
+    decode_record,
+    encode_record,
+)
 from toolrelay.testing.store_contract import sample_records
 
 
@@ -24,3 +33,23 @@ def test_records_are_not_tracked_by_the_cyclic_collector_made_or_decoded() -> No
                 assert not gc.is_tracked(message), type(message).__name__
             for call in getattr(made, "calls", ()):
                 assert not gc.is_tracked(call)
+
+
+def test_a_batch_without_the_agents_own_calls_is_written_as_before() -> None:
+    # Where the agent's own calls go back is written only for a batch that has some: a
+    # batch of the client's calls is the record older versions wrote, and theirs
+    # decodes as it was (restored with every call in the batch).
+    call = StoredCall(id="c1", name="lookup", arguments="{}", status=ToolCallStatus.executing)
+    plain = ToolsStarted(turn_id="turn-1", run_id="run-1", depth=0, runs=1, calls=(call,))
+    older = (
+        b'{"kind":"tools_started","turn_id":"turn-1","run_id":"run-1","depth":0,"runs":1,'
+        b'"calls":[{"id":"c1","name":"lookup","arguments":"{}","status":"executing"}]}'
+    )
+    assert encode_record(plain) == older
+    assert decode_record(older) == plain
+    assert plain.agent_results == ()
+    mixed = msgspec.structs.replace(
+        plain, agent_results=(StoredAgentResult(call_id="s1", message_id="r-s1"),)
+    )
+    assert b'"agent_results":[{"call_id":"s1","message_id":"r-s1"}]' in encode_record(mixed)
+    assert decode_record(encode_record(mixed)) == mixed

@@ -13,7 +13,8 @@ record              written when
                     tool calls with their results. A later ``MessageSaved`` with
                     the same message id replaces the earlier one, in place
 ``ToolsStarted``    a run ended with calls pending: the batch, final arguments,
-                    before any of it runs (the write-ahead of promise 10)
+                    before any of it runs (the write-ahead of promise 10), and
+                    where the calls the agent ran itself go back
 ``ToolFinished``    one call of the batch has its result (or error)
 ``StateSaved``      the agent state changed during a run (written at its end)
 ``TurnEnded``       the turn reached a final state, with its reason (and the
@@ -45,6 +46,7 @@ __all__ = (
     "Record",
     "MessageSaved",
     "StateSaved",
+    "StoredAgentResult",
     "StoredCall",
     "StoredMessage",
     "ToolFinished",
@@ -208,6 +210,16 @@ class MessageSaved(_Base, tag_field="kind", tag="message", frozen=True, kw_only=
     message: StoredMessage
 
 
+class StoredAgentResult(_Base, frozen=True, kw_only=True):
+    """A call of the batch the agent ran itself: its result's message id, and how many
+    messages came after its start when the run ended (see
+    :class:`~toolrelay.sansio.AgentResult`)."""
+
+    call_id: str
+    message_id: str
+    after: int = 0
+
+
 class ToolsStarted(_Base, tag_field="kind", tag="tools_started", frozen=True, kw_only=True):
     """A run ended with calls pending: they are about to run (promise 10's write-ahead).
 
@@ -217,6 +229,10 @@ class ToolsStarted(_Base, tag_field="kind", tag="tools_started", frozen=True, kw
         runs: How many runs the turn has started.
         calls: Every call of the run: ``executing`` ones about to run, and any the
             agent resolved itself (with their result).
+        agent_results: For each call the agent resolved itself, what commits it where
+            the stream had it, under the agent's result id (left out when there is
+            none; older versions never wrote it, and their batches are restored with
+            the agent's calls in the batch).
     """
 
     turn_id: str
@@ -224,6 +240,7 @@ class ToolsStarted(_Base, tag_field="kind", tag="tools_started", frozen=True, kw
     depth: int
     runs: int
     calls: tuple[StoredCall, ...]
+    agent_results: tuple[StoredAgentResult, ...] = ()
 
 
 class ToolFinished(_Base, tag_field="kind", tag="tool_finished", frozen=True, kw_only=True):

@@ -40,6 +40,7 @@ from toolrelay.store import (
     Record,
     StateSaved,
     Store,
+    StoredAgentResult,
     StoredCall,
     ToolFinished,
     ToolsStarted,
@@ -68,6 +69,15 @@ def sample_records(turn_id: str = "turn-1") -> list[Record]:
         run_id="run-1",
         encrypted_value="sig",
     )
+    ran = StoredCall(  # one the agent ran itself, with its result
+        id="call-0",
+        name="roll_die",
+        arguments="{}",
+        status=ToolCallStatus.completed,
+        run_id="run-1",
+        parent_message_id="p-0",
+        result=ToolResult.success("4"),
+    )
     return [
         TurnStarted(
             turn_id=turn_id,
@@ -76,7 +86,14 @@ def sample_records(turn_id: str = "turn-1") -> list[Record]:
         MessageSaved(
             turn_id=turn_id, message=message_to_record(UserMessage(id="u-1", content="hi ✓"))
         ),
-        ToolsStarted(turn_id=turn_id, run_id="run-1", depth=0, runs=1, calls=(call,)),
+        ToolsStarted(
+            turn_id=turn_id,
+            run_id="run-1",
+            depth=0,
+            runs=1,
+            calls=(ran, call),
+            agent_results=(StoredAgentResult(call_id="call-0", message_id="r-0", after=1),),
+        ),
         ToolFinished(turn_id=turn_id, call_id="call-1", result=ToolResult.success("42")),
         StateSaved(turn_id=turn_id, state={"count": 1, "nested": [1, {"a": None}]}),
         TurnEnded(
