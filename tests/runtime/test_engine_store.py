@@ -8,6 +8,7 @@ from pathlib import Path
 
 import anyio
 import anyio.lowlevel
+import msgspec
 import pytest
 from msgspec import UNSET
 
@@ -21,9 +22,11 @@ from toolrelay import (
     ToolCallBatch,
     ToolRegistry,
     Turn,
+    tool,
 )
 from toolrelay._reasons import ReasonKind
 from toolrelay.protocol import (
+    AssistantMessage,
     Interrupt,
     Message,
     ResumeEntry,
@@ -45,11 +48,21 @@ from toolrelay.store import (
     ToolsStarted,
     TurnEnded,
     TurnStarted,
+    decode_record,
     encode_record,
     message_to_record,
     replay,
 )
-from toolrelay.testing import Hang, Raise, ScriptedAgent, Step, run_interrupted, text, tool_call
+from toolrelay.testing import (
+    Hang,
+    Raise,
+    ScriptedAgent,
+    Step,
+    run_interrupted,
+    server_tool_call,
+    text,
+    tool_call,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -399,6 +412,128 @@ async def test_recover_resumes_a_turn_the_log_shows_live(store: Store) -> None:
     kinds = _kinds([e.record for e in await store.read(KEY)])
     assert kinds.count("ToolsStarted") == 1, kinds
     assert kinds.count("ToolFinished") == 2 and kinds[-1] == "TurnEnded"
+
+
+# The agent ran roll_die itself (its result came in the stream), said something, then
+# asked for the client's lookup: what the model is told it did, in this order.
+_MIXED_RUN: list[Step] = [
+    *server_tool_call("roll_die", "{}", "4", id="s1", message_id="r-s1", parent_message_id="P1"),
+    *text("You rolled 4. Now Alice.", id="T"),
+    *tool_call("lookup", {"name": "alice"}, id="c1", parent_message_id="P2"),
+]
+
+
+# What a ToolsStarted says that older versions did not write.
+_NEWER_FIELDS = ("agent_results",)
+
+
+def _shape(messages: Sequence[Message]) -> list[tuple[str, str, object]]:
+    """Each message as (its role, its id, what it holds): an assistant message's call
+    ids or text, a result's call id and content. The id toolrelay made for the result
+    of the call it ran is left out (each process makes its own)."""
+    out: list[tuple[str, str, object]] = []
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            calls = [c.id for c in m.tool_calls or ()]
+            out.append(("assistant", m.id, calls or m.content))
+        elif isinstance(m, ToolMessage):
+            made_here = m.tool_call_id == "c1"
+            out.append(("tool", "made here" if made_here else m.id, (m.tool_call_id, m.content)))
+        else:
+            out.append((_roles([m])[0], m.id, None))
+    return out
+
+
+async def _mixed_turn_crashing_in_its_tool(path: Path) -> tuple[list[Record], list[Message]]:
+    """Run :data:`_MIXED_RUN` and its continuation on a SQLite store at ``path``. Returns
+    what the log held while the client's tool ran (what a crash then leaves), and the
+    continuation's messages as sent without a crash."""
+    running = anyio.Event()
+    release = anyio.Event()
+
+    @tool(idempotent=True)  # run again on recovery, with the same result
+    async def lookup(name: str) -> int:
+        """Look up a person's number."""
+        running.set()
+        await release.wait()
+        return {"alice": 42}[name]
+
+    agent = ScriptedAgent(_MIXED_RUN, [text("Alice's number is 42.")])
+    async with Engine(agent, tools=ToolRegistry.of(lookup), store=SQLiteStore(path)) as engine:
+        turn = engine.start_turn(KEY, "Roll a die, then tell me Alice's number.")
+        with anyio.fail_after(5):
+            await running.wait()
+        store = SQLiteStore(path)
+        crashed = [e.record for e in await store.read(KEY)]
+        await store.aclose()
+        release.set()
+        await turn.wait_finished()
+        assert turn.status is RunStatus.completed
+    return crashed, agent.inputs[1].messages
+
+
+async def _recover_from(path: Path, records: Sequence[Record]) -> list[Message]:
+    """Leave ``records`` as the thread's log, reopen an engine on the store, let it
+    recover the turn; the continuation's messages."""
+    store = SQLiteStore(path)
+    await store.delete_thread(KEY)
+    await store.append(KEY, records)
+    await store.aclose()
+    agent = ScriptedAgent([text("Alice's number is 42.")])
+    tools = ToolRegistry.of(tool(idempotent=True)(lookup))
+    with anyio.fail_after(5):
+        async with Engine(agent, tools=tools, store=SQLiteStore(path)) as engine:
+            turn = engine.turn(KEY)  # recovered on enter
+            assert turn is not None
+            await turn.wait_finished()
+            assert turn.status is RunStatus.completed
+    (continuation,) = agent.inputs
+    return continuation.messages
+
+
+async def test_a_batch_recovered_mid_tool_goes_back_as_the_stream_had_it(tmp_path: Path) -> None:
+    # The crash comes while the client's tool runs. The continuation after recovery is
+    # the one sent without the crash: the agent's call in its own message before the
+    # text, its result right after it under the agent's message id, the client's last.
+    path = tmp_path / "t.db"
+    crashed, uncrashed = await _mixed_turn_crashing_in_its_tool(path)
+    assert _kinds(crashed)[-1] == "ToolsStarted"
+    expected = [
+        ("user", uncrashed[0].id, None),
+        ("assistant", "P1", ["s1"]),
+        ("tool", "r-s1", ("s1", "4")),
+        ("assistant", "T", "You rolled 4. Now Alice."),
+        ("assistant", "P2", ["c1"]),
+        ("tool", "made here", ("c1", "42")),
+    ]
+    assert _shape(uncrashed) == expected
+    assert _shape(await _recover_from(path, crashed)) == expected
+
+
+async def test_a_batch_an_older_version_wrote_is_recovered_in_its_old_layout(
+    tmp_path: Path,
+) -> None:
+    # A ToolsStarted written before it said where the agent's calls go (and under which
+    # result ids): it decodes, and the batch is recovered as it was then, the agent's
+    # call with the client's, after the text.
+    path = tmp_path / "t.db"
+    crashed, _ = await _mixed_turn_crashing_in_its_tool(path)
+    *head, started = crashed
+    assert isinstance(started, ToolsStarted)
+    old = msgspec.json.decode(encode_record(started))
+    assert set(_NEWER_FIELDS) <= old.keys()
+    for field in _NEWER_FIELDS:
+        del old[field]
+    older = decode_record(msgspec.json.encode(old))
+    assert isinstance(older, ToolsStarted) and older.calls == started.calls
+    sent = _shape(await _recover_from(path, [*head, older]))
+    assert [(role, content) for role, _, content in sent] == [
+        ("user", None),
+        ("assistant", "You rolled 4. Now Alice."),
+        ("assistant", ["s1", "c1"]),
+        ("tool", ("s1", "4")),
+        ("tool", ("c1", "42")),
+    ]
 
 
 def test_engine_refuses_a_store_that_is_not_one() -> None:

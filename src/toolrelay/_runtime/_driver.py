@@ -43,7 +43,12 @@ from toolrelay._runtime._approvals import ApprovalQueue
 from toolrelay._runtime._durable import ThreadLog
 from toolrelay._runtime._executor import execute_batch, execute_batch_with_approvals
 from toolrelay._runtime._host import TurnHost
-from toolrelay._runtime._recovery import INTERRUPTED, restored_calls, split_for_rerun
+from toolrelay._runtime._recovery import (
+    INTERRUPTED,
+    restored_agent_results,
+    restored_calls,
+    split_for_rerun,
+)
 from toolrelay._runtime._registry import RunHandle
 from toolrelay._runtime._tracing import TurnTrace, start_turn
 from toolrelay._runtime._views import EventReceived, StateChanged, ToolCallFinished, TurnSnapshot
@@ -482,7 +487,11 @@ class TurnDriver:
         assert tools is not None
         self._ending = None
         effects = self._processor.restore(
-            run_id=tools.run_id, depth=tools.depth, runs=tools.runs, calls=restored_calls(live)
+            run_id=tools.run_id,
+            depth=tools.depth,
+            runs=tools.runs,
+            calls=restored_calls(live),
+            agent_results=restored_agent_results(live),
         )
         self._perform(effects, restored=True)
         self.publish_state()

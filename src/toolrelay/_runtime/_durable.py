@@ -40,6 +40,7 @@ from toolrelay.store import (
     Record,
     StateSaved,
     Store,
+    StoredAgentResult,
     ToolsStarted,
     TurnEnded as TurnEndedRecord,
     call_to_record,
@@ -203,6 +204,12 @@ class ThreadLog:
                             depth=processor.depth,
                             runs=processor.run_count,
                             calls=tuple(call_to_record(c) for c in processor.tool_calls),
+                            agent_results=tuple(
+                                StoredAgentResult(
+                                    call_id=r.call_id, message_id=r.message_id, after=r.after
+                                )
+                                for r in processor.agent_results
+                            ),
                         )
                     )
                 case TurnCompleted(reason=reason) | TurnEnded(reason=reason):

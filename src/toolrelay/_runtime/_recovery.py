@@ -4,7 +4,9 @@ The engine resumes the turns its store shows live (:meth:`Engine.recover
 <toolrelay.Engine.recover>`, by :func:`recover_turns`): each thread is held
 as the store has it, then its turn resumes. A turn that was streaming starts that run
 again; one that was running tools gets its batch back as the log has it
-(:func:`restored_calls`): a call with a stored result keeps it and never runs again.
+(:func:`restored_calls`): a call with a stored result keeps it and never runs again,
+and the calls the agent ran itself go back where its stream had them
+(:func:`restored_agent_results`), as they would have without the crash.
 Of the calls that were running without a result, only those of idempotent tools run
 again (:func:`split_for_rerun`); the model is told the others were interrupted
 (:data:`INTERRUPTED`), since running them twice could do twice what they do.
@@ -14,13 +16,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from toolrelay._core import Conversation, ThreadKey, ToolCallInfo, ToolRegistry, ToolResult
+from toolrelay._core import (
+    AgentResult,
+    Conversation,
+    ThreadKey,
+    ToolCallInfo,
+    ToolRegistry,
+    ToolResult,
+)
 from toolrelay._machines import ToolCallEvent, ToolCallStatus
 from toolrelay._runtime._durable import ThreadLog
 from toolrelay._runtime._threads import ThreadTable, TurnT
 from toolrelay.store import LiveTurn, Store, call_from_record, replay
 
-__all__ = ("INTERRUPTED", "recover_turns", "restored_calls", "split_for_rerun")
+__all__ = (
+    "INTERRUPTED",
+    "recover_turns",
+    "restored_agent_results",
+    "restored_calls",
+    "split_for_rerun",
+)
 
 #: What the model is told of a call that was running when the process stopped, when its
 #: tool is not idempotent (so it is not run a second time).
@@ -52,6 +67,15 @@ def restored_calls(live: LiveTurn) -> list[ToolCallInfo]:
             call.result = result
         calls.append(call)
     return calls
+
+
+def restored_agent_results(live: LiveTurn) -> tuple[AgentResult, ...]:
+    """Where the calls the agent ran itself in ``live``'s running batch go back, and
+    their results' ids, as the log kept them (none from a version that did not)."""
+    tools = live.tools
+    if tools is None or not live.batch_open:
+        return ()
+    return tuple(AgentResult(r.call_id, r.message_id, r.after) for r in tools.agent_results)
 
 
 def split_for_rerun(
