@@ -33,6 +33,7 @@ from toolrelay.protocol import (
     AssistantMessage,
     AudioPart,
     ContentPart,
+    Context,
     DataSource,
     DeveloperMessage,
     Event,
@@ -1297,3 +1298,16 @@ async def test_developer_messages_can_go_out_as_system_for_servers_without_the_r
 def test_an_unknown_developer_role_is_refused() -> None:
     with pytest.raises(ValueError, match="developer_role"):
         OpenAIChatBackend("m", developer_role="admin")  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_the_context_goes_after_the_leading_system_and_developer_messages() -> None:
+    recorder = Recorder(chat_body(CHAT_TEXT_ONLY))
+    backend = OpenAIChatBackend("m", transport=httpx.MockTransport(recorder), api_key="sk-test")
+    context = [Context(description="The user's name", value="Ada")]
+    given = msgspec.structs.replace(run_input(CONVERSATION), context=context)
+    await collect(backend, given)
+    sent = recorder.json()["messages"]
+    assert [m["role"] for m in sent[:4]] == ["system", "developer", "system", "user"]
+    assert sent[2]["content"] == "Context from the application:\n\nThe user's name:\nAda"
+    assert given.messages == CONVERSATION  # the engine's input is left as it was

@@ -14,6 +14,7 @@ quirks, its request mapping) stays in its ``test_<provider>.py``.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -25,9 +26,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from toolrelay import AgentRunError, Engine, RunStatus, TextMessage, ToolCallBatch, Turn
-from toolrelay.backends.providers import ProviderBackend
+from toolrelay.backends.providers import ProviderBackend, context_prompt
 from toolrelay.demo import DEMO_TOOLS
-from toolrelay.protocol import Event, RunFinishedEvent, RunStartedEvent
+from toolrelay.protocol import Context, Event, RunFinishedEvent, RunStartedEvent
 
 # The shared helpers and the providers' wire modules sit next to this file (importlib
 # mode puts no test dir on sys.path).
@@ -118,6 +119,50 @@ async def test_engine_runs_a_multi_hop_conversation_over_loopback_http(
     key, opening = provider.opening
     assert first.body[key] == opening
     provider.wire(first, second, third, turn)
+
+
+#: What an application hands the agent with every run (AG-UI ``context``).
+CONTEXT = [
+    Context(description="The user's time zone", value="Europe/Paris"),
+    Context(description="The open document", value="Q3 report\nDraft 2"),
+]
+
+
+@pytest.mark.anyio
+@each_provider
+async def test_the_runs_context_reaches_the_model_on_every_run(
+    provider: Provider, server: LoopbackServer
+) -> None:
+    server.app.script = list(provider.hops)
+    turn = await run_turn(provider, server, context=CONTEXT)
+
+    assert turn.status is RunStatus.completed, turn.reason
+    assert len(server.app.requests) == 3  # the first run and both continuations
+    for request in server.app.requests:
+        sent = json.dumps(request.body)
+        assert sent.count(json.dumps(context_prompt(CONTEXT))[1:-1]) == 1, sent
+
+
+@pytest.mark.anyio
+@each_provider
+async def test_a_backend_told_to_leave_the_context_out_sends_none_of_it(
+    provider: Provider, server: LoopbackServer
+) -> None:
+    server.app.script = list(provider.hops)
+    backend = provider.cls(
+        provider.model,
+        api_key="loop-key",
+        base_url=server.url + provider.base_path,
+        context_prompt=None,
+    )
+    try:
+        async with Engine(backend, tools=DEMO_TOOLS, context=CONTEXT) as engine:
+            turn = await engine.run_turn("thread-1", QUESTION, history=provider.history)
+    finally:
+        await backend.aclose()
+    assert turn.status is RunStatus.completed, turn.reason
+    for request in server.app.requests:
+        assert "Europe/Paris" not in json.dumps(request.body)
 
 
 @pytest.mark.anyio

@@ -15,8 +15,10 @@ from toolrelay.backends.providers._anthropic import (
     AnthropicTranslator as AnthropicTranslator,
 )
 from toolrelay.backends.providers._base import (
+    CONTEXT_MESSAGE_ID as CONTEXT_MESSAGE_ID,
     Capabilities as Capabilities,
     ProviderBackend as ProviderBackend,
+    context_prompt as context_prompt,
 )
 from toolrelay.backends.providers._cohere import (
     CohereBackend as CohereBackend,
@@ -45,6 +47,7 @@ from toolrelay.backends.providers._translator import (
 )
 
 __all__ = (
+    "CONTEXT_MESSAGE_ID",
     "PROVIDERS",
     "AnthropicBackend",
     "AnthropicTranslator",
@@ -64,6 +67,7 @@ __all__ = (
     "StreamTranslator",
     "TrailingUsage",
     "capability_table",
+    "context_prompt",
     "provider_backend",
 )
 

@@ -28,6 +28,12 @@ opens is closed explicitly. Stop reasons travel in ``RUN_FINISHED.result`` as
 ``{"stopReason": ...}``; a provider error becomes RUN_ERROR with the provider's
 message and status, or :class:`~toolrelay.AgentRunError` for a non-2xx answer.
 
+The run's ``context`` (what the client hands the agent: AG-UI ``Context`` entries)
+has no field in any provider's API: it goes to the model as one system message after
+the conversation's leading system and developer messages, written by
+:func:`context_prompt` (or the backend's own ``context_prompt``; ``None`` leaves it
+out).
+
 API keys come from a parameter or the provider's environment variable; they are sent
 only in the request headers and never logged (``repr`` hides them). The translator's
 protocol and the pieces translators share are ``_translator``'s; the messages' are
@@ -38,7 +44,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -70,16 +76,27 @@ from toolrelay.backends.providers._translator import (
 )
 from toolrelay.protocol import (
     AssistantMessage,
+    Context,
+    DeveloperMessage,
     Event,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
+    SystemMessage,
     TokenUsage,
 )
 from toolrelay.protocol._codec import repair_surrogates
 
-__all__ = ("CUT_OFF", "Capabilities", "ProviderBackend", "error_excerpt")
+__all__ = (
+    "CONTEXT_MESSAGE_ID",
+    "CUT_OFF",
+    "Capabilities",
+    "ProviderBackend",
+    "context_prompt",
+    "error_excerpt",
+    "with_context",
+)
 
 _JSON = msgspec.json.Decoder()
 _DRAIN_SECONDS = 0.25  # to read the rest of a response once the run has ended
@@ -88,6 +105,36 @@ _AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-
 _NOT_A_STREAM = frozenset({"text/html", "application/xhtml+xml"})
 
 _T = TypeVar("_T")
+
+#: The id of the system message that carries a run's context to the model.
+CONTEXT_MESSAGE_ID = "toolrelay-context"
+
+
+def context_prompt(context: Sequence[Context]) -> str:
+    """The text that tells the model a run's ``context``: a line saying what follows,
+    then each entry's description and value, in order, a blank line apart."""
+    entries = (f"{entry.description}:\n{entry.value}" for entry in context)
+    return "\n\n".join(("Context from the application:", *entries))
+
+
+def with_context(
+    run_input: RunAgentInput, prompt: Callable[[Sequence[Context]], str] | None
+) -> RunAgentInput:
+    """``run_input`` with its ``context`` as a system message (made by ``prompt``) after
+    the conversation's leading system and developer messages; unchanged when there is
+    no context, no ``prompt``, or ``prompt`` gives no text."""
+    if not run_input.context or prompt is None:
+        return run_input
+    text = prompt(run_input.context)
+    if not text:
+        return run_input
+    messages = run_input.messages
+    at = 0
+    while at < len(messages) and isinstance(messages[at], (SystemMessage, DeveloperMessage)):
+        at += 1
+    note = SystemMessage(id=CONTEXT_MESSAGE_ID, content=text)
+    return msgspec.structs.replace(run_input, messages=[*messages[:at], note, *messages[at:]])
+
 
 #: The stop reasons, in the words every provider backend uses (``RUN_FINISHED``'s
 #: ``stopReason``), of a response cut off where the model did not mean to stop: its
@@ -163,6 +210,8 @@ class ProviderBackend(ABC):
             ``run_seconds`` per run.
         retry: How a run that could not start (HTTP 429 or 503, a reset before the
             answer) is retried; :data:`~toolrelay.backends.NO_RETRY` turns it off.
+        context_prompt: What makes the system message that gives the model a run's
+            ``context`` (:func:`context_prompt` by default); ``None`` sends none.
 
     The key from the environment is sent only to the provider's own host: with a
     ``base_url`` on another host, give ``api_key`` explicitly (the environment's key
@@ -195,6 +244,7 @@ class ProviderBackend(ABC):
         options: Mapping[str, Any] | None = None,
         limits: Limits | None = None,
         retry: RetryPolicy | None = None,
+        context_prompt: Callable[[Sequence[Context]], str] | None = context_prompt,
     ) -> None:
         # Checked here, not at the first run: every request names the model (Gemini's
         # URL is made of it), and a missing one would fail there as an AttributeError.
@@ -224,6 +274,7 @@ class ProviderBackend(ABC):
         )
         self._headers = dict(headers or {})
         self.options: dict[str, Any] = dict(options or {})
+        self.context_prompt = context_prompt
         self._init_state()
 
     def _init_state(self) -> None:  # noqa: B027 - a hook, empty by design
@@ -299,6 +350,7 @@ class ProviderBackend(ABC):
         event, line or buffered arguments past the limits, counted on decoded bytes),
         :class:`MalformedEventError`, :class:`DeadlineError` (``run_seconds``).
         """
+        run_input = with_context(run_input, self.context_prompt)
         self.check_capabilities(run_input)
         body = self.build_request(run_input)
         self.check_api_key()
