@@ -314,6 +314,17 @@ class ProcessorState:
         )
 
     @property
+    def context(self) -> Sequence[Context]:
+        """The ``context`` every run of the turn carries (``RunAgentInput.context``)."""
+        return self._context
+
+    @property
+    def forwarded_props(self) -> Any:
+        """The ``forwardedProps`` every run of the turn carries (``None``: none)."""
+        props = self._forwarded_props
+        return None if props is NO_WIRE_KEYS else props
+
+    @property
     def resume(self) -> tuple[ResumeEntry, ...]:
         """The answers to earlier interrupts this turn's first run carries (often none)."""
         return self._resume

@@ -281,6 +281,8 @@ class Engine:
         tools: ToolRegistry | None = None,
         tool_context: Any = None,
         owner: str | None = None,
+        context: Sequence[Context] | None = None,
+        forwarded_props: Any = None,
     ) -> Turn:
         """Start a user's turn on a thread; a turn still running there is superseded.
 
@@ -305,6 +307,12 @@ class Engine:
                 database session...); ``None``: the engine's ``tool_context``.
             owner: With a store, the principal recorded as the thread's owner when
                 this turn creates it.
+            context: ``RunAgentInput.context`` for every run of this turn, in place of
+                the engine's ``context`` (``None``: the engine's). Kept with the turn
+                in the store: a recovered or retried turn carries it too.
+            forwarded_props: ``RunAgentInput.forwardedProps`` for every run of this
+                turn, in place of the engine's (``None``: the engine's); kept as
+                ``context`` is.
 
         Raises:
             ClosedError: The engine is closed or not entered.
@@ -329,6 +337,8 @@ class Engine:
             tools=tools,
             owner=owner,
             tool_context=tool_context,
+            context=None if context is None else tuple(context),
+            forwarded_props=forwarded_props,
         )
         return self._launch(turn, f"toolrelay turn {key}")
 
@@ -408,8 +418,14 @@ class Engine:
         """
         self._tasks.check_open()
         thread = key if isinstance(key, ThreadKey) else ThreadKey(key)
-        failed_id = await self._threads.failed_turn(thread)
-        turn = self._factory.new(thread, None, retry_of=failed_id)
+        failed = await self._threads.failed_turn(thread)
+        turn = self._factory.new(
+            thread,
+            None,
+            retry_of=failed.turn_id,
+            context=failed.context,
+            forwarded_props=failed.forwarded_props,
+        )
         return self._launch(turn, f"toolrelay turn {thread}")
 
     async def run_turn(
@@ -421,6 +437,8 @@ class Engine:
         history: Sequence[ChatMessage] | None = None,
         tools: ToolRegistry | None = None,
         tool_context: Any = None,
+        context: Sequence[Context] | None = None,
+        forwarded_props: Any = None,
     ) -> Turn:
         """:meth:`start_turn` and wait until it is finished.
 
@@ -431,7 +449,14 @@ class Engine:
         :meth:`start_turn` (detached).
         """
         turn = self.start_turn(
-            key, message, resume=resume, history=history, tools=tools, tool_context=tool_context
+            key,
+            message,
+            resume=resume,
+            history=history,
+            tools=tools,
+            tool_context=tool_context,
+            context=context,
+            forwarded_props=forwarded_props,
         )
         try:
             await turn.wait_finished()

@@ -103,10 +103,13 @@ class TurnFactory:
         owner: str | None = None,
         retry_of: str | None = None,
         tool_context: Any = None,
+        context: tuple[Context, ...] | None = None,
+        forwarded_props: Any = None,
     ) -> Turn:
         """A new turn on ``key``, whose arguments were checked (see
         :meth:`Engine.start_turn <toolrelay.Engine.start_turn>`); the thread's
-        running turn, if any, is superseded."""
+        running turn, if any, is superseded. ``context`` and ``forwarded_props`` are
+        the turn's own, in place of the engine's (``None``: the engine's)."""
         threads = self._threads
         previous = threads.turns.get(key)
         open_interrupts = threads.open_interrupts(key)
@@ -128,14 +131,22 @@ class TurnFactory:
             conversation.append(message)
         turn_id = self._id_factory()
         if log is not None:
-            log.add(TurnStarted(turn_id=turn_id, resume=resume, retry_of=retry_of))
+            log.add(
+                TurnStarted(
+                    turn_id=turn_id,
+                    resume=resume,
+                    retry_of=retry_of,
+                    context=context,
+                    forwarded_props=forwarded_props,
+                )
+            )
             if message is not None:
                 log.add(MessageSaved(turn_id=turn_id, message=message_to_record(message)))
         registry = (tools if tools is not None else self._settings.tools).freeze()
         turn = Turn(
             self._host,
             key,
-            self._processor(conversation, registry, resume),
+            self._processor(conversation, registry, resume, context, forwarded_props),
             registry,
             start,
             turn_id=turn_id,
@@ -155,7 +166,13 @@ class TurnFactory:
         return Turn(
             self._host,
             key,
-            self._processor(conversation, registry, live.resume if live.tools is None else ()),
+            self._processor(
+                conversation,
+                registry,
+                live.resume if live.tools is None else (),
+                live.context,
+                live.forwarded_props,
+            ),
             registry,
             live.first_message,
             turn_id=live.turn_id,
@@ -165,7 +182,12 @@ class TurnFactory:
         )
 
     def _processor(
-        self, conversation: Conversation, registry: ToolRegistry, resume: Sequence[ResumeEntry]
+        self,
+        conversation: Conversation,
+        registry: ToolRegistry,
+        resume: Sequence[ResumeEntry],
+        context: tuple[Context, ...] | None,
+        forwarded_props: Any,
     ) -> EventProcessor:
         settings = self._settings
         return EventProcessor(
@@ -175,8 +197,8 @@ class TurnFactory:
             max_repeats=settings.max_repeated_calls,
             approval_tools=registry.needing_approval,
             limits=settings.limits,
-            context=self._context,
-            forwarded_props=self._forwarded_props,
+            context=self._context if context is None else context,
+            forwarded_props=self._forwarded_props if forwarded_props is None else forwarded_props,
             id_factory=self._id_factory,
             include_reasoning=self._include_reasoning,
             resume=resume,

@@ -11,15 +11,16 @@ left its turn live, by :meth:`ThreadTable.restore` before the turn is resumed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Generic, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 from toolrelay._core import ChatMessage, Conversation, ThreadKey
 from toolrelay._machines import RunStatus
 from toolrelay._runtime._durable import ThreadLog
-from toolrelay.protocol import Interrupt
+from toolrelay.protocol import Context, Interrupt
 from toolrelay.store import MessageSaved, Store, ThreadHistory, message_to_record, replay
 
-__all__ = ("HeldTurn", "ThreadTable", "TurnT")
+__all__ = ("FailedTurn", "HeldTurn", "ThreadTable", "TurnT")
 
 
 class HeldTurn(Protocol):
@@ -36,6 +37,20 @@ class HeldTurn(Protocol):
     def interrupts(self) -> tuple[Interrupt, ...]: ...
     @property
     def finished(self) -> bool: ...
+    @property
+    def context(self) -> Sequence[Context]: ...
+    @property
+    def forwarded_props(self) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FailedTurn:
+    """A thread's last turn, which failed: its id, and the context and forwarded props
+    its runs carried (``None``: the engine's), which a retry sends again."""
+
+    turn_id: str | None
+    context: tuple[Context, ...] | None
+    forwarded_props: Any
 
 
 #: The turns a table holds.
@@ -151,9 +166,9 @@ class ThreadTable(Generic[TurnT]):
             self.interrupts[key] = ended.interrupts
         return conversation, log
 
-    async def failed_turn(self, key: ThreadKey) -> str | None:
-        """The id of ``key``'s last turn if it ended ``failed`` (read from the store
-        when the engine holds no turn of the thread).
+    async def failed_turn(self, key: ThreadKey) -> FailedTurn:
+        """``key``'s last turn if it ended ``failed`` (read from the store when the
+        engine holds no turn of the thread).
 
         Raises:
             ValueError: The last turn did not fail (or none is known), or a newer turn
@@ -163,18 +178,22 @@ class ThreadTable(Generic[TurnT]):
         latest = self.turns.get(key)
         if latest is not None:
             failed = latest.status is RunStatus.failed
-            failed_id: str | None = latest.turn_id
+            found = FailedTurn(latest.turn_id, tuple(latest.context), latest.forwarded_props)
         elif self.store is not None:
             ended = replay(await self.store.read(key)).last_ended
             failed = ended is not None and ended.status == RunStatus.failed.value
-            failed_id = ended.turn_id if ended is not None else None
+            found = (
+                FailedTurn(None, None, None)
+                if ended is None
+                else FailedTurn(ended.turn_id, ended.context, ended.forwarded_props)
+            )
             if self.turns.get(key) is not None:  # a turn started while it read
                 raise ValueError(f"a newer turn started on {key} meanwhile")
         else:
-            failed, failed_id = False, None
+            failed = False
         if not failed:
             raise ValueError(f"the last turn on {key} did not fail: there is nothing to retry")
-        return failed_id
+        return found
 
     def forget(self, key: ThreadKey) -> bool:
         """Drop ``key`` (see :meth:`Engine.forget <toolrelay.Engine.forget>`)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import anyio
@@ -35,7 +35,7 @@ from toolrelay._runtime._durable import ThreadLog
 from toolrelay._runtime._host import TurnHost
 from toolrelay._runtime._views import StateChanged, TurnSnapshot, TurnStatistics
 from toolrelay.backends._base import using_run_settings
-from toolrelay.protocol import Interrupt, ResumeEntry
+from toolrelay.protocol import Context, Interrupt, ResumeEntry
 from toolrelay.store import LiveTurn
 
 __all__ = ("Spawn", "TaskFunction", "Turn")
@@ -139,6 +139,17 @@ class Turn:
     @property
     def conversation(self) -> Conversation:
         return self._processor.conversation
+
+    @property
+    def context(self) -> Sequence[Context]:
+        """The ``context`` every run of the turn carries (its own, or the engine's)."""
+        return self._processor.context
+
+    @property
+    def forwarded_props(self) -> Any:
+        """The ``forwardedProps`` every run of the turn carries (its own, or the
+        engine's; ``None``: none)."""
+        return self._processor.forwarded_props
 
     @property
     def messages(self) -> list[ChatMessage]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolrelay._core import ChatMessage, ToolResult
-from toolrelay.protocol import Interrupt, ResumeEntry
+from toolrelay.protocol import Context, Interrupt, ResumeEntry
 from toolrelay.store._contract import Entry
 from toolrelay.store._records import (
     MessageSaved,
@@ -42,6 +42,9 @@ class LiveTurn:
         batch_open: Whether that batch was still running (its results not yet
             committed to the conversation).
         results: The results already stored for calls of that batch, by call id.
+        context: The ``context`` its runs carry, when it had its own (``None``: the
+            engine's).
+        forwarded_props: Its own ``forwardedProps`` (``None``: the engine's).
     """
 
     turn_id: str
@@ -50,16 +53,21 @@ class LiveTurn:
     tools: ToolsStarted | None = None
     batch_open: bool = False
     results: dict[str, ToolResult] = field(default_factory=dict)
+    context: tuple[Context, ...] | None = None
+    forwarded_props: Any = None
 
 
 @dataclass(frozen=True, slots=True)
 class EndedTurn:
-    """The last turn of the thread that ended: how, and what it asked."""
+    """The last turn of the thread that ended: how, what it asked, and the context and
+    forwarded props its runs carried when it had its own (``None``: the engine's)."""
 
     turn_id: str
     status: str
     reason_kind: str
     interrupts: tuple[Interrupt, ...]
+    context: tuple[Context, ...] | None = None
+    forwarded_props: Any = None
 
 
 @dataclass(slots=True)
@@ -108,7 +116,13 @@ def replay(entries: Iterable[Entry]) -> ThreadHistory:
                         live.results = {}
             case TurnStarted():
                 # A turn left without an end by a newer one was superseded.
-                history.live = LiveTurn(record.turn_id, len(messages), record.resume)
+                history.live = LiveTurn(
+                    record.turn_id,
+                    len(messages),
+                    record.resume,
+                    context=record.context,
+                    forwarded_props=record.forwarded_props,
+                )
             case ToolsStarted():
                 if live is not None and live.turn_id == record.turn_id:
                     live.tools = record
@@ -122,9 +136,15 @@ def replay(entries: Iterable[Entry]) -> ThreadHistory:
             case StateSaved():
                 history.state = record.state
             case TurnEnded():
+                own = live if live is not None and live.turn_id == record.turn_id else None
                 history.last_ended = EndedTurn(
-                    record.turn_id, record.status, record.reason.kind.value, record.interrupts
+                    record.turn_id,
+                    record.status,
+                    record.reason.kind.value,
+                    record.interrupts,
+                    context=None if own is None else own.context,
+                    forwarded_props=None if own is None else own.forwarded_props,
                 )
-                if live is not None and live.turn_id == record.turn_id:
+                if own is not None:
                     history.live = None
     return history

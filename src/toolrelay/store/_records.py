@@ -40,7 +40,7 @@ from toolrelay._core import (
 )
 from toolrelay._machines import ToolCallStatus
 from toolrelay._reasons import TerminalReason
-from toolrelay.protocol import Interrupt, Message, ResumeEntry
+from toolrelay.protocol import Context, Interrupt, Message, ResumeEntry
 
 __all__ = (
     "Record",
@@ -196,11 +196,17 @@ class TurnStarted(_Base, tag_field="kind", tag="turn_started", frozen=True, kw_o
         turn_id: The turn's id (unique in the thread).
         resume: The answers to the agent's interrupts its first run carries.
         retry_of: The failed turn this one retries (its input is sent again).
+        context: The ``context`` its runs carry, when the turn was given its own
+            (``None``: the engine's).
+        forwarded_props: The ``forwardedProps`` its runs carry, when the turn was
+            given its own (``None``: the engine's).
     """
 
     turn_id: str
     resume: tuple[ResumeEntry, ...] = ()
     retry_of: str | None = None
+    context: tuple[Context, ...] | None = None
+    forwarded_props: Any = None
 
 
 class MessageSaved(_Base, tag_field="kind", tag="message", frozen=True, kw_only=True):
