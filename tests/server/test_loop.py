@@ -370,3 +370,34 @@ async def test_a_second_drain_ends_the_running_turns_time_at_once() -> None:
     assert [(r.status, r.reason.kind) for r in ends if isinstance(r, TurnEnded)] == [
         ("cancelled", "closed")
     ]
+
+
+async def test_the_requests_context_and_forwarded_props_reach_every_run_of_its_turn() -> None:
+    from toolrelay.protocol import Context
+
+    agent = ScriptedAgent(
+        [tool_call("get_secret_number", {"name": "alice"}, id="c1")],
+        [text("Alice's number is 42.")],
+        [text("Hi.")],
+    )
+    own = Context(description="The server", value="a test")
+    server = AguiServer(agent, tools=tools(), engine_options={"context": (own,)})
+    page = {"description": "The page the user is on", "value": "/settings"}
+    props = {"plan": "pro"}
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        body = run_input("f1", "secret?", context=[page], forwardedProps=props)
+        first = await read_events(client, "POST", "/", json_body=body)
+        plain = run_input("f1", "hello")
+        plain["messages"][0]["id"] = "u-plain"
+        second = await read_events(client, "POST", "/", json_body=plain)
+    assert finished(first)["stopReason"] == "end_turn"
+    assert finished(second)["stopReason"] == "end_turn"
+    with_page = [own, Context(description=page["description"], value=page["value"])]
+    asked, continued, later = agent.inputs
+    assert list(asked.context) == list(continued.context) == with_page
+    assert asked.forwarded_props == continued.forwarded_props == props
+    assert list(later.context) == [own]  # a request with none: the server's own
+    assert later.forwarded_props in (None, {})
+    log = await server.store.read(ThreadKey("f1"))
+    starts = [e.record for e in log if isinstance(e.record, TurnStarted)]
+    assert [s.forwarded_props for s in starts] == [props, None]

@@ -67,9 +67,9 @@ class DemoModel:
     It answers each run as :class:`~toolrelay.demo.DemoAgent` would (the scenario
     comes from ``forwardedProps.scenario`` or a word of the user's message), at its
     pace: the ``slow`` scenario streams slowly (something to cancel, or to drain),
-    ``forwardedProps.delay`` sets the seconds between two events (the server's
-    engine sends its own ``forwardedProps``, not a request's). A scenario that drops
-    its connection raises the error a dropped stream raises.
+    ``forwardedProps.delay`` sets the seconds between two events (at most five; a
+    request's ``forwardedProps`` reach it). A scenario that drops its connection raises
+    the error a dropped stream raises.
     """
 
     async def allocate_run(self, key: ThreadKey) -> str | None:

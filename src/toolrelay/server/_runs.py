@@ -175,6 +175,13 @@ class Runs(CatchUp, SharedMode):
         if new_thread:
             self._claims[key] = principal
         self._client_tools_next[key] = frozenset(tool.name for tool in run_input.tools)
+        # The client's context comes after the server's own (engine_options), and its
+        # forwarded props reach the model: both go with every run of the turn.
+        context = (
+            (*self._engine_options.get("context", ()), *run_input.context)
+            if run_input.context
+            else None
+        )
         try:
             turn = self.engine.start_turn(
                 key,
@@ -183,6 +190,8 @@ class Runs(CatchUp, SharedMode):
                 history=history if new_thread else None,
                 tools=registry,
                 owner=principal,
+                context=context,
+                forwarded_props=run_input.forwarded_props or None,
             )
         except ValueError as exc:  # ResumeError: the entries do not answer the interrupts
             self._client_tools_next.pop(key, None)
