@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from toolrelay import Engine, RunStatus, StreamDroppedError, ThreadKey, ToolRegistry, tool
-from toolrelay.protocol import Context, RunAgentInput
+from toolrelay.protocol import Context, RunAgentInput, StateSnapshotEvent
 from toolrelay.store import (
     Record,
     SQLiteStore,
@@ -150,3 +150,37 @@ async def test_a_turn_started_record_of_an_older_version_reads_as_the_engines_ow
     assert history.last_ended is not None
     assert (history.last_ended.context, history.last_ended.forwarded_props) == (None, None)
     assert msgspec.json.decode(encode_record(mine))["context"][0]["value"] == "/settings"
+
+
+async def test_a_state_given_to_a_turn_replaces_the_threads_also_one_the_store_held(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.db"
+    first = ScriptedAgent([StateSnapshotEvent(snapshot={"step": 1, "items": ["a"]}), text("ok")])
+    async with Engine(first, store=SQLiteStore(path)) as engine:
+        await engine.run_turn(KEY, "start")
+    # A new engine: the thread is loaded from the store when the turn starts, and the
+    # given state wins over the one the log holds.
+    later = ScriptedAgent([text("noted")], [text("again")])
+    async with Engine(later, store=SQLiteStore(path)) as engine:
+        edited = {"step": 2, "items": ["a", "b"]}
+        turn = await engine.run_turn(KEY, "I added b", state=edited)
+        assert turn.status is RunStatus.completed
+        assert turn.conversation.state == edited
+        await engine.run_turn(KEY, "and now?")  # no state given: the thread's
+    assert [i.state for i in later.inputs] == [edited, edited]
+    reopened = SQLiteStore(path)
+    entries = await reopened.read(KEY)
+    await reopened.aclose()
+    assert replay(entries).state == edited
+    kinds = [type(e.record).__name__ for e in entries]
+    given = kinds.index("TurnStarted", kinds.index("TurnEnded"))
+    assert kinds[given : given + 3] == ["TurnStarted", "MessageSaved", "StateSaved"]
+
+
+async def test_a_state_given_without_a_store_is_the_turns_and_the_threads() -> None:
+    agent = ScriptedAgent([text("a")], [text("b")])
+    async with Engine(agent) as engine:
+        await engine.run_turn(KEY, "one", state=[1, 2])
+        await engine.run_turn(KEY, "two")
+    assert [i.state for i in agent.inputs] == [[1, 2], [1, 2]]

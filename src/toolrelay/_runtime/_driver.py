@@ -18,6 +18,7 @@ from contextvars import Token
 from typing import Any, cast
 
 import anyio
+from msgspec import UNSET
 
 from toolrelay._core import (
     ActivityChanged,
@@ -105,6 +106,7 @@ class TurnDriver:
     __slots__ = (
         "_approved",
         "_ending",
+        "_given_state",
         "_host",
         "_last_published",
         "_log",
@@ -131,9 +133,13 @@ class TurnDriver:
         log: ThreadLog | None,
         recovered: LiveTurn | None,
         tool_context: object,
+        state: Any = UNSET,
     ) -> None:
         self._host = host
         self._tool_context = tool_context
+        # The agent state the turn was given (UNSET: the thread's), set once the
+        # thread is loaded (a load puts the store's state in place).
+        self._given_state = state
         # While calls await approval: where approved calls go to run (made the first
         # time it is needed: most turns never have a call to approve).
         self._approved: ApprovalQueue | None = None
@@ -279,11 +285,18 @@ class TurnDriver:
 
     async def _prepare(self) -> bool:
         """With a store: load the thread if the engine does not hold it yet, then write
-        that the turn started. Returns whether the turn is still on."""
+        that the turn started. The state the turn was given replaces the thread's
+        (written with the turn's start). Returns whether the turn is still on."""
         log = self._log
+        if log is not None:
+            await self._host.load(self.key, log)
+        if self._given_state is not UNSET:
+            conversation = self._processor.conversation
+            conversation.state, self._given_state = self._given_state, UNSET
+            if log is not None:
+                log.add_state(self.turn_id, conversation)
         if log is None:
             return True
-        await self._host.load(self.key, log)
         await log.flush()
         return not self._processor.status.is_final
 

@@ -196,7 +196,7 @@ class ThreadLog:
                         for message in messages
                     )
                 case ToolsReady() if not restored:
-                    self._state(turn_id, processor.conversation)
+                    self.add_state(turn_id, processor.conversation)
                     self._outbox.append(
                         ToolsStarted(
                             turn_id=turn_id,
@@ -213,14 +213,14 @@ class ThreadLog:
                         )
                     )
                 case TurnCompleted(reason=reason) | TurnEnded(reason=reason):
-                    self._state(turn_id, processor.conversation)
+                    self.add_state(turn_id, processor.conversation)
                     self._outbox.append(
                         TurnEndedRecord(
                             turn_id=turn_id, status=processor.status.value, reason=reason
                         )
                     )
                 case TurnInterrupted(reason=reason, interrupts=interrupts):
-                    self._state(turn_id, processor.conversation)
+                    self.add_state(turn_id, processor.conversation)
                     self._outbox.append(
                         TurnEndedRecord(
                             turn_id=turn_id,
@@ -232,7 +232,8 @@ class ThreadLog:
                 case _:
                     pass
 
-    def _state(self, turn_id: str, conversation: Conversation) -> None:
+    def add_state(self, turn_id: str, conversation: Conversation) -> None:
+        """The record of ``conversation``'s state, unless the store holds it already."""
         encoded = _encode(conversation.state)
         if encoded != self._saved_state:
             self._saved_state = encoded

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
+from msgspec import UNSET
 
 from toolrelay._core import (
     ChatMessage,
@@ -283,6 +284,7 @@ class Engine:
         owner: str | None = None,
         context: Sequence[Context] | None = None,
         forwarded_props: Any = None,
+        state: Any = UNSET,
     ) -> Turn:
         """Start a user's turn on a thread; a turn still running there is superseded.
 
@@ -313,6 +315,9 @@ class Engine:
             forwarded_props: ``RunAgentInput.forwardedProps`` for every run of this
                 turn, in place of the engine's (``None``: the engine's); kept as
                 ``context`` is.
+            state: The agent state the turn starts from, in place of the thread's
+                (the user changed it: AG-UI's shared state); written to the store
+                with the turn's start. Left out: the thread's state.
 
         Raises:
             ClosedError: The engine is closed or not entered.
@@ -339,6 +344,7 @@ class Engine:
             tool_context=tool_context,
             context=None if context is None else tuple(context),
             forwarded_props=forwarded_props,
+            state=state,
         )
         return self._launch(turn, f"toolrelay turn {key}")
 
@@ -439,6 +445,7 @@ class Engine:
         tool_context: Any = None,
         context: Sequence[Context] | None = None,
         forwarded_props: Any = None,
+        state: Any = UNSET,
     ) -> Turn:
         """:meth:`start_turn` and wait until it is finished.
 
@@ -457,6 +464,7 @@ class Engine:
             tool_context=tool_context,
             context=context,
             forwarded_props=forwarded_props,
+            state=state,
         )
         try:
             await turn.wait_finished()

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from msgspec import UNSET
+
 from toolrelay._core import (
     ChatMessage,
     Conversation,
@@ -105,6 +107,7 @@ class TurnFactory:
         tool_context: Any = None,
         context: tuple[Context, ...] | None = None,
         forwarded_props: Any = None,
+        state: Any = UNSET,
     ) -> Turn:
         """A new turn on ``key``, whose arguments were checked (see
         :meth:`Engine.start_turn <toolrelay.Engine.start_turn>`); the thread's
@@ -152,6 +155,7 @@ class TurnFactory:
             turn_id=turn_id,
             log=log,
             tool_context=self._tool_context if tool_context is None else tool_context,
+            state=state,
         )
         if log is not None and not log.loaded:
             log.waiting.append(turn)

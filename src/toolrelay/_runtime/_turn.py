@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+from msgspec import UNSET
 
 from toolrelay._core import (
     Activity,
@@ -86,6 +87,7 @@ class Turn:
         log: ThreadLog | None = None,
         recovered: LiveTurn | None = None,
         tool_context: object = None,
+        state: Any = UNSET,
     ) -> None:
         self._host = host
         self.key = key
@@ -103,6 +105,7 @@ class Turn:
             log=log,
             recovered=recovered,
             tool_context=tool_context,
+            state=state,
         )
         # Whether the turn's task is done; the event is made by the first
         # wait_finished that has to wait (most turns are never waited for while live).
