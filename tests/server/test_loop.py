@@ -14,6 +14,7 @@ from toolrelay.server import STOP_EVENT, AguiServer
 from toolrelay.store import (
     MemoryStore,
     MessageSaved,
+    StateSaved,
     ToolFinished,
     ToolsStarted,
     TurnEnded,
@@ -401,3 +402,26 @@ async def test_the_requests_context_and_forwarded_props_reach_every_run_of_its_t
     log = await server.store.read(ThreadKey("f1"))
     starts = [e.record for e in log if isinstance(e.record, TurnStarted)]
     assert [s.forwarded_props for s in starts] == [props, None]
+
+
+async def test_a_requests_state_becomes_the_threads_and_an_empty_one_keeps_it() -> None:
+    from toolrelay.protocol import StateSnapshotEvent
+
+    agent = ScriptedAgent(
+        [StateSnapshotEvent(snapshot={"items": ["a"]}), text("Listed.")],
+        [text("Noted.")],
+        [text("Still.")],
+    )
+    server = AguiServer(agent, tools=tools())
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        await read_events(client, "POST", "/", json_body=run_input("s9", "list"))
+        edited = run_input("s9", "I added b", state={"items": ["a", "b"]})
+        edited["messages"][0]["id"] = "u-edited"
+        await read_events(client, "POST", "/", json_body=edited)
+        keeps = run_input("s9", "and?")  # state {}: a client that keeps none
+        keeps["messages"][0]["id"] = "u-keeps"
+        await read_events(client, "POST", "/", json_body=keeps)
+    assert [i.state for i in agent.inputs] == [{}, {"items": ["a", "b"]}, {"items": ["a", "b"]}]
+    log = await server.store.read(ThreadKey("s9"))
+    saved = [e.record.state for e in log if isinstance(e.record, StateSaved)]
+    assert saved == [{"items": ["a"]}, {"items": ["a", "b"]}]

@@ -176,7 +176,10 @@ class Runs(CatchUp, SharedMode):
             self._claims[key] = principal
         self._client_tools_next[key] = frozenset(tool.name for tool in run_input.tools)
         # The client's context comes after the server's own (engine_options), and its
-        # forwarded props reach the model: both go with every run of the turn.
+        # forwarded props reach the model: both go with every run of the turn. A state
+        # it sends (AG-UI's shared state, edited on its side) is the turn's from now
+        # on; an empty one is what a client that keeps no state sends.
+        state = run_input.state
         context = (
             (*self._engine_options.get("context", ()), *run_input.context)
             if run_input.context
@@ -192,6 +195,7 @@ class Runs(CatchUp, SharedMode):
                 owner=principal,
                 context=context,
                 forwarded_props=run_input.forwarded_props or None,
+                state=msgspec.UNSET if state is None or state == {} else state,
             )
         except ValueError as exc:  # ResumeError: the entries do not answer the interrupts
             self._client_tools_next.pop(key, None)
