@@ -372,8 +372,12 @@ def _evicted_memory(report: Report, folder: Path, quick: bool) -> None:
         async with Engine(agent, store=store, max_threads=0) as engine:
 
             async def turns(first: int) -> int:
-                for i in range(first, first + threads):
-                    await engine.run_turn(f"t{i}", "hello")
+                # In waves of 50 at once (the store commits a wave's writes together:
+                # the phase takes a fifth of the time of one turn after another).
+                for wave in range(first, first + threads, 50):
+                    async with anyio.create_task_group() as group:
+                        for i in range(wave, min(wave + 50, first + threads)):
+                            group.start_soon(partial(engine.run_turn, f"t{i}", "hello"))
                     agent.records.clear()  # the scripted agent's own record of its inputs
                 gc.collect()
                 return tracemalloc.get_traced_memory()[0]
