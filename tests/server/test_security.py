@@ -118,6 +118,31 @@ async def test_an_oversize_body_is_413_and_nothing_is_written() -> None:
     await nothing_written(store)
 
 
+@pytest.mark.parametrize("field", ["state", "forwardedProps"])
+async def test_a_state_or_props_nested_past_max_json_depth_is_422_and_nothing_written(
+    field: str,
+) -> None:
+    from toolrelay import Limits
+
+    store = MemoryStore()
+    server = make_server(store, engine_options={"limits": Limits(max_json_depth=16)})
+    deep: object = "bottom"
+    for _ in range(17):
+        deep = {"down": deep}
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        response = await client.post("/", json=run_input("d", "hi", **{field: deep}), headers=ALICE)
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["code"] == "invalid_run_input"
+        assert "max_json_depth" in response.json()["error"]["message"]
+        shallow: object = "bottom"
+        for _ in range(15):
+            shallow = {"down": shallow}
+        ok = await client.post("/", json=run_input("d", "hi", **{field: shallow}), headers=ALICE)
+        assert ok.status_code == 200 and "RUN_FINISHED" in ok.text
+    log = await store.read(ThreadKey("d"))
+    assert [type(e.record).__name__ for e in log].count("TurnStarted") == 1  # the second only
+
+
 async def test_a_body_that_trickles_in_is_408_and_its_connection_closed() -> None:
     # A client that sends its headers and then a byte now and then would hold its
     # connection (and its buffer) for as long as it liked.

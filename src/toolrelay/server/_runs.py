@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from toolrelay._core import ThreadKey, ToolRegistry, ToolResult, ToolSpec, check_resume
+from toolrelay._core._patch import StateBoundError, StateBounds, bounded_copy
 from toolrelay._errors import (
     InvalidEventError,
     MalformedEventError,
@@ -170,16 +171,17 @@ class Runs(CatchUp, SharedMode):
             except ResumeError as exc:
                 raise HTTPError(422, "invalid_resume", str(exc)) from exc
         registry = self._turn_tools(key, run_input)
+        # The client's context comes after the server's own (engine_options), and its
+        # forwarded props reach the model: both go with every run of the turn. A state
+        # it sends (AG-UI's shared state, edited on its side) is the turn's from now
+        # on; an empty one is what a client that keeps no state sends.
+        state = self._bounded(run_input.state, "state")
+        props = self._bounded(run_input.forwarded_props, "forwardedProps")
         self._check_capacity(key)
         self.store.claim(key, principal)
         if new_thread:
             self._claims[key] = principal
         self._client_tools_next[key] = frozenset(tool.name for tool in run_input.tools)
-        # The client's context comes after the server's own (engine_options), and its
-        # forwarded props reach the model: both go with every run of the turn. A state
-        # it sends (AG-UI's shared state, edited on its side) is the turn's from now
-        # on; an empty one is what a client that keeps no state sends.
-        state = run_input.state
         context = (
             (*self._engine_options.get("context", ()), *run_input.context)
             if run_input.context
@@ -194,13 +196,24 @@ class Runs(CatchUp, SharedMode):
                 tools=registry,
                 owner=principal,
                 context=context,
-                forwarded_props=run_input.forwarded_props or None,
+                forwarded_props=props or None,
                 state=msgspec.UNSET if state is None or state == {} else state,
             )
         except ValueError as exc:  # ResumeError: the entries do not answer the interrupts
             self._client_tools_next.pop(key, None)
             raise HTTPError(422, "invalid_resume", str(exc)) from exc
         return turn.turn_id
+
+    def _bounded(self, value: Any, name: str) -> Any:
+        """``value`` (the client's state or forwarded props, which the turn keeps and
+        sends on) within the engine's state bounds: nesting (``max_json_depth``) and
+        size (``max_state_bytes``); 422 beyond them."""
+        limits = self.engine.limits
+        bounds = StateBounds(max_bytes=limits.max_state_bytes, max_depth=limits.max_json_depth)
+        try:
+            return bounded_copy(value, bounds)[0]
+        except StateBoundError as exc:
+            raise HTTPError(422, "invalid_run_input", f"{name}: {exc}") from exc
 
     def _check_capacity(self, key: ThreadKey) -> None:
         """429 when one more live turn would pass ``max_live_turns`` (a turn that
