@@ -4,7 +4,9 @@ RunAgentInput carries their results and the same turn goes on in the server."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -14,7 +16,7 @@ from toolrelay import Engine, TextMessage, ThreadKey, ToolRegistry
 from toolrelay.backends import AguiHttpBackend
 from toolrelay.protocol import ToolMessage
 from toolrelay.server import AguiServer
-from toolrelay.store import MemoryStore, ToolFinished, TurnEnded, TurnStarted
+from toolrelay.store import MemoryStore, Record, ToolFinished, ToolsStarted, TurnEnded, TurnStarted
 from toolrelay.testing import Gate, ScriptedAgent, text, tool_call
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -262,3 +264,49 @@ async def test_a_follow_up_with_a_result_for_an_unknown_call_is_refused_before_a
         # The call still waits: the right results are taken.
         rest = await read_events(client, "POST", "/", json_body=follow_up("ux", ("c1", "yes")))
     assert rest[0].type == "RUN_STARTED" and rest[-1].data["result"]["stopReason"] == "end_turn"
+
+
+class _BatchWriteHeld(MemoryStore):
+    """A store whose write of a tool batch commits, then returns only once ``release``
+    is set: a stream reads the batch (and a client answers it) before the server
+    hears of the commit, as on a loaded process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.committed = anyio.Event()
+        self.release = anyio.Event()
+
+    async def append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> int:
+        seq = await super().append(key, records, owner=owner)
+        if any(isinstance(r, ToolsStarted) for r in records) and not self.release.is_set():
+            self.committed.set()
+            await self.release.wait()
+        return seq
+
+
+async def test_results_that_come_before_the_server_hears_of_the_batchs_commit_are_kept() -> None:
+    store = _BatchWriteHeld()
+    model = ScriptedAgent([tool_call("confirm", {"question": "ok?"}, id="c1")], [text("Thanks.")])
+    server = AguiServer(model, store=store, heartbeat=0.05)  # its streams re-read the log
+    async with serving(server) as url, httpx.AsyncClient(base_url=url) as client:
+        with anyio.fail_after(10):
+            body = run_input("early", "go", tools=DECLARED)
+            handover = await read_events(client, "POST", "/", json_body=body)
+            assert handover[-1].type == "RUN_FINISHED"  # the call is the client's now
+            assert not store.release.is_set()  # ...and the server has not heard yet
+            answered: list[Any] = []
+
+            async def answer() -> None:
+                reply = follow_up("early", ("c1", "yes"))
+                answered.extend(await read_events(client, "POST", "/", json_body=reply))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(answer)
+                await anyio.sleep(0.2)  # the results are taken while the write is held
+                store.release.set()
+    assert answered[-1].type == "RUN_FINISHED", [e.type for e in answered]
+    log = [e.record for e in await store.read(ThreadKey("early"))]
+    assert [r.call_id for r in log if isinstance(r, ToolFinished)] == ["c1"]
+    assert isinstance(log[-1], TurnEnded) and log[-1].status == "completed"

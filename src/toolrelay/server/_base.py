@@ -209,7 +209,14 @@ class ServerBase:
             self._client_tools.pop(record.turn_id, None)
             self._slots.pop(key, None)  # no call of the turn waits any more
         elif isinstance(record, ToolsStarted):
-            self._slots.pop(key, None)  # the batch before it is over
+            # The batch before it is over. A slot of this batch's calls stays: the
+            # client may have answered already (its stream can read this record, and
+            # end, before the write that made it returns here).
+            slots = self._slots.get(key)
+            if slots:
+                batch = {call.id for call in record.calls}
+                for call_id in [call_id for call_id in slots if call_id not in batch]:
+                    del slots[call_id]
             logger.info(
                 "tool round %d on %s: %s",
                 record.depth + 1,
