@@ -36,11 +36,16 @@ from toolrelay import (
     ToolRegistry,
 )
 from toolrelay.store import (
+    Answered,
     ClaimingStore,
     Entry,
     FencedStore,
+    InboxStore,
+    MemoryStore,
     NotifyingStore,
+    Posted,
     PostgresStore,
+    SQLiteStore,
     StateSaved,
     TailingStore,
     ToolFinished,
@@ -136,7 +141,8 @@ async def test_workers_opening_a_fresh_database_together_migrate_it_once(
     try:
         with _admin(postgres_dsn) as admin:
             versions = admin.execute("SELECT version FROM toolrelay.schema_version").fetchall()
-        assert versions == [(POSTGRES_SCHEMA_VERSION,)]
+        # One row per migration, each applied once.
+        assert versions == [(version,) for version in range(1, POSTGRES_SCHEMA_VERSION + 1)]
         key = ThreadKey("t")
         for i, store in enumerate(stores, 1):
             assert await store.append(key, [_state(i)]) == i
@@ -722,3 +728,100 @@ async def test_a_turn_whose_worker_lost_its_lease_is_finished_by_the_worker_that
     assert "not run again" in (finished[0].result.error or "")
     ends = [e.record for e in entries if isinstance(e.record, TurnEnded)]
     assert [r.status for r in ends] == ["completed"]
+
+
+# -- the inbox ------------------------------------------------------------------------------
+
+
+def test_the_postgres_store_has_an_inbox_and_the_embedded_stores_do_not(
+    tmp_path: Path,
+) -> None:
+    assert isinstance(PostgresStore("postgresql://nobody@127.0.0.1:1/none"), InboxStore)
+    assert not isinstance(MemoryStore(), InboxStore)
+    assert not isinstance(SQLiteStore(tmp_path / "one.db"), InboxStore)
+
+
+async def test_letters_reach_the_holder_of_the_thread_once_in_order_and_notified(
+    store: PostgresStore, postgres_dsn: str
+) -> None:
+    key = ThreadKey("t", "room", "srv")
+    await store.append(key, [_state(1)])
+    other = PostgresStore(postgres_dsn)  # another process's view of the same store
+    try:
+        async with store.notices() as notices:
+            assert await other.post(key, "results", b"first", limit=4, max_age=60)
+            assert await other.post(key, "cancel", b"second", limit=4, max_age=60)
+            with anyio.fail_after(10):
+                assert await anext(notices) == Posted(key)
+                assert await anext(notices) == Posted(key)
+            claim = await store.claim(key, worker="holder", lease=30)
+            assert claim is not None
+            letters = await store.collect(claim, max_age=60)
+            assert [(x.kind, x.body) for x in letters] == [
+                ("results", b"first"),
+                ("cancel", b"second"),
+            ]
+            assert await store.collect(claim, max_age=60) == []  # taken once
+            await other.answer("ticket-1", "taken")
+            with anyio.fail_after(10):
+                assert await anext(notices) == Answered("ticket-1", "taken")
+            await store.append(key, [_state(2)], claim=claim)
+            with anyio.fail_after(10):
+                assert await anext(notices) == (key, 2)  # commits come on the same feed
+    finally:
+        await other.aclose()
+
+
+async def test_an_inbox_is_bounded_and_old_letters_are_dropped_unread(
+    store: PostgresStore, postgres_dsn: str
+) -> None:
+    key = ThreadKey("t")
+    await store.append(key, [_state(1)])
+    assert [await store.post(key, "results", b"x", limit=2, max_age=60) for _ in range(3)] == [
+        True,
+        True,
+        False,
+    ]
+    assert not await store.post(ThreadKey("nowhere"), "cancel", b"x", limit=2, max_age=60)
+    with _admin(postgres_dsn) as admin:
+        admin.execute("UPDATE toolrelay.inbox SET posted_at = posted_at - 120")
+    claim = await store.claim(key, worker="w", lease=30)
+    assert claim is not None
+    assert await store.collect(claim, max_age=60) == []  # two minutes old: dropped
+    with _admin(postgres_dsn) as admin:
+        assert admin.execute("SELECT count(*) FROM toolrelay.inbox").fetchone() == (0,)
+
+
+async def test_a_worker_whose_claim_was_taken_collects_nothing(store: PostgresStore) -> None:
+    key = ThreadKey("t")
+    await store.append(key, [_state(1)])
+    claim = await store.claim(key, worker="late", lease=0.05)
+    assert claim is not None
+    await anyio.sleep(0.2)
+    taker = await store.claim(key, worker="taker", lease=30)
+    assert taker is not None
+    assert await store.post(key, "cancel", b"stop", limit=4, max_age=60)
+    with pytest.raises(StaleClaimError):
+        await store.collect(claim, max_age=60)
+    assert [x.body for x in await store.collect(taker, max_age=60)] == [b"stop"]
+
+
+async def test_a_store_of_schema_version_1_gets_its_inbox_when_opened(
+    postgres_dsn: str,
+) -> None:
+    store = PostgresStore(postgres_dsn)
+    await store.open()
+    await store.append(ThreadKey("t"), [_state(1)])
+    await store.aclose()
+    with _admin(postgres_dsn) as admin:  # as version 1 left it
+        admin.execute("DROP TABLE toolrelay.inbox")
+        admin.execute("DELETE FROM toolrelay.schema_version WHERE version > 1")
+    store = PostgresStore(postgres_dsn)
+    try:
+        assert await store.post(ThreadKey("t"), "cancel", b"x", limit=4, max_age=60)
+        assert [e.seq for e in await store.read(ThreadKey("t"))] == [1]
+    finally:
+        await store.aclose()
+    with _admin(postgres_dsn) as admin:
+        versions = admin.execute("SELECT version FROM toolrelay.schema_version").fetchall()
+    assert versions == [(1,), (2,)]

@@ -28,6 +28,14 @@ from toolrelay.store._history import (
     ThreadHistory as ThreadHistory,
     replay as replay,
 )
+from toolrelay.store._inbox import (
+    Answered as Answered,
+    InboxStore as InboxStore,
+    Letter as Letter,
+    LetterKind as LetterKind,
+    Notice as Notice,
+    Posted as Posted,
+)
 from toolrelay.store._memory import MemoryStore as MemoryStore
 from toolrelay.store._records import (
     MessageSaved as MessageSaved,
@@ -54,17 +62,23 @@ if TYPE_CHECKING:
 
 __all__ = (
     "SCHEMA_VERSION",
+    "Answered",
     "Claim",
     "ClaimingStore",
     "EndedTurn",
     "Entry",
     "FencedStore",
     "Held",
+    "InboxStore",
+    "Letter",
+    "LetterKind",
     "LiveTurn",
     "MemoryStore",
     "MessageSaved",
+    "Notice",
     "NotifyingStore",
     "PostgresStore",
+    "Posted",
     "Record",
     "SQLiteStore",
     "StateSaved",

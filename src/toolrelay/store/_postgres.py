@@ -16,7 +16,9 @@ concurrent appends to a thread queue on that row), inserts the records, and send
 ``pg_notify`` with the thread's row id and last sequence number (delivered at commit
 only). With a claim, one transaction locks the thread's row, checks the claim
 (``_postgres_claims``), then runs the same statement. Tails and the commit feed wait
-on those notifications (``_postgres_listener``).
+on those notifications (``_postgres_listener``). The inbox (``_postgres_inbox``) hands
+a request to the worker that holds its thread; the server's one listener hears its
+notices with the commits (:meth:`PostgresStore.notices`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from toolrelay._core import ThreadKey
 from toolrelay._errors import StoreCorruptError, StoreUnavailableError
 from toolrelay.store._claims import Claim, check_append
 from toolrelay.store._contract import Entry, ThreadInfo, live_turn_after
+from toolrelay.store._inbox import Answered, Letter, LetterKind, Notice, Posted
 from toolrelay.store._postgres_claims import (
     check_fence,
     check_lease,
@@ -46,6 +49,7 @@ from toolrelay.store._postgres_claims import (
     take_claim,
     take_next_claims,
 )
+from toolrelay.store._postgres_inbox import collect_letters, post_letter
 from toolrelay.store._postgres_listener import Listener
 from toolrelay.store._postgres_pool import Pool, store_error
 from toolrelay.store._postgres_schema import (
@@ -89,8 +93,9 @@ class PostgresStore:
     """A :class:`~toolrelay.store.Store` on PostgreSQL that several workers share.
 
     It also offers claims (:class:`~toolrelay.store.ClaimingStore`), a live tail
-    across processes (:class:`~toolrelay.store.TailingStore`) and one feed of every
-    process's commits (:class:`~toolrelay.store.NotifyingStore`). Needs the
+    across processes (:class:`~toolrelay.store.TailingStore`), one feed of every
+    process's commits (:class:`~toolrelay.store.NotifyingStore`) and an inbox per
+    thread for the worker holding it (:class:`~toolrelay.store.InboxStore`). Needs the
     ``postgres`` extra (``pip install 'toolrelay[postgres]'``).
 
     Args:
@@ -129,6 +134,7 @@ class PostgresStore:
         self.connect_timeout = connect_timeout
         self.idle_in_transaction_timeout = idle_in_transaction_timeout
         self.channel = f"toolrelay_{schema}"
+        self.inbox_channel = f"toolrelay_{schema}_inbox"
         where = params.get("host", "") or "localhost"
         self._label = f"{where}:{params.get('port', 5432)}/{params.get('dbname', '')}"
         self._lock_id = int.from_bytes(
@@ -396,12 +402,45 @@ class PostgresStore:
         drop = functools.partial(release_claim, claim=claim)
         return await self._run(drop, f"cannot release a claim on {self._label}")
 
+    # -- the inbox (toolrelay.store.InboxStore) ------------------------------------------
+
+    async def post(
+        self, key: ThreadKey, kind: LetterKind, body: bytes, *, limit: int, max_age: float
+    ) -> bool:
+        if limit < 1 or not 0 < max_age < 1e9:
+            raise ValueError("limit and max_age must be positive")
+        parameters = {
+            **key_parameters(key),
+            "kind": kind,
+            "body": body,
+            "limit": limit,
+            "max_age": float(max_age),
+            "channel": self.inbox_channel,
+        }
+        send = functools.partial(post_letter, parameters=parameters)
+        return await self._run(send, f"cannot post to {self._label}", transaction=True)
+
+    async def collect(self, claim: Claim, *, max_age: float) -> list[Letter]:
+        take = functools.partial(collect_letters, claim=claim, max_age=float(max_age))
+        return await self._run(take, f"cannot collect from {self._label}", transaction=True)
+
+    async def answer(self, ticket: str, verdict: str) -> None:
+        if " " in verdict or " " in ticket:
+            raise ValueError("a ticket and a verdict are single words")
+
+        def notify(connection: psycopg.Connection[Any]) -> None:
+            connection.execute(
+                "SELECT pg_notify(%s, %s)", (self.inbox_channel, f"answer {ticket} {verdict}")
+            )
+
+        await self._run(notify, f"cannot answer on {self._label}")
+
     # -- the live tail (toolrelay.store.TailingStore) ------------------------------------
 
-    def _listener(self) -> Listener:
+    def _listener(self, *, inbox: bool = False) -> Listener:
         return Listener(
             self._connect,
-            channel=self.channel,
+            channels=(self.channel, self.inbox_channel) if inbox else (self.channel,),
             connect_timeout=self.connect_timeout,
             label=repr(self),
         )
@@ -489,45 +528,69 @@ class PostgresStore:
             StoreUnavailableError: The server cannot be reached (also when the
                 connection cannot be made again within ``connect_timeout``).
         """
-        return self._commits()
+        return self._commits_only()
+
+    def notices(self) -> AbstractAsyncContextManager[AsyncIterator[Notice]]:
+        """:meth:`commits`, and on the same connection the inbox's notices: a letter
+        posted to a thread (:class:`~toolrelay.store.Posted`) and a letter answered
+        (:class:`~toolrelay.store.Answered`). ``None`` when some may have been missed:
+        read every thread again, and look in the inboxes of the threads held.
+
+        Raises:
+            StoreUnavailableError: As :meth:`commits`.
+        """
+        return self._commits(inbox=True)
 
     @asynccontextmanager
-    async def _commits(self) -> AsyncIterator[AsyncIterator[tuple[ThreadKey, int] | None]]:
-        listener = self._listener()
+    async def _commits_only(
+        self,
+    ) -> AsyncIterator[AsyncIterator[tuple[ThreadKey, int] | None]]:
+        async with self._commits(inbox=False) as notices:
+            commits = _only_commits(notices)
+            try:
+                yield commits
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await commits.aclose()
+
+    @asynccontextmanager
+    async def _commits(self, *, inbox: bool) -> AsyncIterator[AsyncIterator[Notice]]:
+        listener = self._listener(inbox=inbox)
         await listener.connect()
-        commits = self._notified(listener)
+        notices = self._notified(listener)
         try:
-            yield commits
+            yield notices
         finally:
             with anyio.CancelScope(shield=True):
-                await commits.aclose()
+                await notices.aclose()
                 await listener.close()
 
-    async def _notified(
-        self, listener: Listener
-    ) -> AsyncGenerator[tuple[ThreadKey, int] | None, None]:
+    async def _notified(self, listener: Listener) -> AsyncGenerator[Notice, None]:
         keys: dict[int, ThreadKey] = {}
         while True:
             payloads = await listener.receive()
             if payloads is None:
                 yield None  # the connection was made again: commits may have been missed
                 continue
-            commits: list[tuple[int, int]] = []
+            # (thread row id, sequence number: 0 for a letter posted), or an answer.
+            notices: list[tuple[int, int] | Answered] = []
             for payload in payloads:
-                try:
-                    thread, seq = (int(part) for part in payload.split(b" "))
-                except ValueError:
-                    continue  # not ours
-                commits.append((thread, seq))
-            unknown = {thread for thread, _ in commits if thread not in keys}
+                notice = _notice(payload)
+                if notice is not None:
+                    notices.append(notice)
+            unknown = {n[0] for n in notices if isinstance(n, tuple) and n[0] not in keys}
             if unknown:
                 if len(keys) > 100_000:  # row ids of deleted threads never come back
                     keys.clear()
                 keys.update(await self._keys_of(sorted(unknown)))
-            for thread, seq in commits:
+            for notice in notices:
+                if isinstance(notice, Answered):
+                    yield notice
+                    continue
+                thread, seq = notice
                 key = keys.get(thread)
                 if key is not None:  # else deleted since
-                    yield key, seq
+                    yield (key, seq) if seq else Posted(key)
 
     async def _keys_of(self, ids: list[int]) -> dict[int, ThreadKey]:
         def find(connection: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
@@ -549,6 +612,31 @@ class PostgresStore:
             return None if row is None else int(row[0])
 
         return await self._run(find, f"cannot read {self._label}", retry=True)
+
+
+async def _only_commits(
+    notices: AsyncIterator[Notice],
+) -> AsyncGenerator[tuple[ThreadKey, int] | None, None]:
+    """The commits of a feed listening on the commit channel alone."""
+    async for notice in notices:
+        if notice is None or isinstance(notice, tuple):
+            yield notice
+
+
+def _notice(payload: bytes) -> tuple[int, int] | Answered | None:
+    """A notification's meaning: ``(thread row id, seq)`` of a commit, ``(thread row
+    id, 0)`` of a letter posted, an answer; ``None`` for one that is not ours."""
+    parts = payload.decode("utf-8", "replace").split(" ")
+    try:
+        if len(parts) == 2 and parts[0] == "post":
+            return int(parts[1]), 0
+        if len(parts) == 3 and parts[0] == "answer":
+            return Answered(parts[1], parts[2])
+        if len(parts) == 2:
+            return int(parts[0]), int(parts[1])
+    except ValueError:
+        pass
+    return None
 
 
 def _info(row: tuple[Any, ...]) -> ThreadInfo:

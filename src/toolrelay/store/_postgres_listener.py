@@ -1,14 +1,15 @@
 """A ``LISTEN`` connection of the PostgreSQL store, waited on with anyio.
 
 Every append sends ``pg_notify`` with ``"<thread row id> <last seq>"`` (delivered at
-commit only). A tail and the commit feed each hold one :class:`Listener`; when its
+commit only); the inbox has a channel of its own (``_postgres_inbox``). A tail and the
+commit feed each hold one :class:`Listener`, on the channels they need; when its
 connection is lost it makes it again, and says so, since what was notified meanwhile
 is lost.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -26,7 +27,8 @@ class Listener:
 
     Args:
         connect: Makes a new connection to the store's schema.
-        channel: The channel the store notifies on.
+        channels: The channels to listen on (notifications of every one of them
+            come in the order they were sent).
         connect_timeout: Seconds to keep trying to make a lost connection again.
         label: The store, for error messages.
     """
@@ -35,12 +37,12 @@ class Listener:
         self,
         connect: Callable[[], psycopg.Connection[Any]],
         *,
-        channel: str,
+        channels: Sequence[str],
         connect_timeout: float,
         label: str,
     ) -> None:
         self._connect = connect
-        self._channel = channel
+        self._channels = tuple(channels)
         self._connect_timeout = connect_timeout
         self._label = label
         self._connection: psycopg.Connection[Any] | None = None
@@ -48,7 +50,8 @@ class Listener:
     def _listen(self) -> psycopg.Connection[Any]:
         connection = self._connect()
         try:
-            connection.execute(f'LISTEN "{self._channel}"')
+            for channel in self._channels:
+                connection.execute(f'LISTEN "{channel}"')
         except psycopg.Error as exc:
             connection.close()
             raise store_error(exc, "cannot listen for new records") from exc

@@ -28,7 +28,7 @@ __all__ = (
 )
 
 #: The schema version this toolrelay writes on PostgreSQL.
-POSTGRES_SCHEMA_VERSION = 1
+POSTGRES_SCHEMA_VERSION = 2
 
 #: The database's clock, in seconds since the epoch (times never come from a worker).
 NOW = "extract(epoch FROM clock_timestamp())::float8"
@@ -74,9 +74,21 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         )""",
         "CREATE SEQUENCE claim_tokens",
     ),
+    # The inbox: requests for the worker that holds a thread (``_postgres_inbox``).
+    2: (
+        """CREATE TABLE inbox (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            thread bigint NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+            kind text NOT NULL,
+            body bytea NOT NULL,
+            posted_at float8 NOT NULL
+        )""",
+        "CREATE INDEX inbox_thread ON inbox (thread, id)",
+        "CREATE INDEX inbox_posted ON inbox (posted_at)",
+    ),
 }
 
-_OUR_TABLES = ("threads", "records", "claims")
+_OUR_TABLES = ("threads", "records", "claims", "inbox")
 
 
 def key_parameters(key: ThreadKey) -> dict[str, Any]:
