@@ -31,7 +31,13 @@ def post_letter(
     parameters: dict[str, Any],
 ) -> bool:
     """Post the letter ``parameters`` describe (in a transaction); whether it was."""
-    connection.execute(f"DELETE FROM inbox WHERE posted_at < {NOW} - %(max_age)s", parameters)
+    # Letters nobody took in time, whatever their thread; those another transaction
+    # holds are left for a later post (waiting for them could deadlock with it).
+    connection.execute(
+        "DELETE FROM inbox WHERE id IN (SELECT id FROM inbox "
+        f"WHERE posted_at < {NOW} - %(max_age)s FOR UPDATE SKIP LOCKED)",
+        parameters,
+    )
     locked = connection.execute(f"SELECT id FROM threads WHERE {KEY} FOR UPDATE", parameters)
     row = locked.fetchone()
     if row is None:
