@@ -407,8 +407,15 @@ class AguiServer(Runs, ClosedOnExit):
         if not await self._check_owner(key, principal):
             raise HTTPError(404, "not_found", f"no thread {key.thread_id!r}")
         cancelled = self.engine.cancel(key, "cancelled by the client")
+        status = 200
         if not cancelled and self._fenced is not None and key not in self._holders:
             info = await self._thread_info(key)
             if info is not None and info.live_turn is not None:
-                raise self._held_elsewhere(key)
-        await respond_json(send, 200, {"threadId": key.thread_id, "cancelled": cancelled})
+                if self._inbox is None:
+                    raise self._held_elsewhere(key)
+                # Another process runs the turn: the cancel goes to it.
+                status, cancelled = await self._hand_over_cancel(key, info.live_turn)
+        answer: dict[str, object] = {"threadId": key.thread_id, "cancelled": cancelled}
+        if status == 202:
+            answer["handedOver"] = True  # the turn ends where it runs, when it can
+        await respond_json(send, status, answer)

@@ -3,7 +3,8 @@
 :class:`ServerBase` holds what an :class:`~toolrelay.server.AguiServer` is made of (its
 options, the engine and the store it writes through, the maps of streams, claims and
 client calls). The server's jobs are classes on top of it, each in its own module and
-importing only those before it: ``_shared`` (claims, shared with other processes),
+importing only those before it: ``_inbox`` (client results and cancels, handed to the
+process holding the thread), ``_shared`` (claims, shared with other processes),
 ``_streams`` (SSE responses), ``_catch_up`` (resuming at a position), ``_runs``
 (``POST /``: starting turns, client tools) and ``_app`` (the lifecycle and the routes).
 """
@@ -37,6 +38,8 @@ from toolrelay.store import (
     ClaimingStore,
     Entry,
     FencedStore,
+    InboxStore,
+    Letter,
     MemoryStore,
     NotifyingStore,
     Store,
@@ -45,7 +48,7 @@ from toolrelay.store import (
     TurnStarted,
 )
 
-__all__ = ("READ_BYTES", "READ_PAGE", "Holder", "ServerBase", "Slot")
+__all__ = ("READ_BYTES", "READ_PAGE", "Holder", "Looking", "ServerBase", "Slot", "Ticket")
 
 logger = logging.getLogger("toolrelay.server")
 
@@ -73,6 +76,23 @@ class Slot:
 
     event: anyio.Event = field(default_factory=anyio.Event)
     result: ToolResult | None = None
+
+
+@dataclass(slots=True)
+class Ticket:
+    """A letter this process posted to another's inbox, waiting for its answer."""
+
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    verdict: str | None = None
+
+
+@dataclass(slots=True)
+class Looking:
+    """A task reading a thread's inbox: ``again`` when a letter came meanwhile;
+    ``letters``: taken already, to act on first."""
+
+    letters: list[Letter] = field(default_factory=list)
+    again: bool = False
 
 
 class ServerBase:
@@ -159,6 +179,11 @@ class ServerBase:
             assert isinstance(inner, ClaimingStore)
             self._fenced = FencedStore(inner, worker=self.worker, lease=lease)
         self._notifying = inner if shared and isinstance(inner, NotifyingStore) else None
+        #: Where requests for a thread held by another process go (shared mode, on a
+        #: store that has an inbox); ``None``: they are refused 409 ``turn_elsewhere``.
+        self._inbox = inner if shared and isinstance(inner, InboxStore) else None
+        self._tickets: dict[str, Ticket] = {}  # letters posted, waiting for an answer
+        self._looking: dict[ThreadKey, Looking] = {}  # inboxes being read, per thread
         self._holders: dict[ThreadKey, Holder] = {}
         self._leaving: dict[ThreadKey, anyio.Event] = {}
         self._claiming: dict[ThreadKey, anyio.Event] = {}

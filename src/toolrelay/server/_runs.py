@@ -8,7 +8,8 @@ Client tools: each tool of ``RunAgentInput.tools`` becomes, for that turn, a too
 execution is a wait for the client's result. The feed ends the AG-UI run once the
 batch's server tools are done (the client calls stay pending), and a ``POST`` whose
 messages end with the ``tool`` messages of those calls resolves the waits: the same
-turn goes on, and that request streams it.
+turn goes on, and that request streams it. On a process that does not hold the
+thread, the results go to the one that does (``_inbox``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from toolrelay._errors import (
     ResumeError,
     ToolDefinitionError,
 )
-from toolrelay._machines import ToolCallStatus
 from toolrelay._runtime import running_call
 from toolrelay.backends._propagation import continued_trace
 from toolrelay.protocol import (
@@ -44,8 +44,6 @@ from toolrelay.server._feed import LogFeed
 from toolrelay.server._shared import SharedMode
 
 __all__ = ("Runs",)
-
-_EXECUTING = ToolCallStatus.executing
 
 
 class Runs(CatchUp, SharedMode):
@@ -84,36 +82,12 @@ class Runs(CatchUp, SharedMode):
         pending = feed.pending_client_calls()
         results = _trailing_results(run_input)
         if pending and any(call_id in results for call_id in pending):
-            if self._fenced is not None and key not in self._holders:
+            if self._fenced is None or key in self._holders:
+                self._take_results(key, feed, results)
+            elif self._inbox is not None:
+                await self._hand_over_results(key, feed, results)
+            else:
                 raise self._held_elsewhere(key)
-            # Checked and answered with no await in between: of two requests carrying
-            # the same results, one is taken and the other finds the calls answered.
-            waiting = self._waiting(key, feed.turn_id, pending)
-            batch = feed.handed_calls()
-            # The results of the batch's server calls (the stream sent them) may come
-            # back; a result for any other call has nobody waiting for it.
-            stale = [
-                call_id
-                for call_id in results
-                if call_id not in batch or (call_id in pending and call_id not in waiting)
-            ]
-            if stale:
-                raise HTTPError(
-                    409,
-                    "no_pending_call",
-                    f"no tool call waits for a result on thread {key.thread_id!r} "
-                    f"({', '.join(sorted(stale))}): answered already, or not asked for",
-                )
-            missing = [call_id for call_id in waiting if call_id not in results]
-            if missing:
-                raise HTTPError(
-                    422,
-                    "missing_tool_results",
-                    "the results of every pending client call are needed: missing "
-                    + ", ".join(missing),
-                )
-            for call_id in waiting:
-                self._slot(key, call_id, results[call_id])
         else:
             if results and not isinstance(run_input.messages[-1], UserMessage):
                 unknown = ", ".join(sorted(results))
@@ -284,29 +258,6 @@ class Runs(CatchUp, SharedMode):
 
         wait_for_client.__name__ = f"client_tool_{name}"
         return wait_for_client
-
-    def _waiting(self, key: ThreadKey, turn_id: str | None, pending: list[str]) -> list[str]:
-        """Of the ``pending`` calls of turn ``turn_id`` (as the log shows them), those
-        this process's live turn still waits for, unanswered: none once the turn ended
-        (cancelled, superseded, recovered after a crash) or a request answered them."""
-        turn = self.engine.turn(key)
-        if turn is None or turn.finished or turn.turn_id != turn_id:
-            return []
-        executing = {call.id for call in turn.tool_calls if call.status is _EXECUTING}
-        slots = self._slots.get(key, {})
-        return [
-            call_id
-            for call_id in pending
-            if call_id in executing and (call_id not in slots or slots[call_id].result is None)
-        ]
-
-    def _slot(self, key: ThreadKey, call_id: str, message: ToolMessage) -> None:
-        content = message.content
-        text = content if isinstance(content, str) else msgspec.json.encode(content).decode()
-        result = ToolResult.failure(message.error) if message.error else ToolResult.success(text)
-        slot = self._slots.setdefault(key, {}).setdefault(call_id, Slot())
-        slot.result = result
-        slot.event.set()
 
 
 def _running_call_id(name: str) -> str:

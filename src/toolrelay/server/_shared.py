@@ -8,14 +8,17 @@ releases it. Another task (``_take_over``) claims, every third of the lease, the
 turns whose claim expired (their process died) and resumes them with
 ``engine.recover([key])``; a third (``_listen``) follows the store's commit
 notifications and wakes the streams of each thread named, so a stream here follows a
-turn that runs elsewhere. A claim lost while this process was frozen cancels the local
-turn (its writes are refused anyway) and the engine forgets the thread.
+turn that runs elsewhere; on a store with an inbox it also hears the letters posted
+and answered (``_inbox``). A claim lost while this process was frozen cancels the
+local turn (its writes are refused anyway) and the engine forgets the thread.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 
 import anyio
 from anyio.abc import TaskStatus
@@ -23,15 +26,16 @@ from anyio.abc import TaskStatus
 from toolrelay._core import ThreadKey
 from toolrelay._errors import ClosedError, StaleClaimError, StoreError
 from toolrelay.server._asgi import HTTPError
-from toolrelay.server._base import Holder, ServerBase
-from toolrelay.store import Claim, FencedStore, NotifyingStore
+from toolrelay.server._base import Holder
+from toolrelay.server._inbox import Inbox
+from toolrelay.store import Answered, Claim, FencedStore, Letter, Notice, NotifyingStore, Posted
 
 __all__ = ("SharedMode",)
 
 logger = logging.getLogger("toolrelay.server")
 
 
-class SharedMode(ServerBase):
+class SharedMode(Inbox):
     """Claims of threads shared with other processes (see the module docstring)."""
 
     async def _hold_thread(self, key: ThreadKey) -> Holder:
@@ -106,8 +110,12 @@ class SharedMode(ServerBase):
             async with fenced.holding(claim):
                 self._holders[key] = holder
                 try:
+                    later: list[Letter] = []
                     if recover:
                         self.engine.forget(key)
+                        if self._inbox is not None:
+                            # Results the client posted for the dead worker's turn.
+                            later = await self._inbox_before_recovery(key)
                         turns = await self.engine.recover([key])
                         logger.warning(  # worth an operator's eye: a worker died
                             "%s took over thread %s (%d turn(s) resumed)",
@@ -118,6 +126,8 @@ class SharedMode(ServerBase):
                         holder.ready.set()
                     task_status.started(holder)
                     await holder.ready.wait()
+                    # What was posted for the thread before this worker held it.
+                    self._look_in_inbox(key, later)
                     while True:
                         turn = self.engine.turn(key)
                         if turn is None or turn.finished:
@@ -173,20 +183,37 @@ class SharedMode(ServerBase):
         return self.max_live_turns - live
 
     async def _listen(self, store: NotifyingStore) -> None:
-        """Wake the streams of each thread another process (or this one) commits to."""
+        """Wake the streams of each thread another process (or this one) commits to;
+        with an inbox, act on the letters posted for threads held here, and pass the
+        answers to the requests of this process that posted letters."""
         while not self._stopping.is_set():
+            feed: AbstractAsyncContextManager[AsyncIterator[Notice]] = (
+                self._inbox.notices() if self._inbox is not None else store.commits()
+            )
             try:
-                async with store.commits() as commits:
-                    self.store.wake_all()  # what was committed before listening
-                    async for commit in commits:
-                        if commit is None:
-                            self.store.wake_all()
-                        else:
-                            self.store.poke(commit[0])
+                async with feed as notices:
+                    self._missed()  # what came before listening
+                    async for notice in notices:
+                        match notice:
+                            case None:
+                                self._missed()
+                            case Posted(key=key):
+                                self._look_in_inbox(key)
+                            case Answered(ticket=ticket, verdict=verdict):
+                                self._answered(ticket, verdict)
+                            case (key, _):
+                                self.store.poke(key)
             except StoreError as exc:
                 logger.warning("%s: the store's commit feed failed: %s", self.worker, exc)
-                self.store.wake_all()
+                self._missed()
                 await anyio.sleep(1.0)
+
+    def _missed(self) -> None:
+        """Notifications may have been lost: every stream reads its thread again, and
+        the inboxes of the threads held here are read."""
+        self.store.wake_all()
+        for key in list(self._holders):
+            self._look_in_inbox(key)
 
     def _held_elsewhere(self, key: ThreadKey) -> HTTPError:
         return HTTPError(
