@@ -6,6 +6,11 @@ another process sees every event of it, in order, once; a process killed with
 SIGKILL mid-tool has its turn taken over once its lease ran out (no call runs twice,
 the log stays gapless); a process frozen past its lease (SIGSTOP) has its late writes
 refused once it runs again (SIGCONT). And ``--workers N``: N processes on one port.
+
+Client tools across processes: the results of a client's calls and a cancel reach the
+turn whatever process takes them (the thread's inbox), also when the process running
+the turn dies just after they were posted; ``toolrelay run --tools`` against
+``--workers 2`` completes every time.
 """
 
 from __future__ import annotations
@@ -127,6 +132,7 @@ class Stream:
 
     events: list[tuple[str, dict[str, object]]] = field(default_factory=list)
     status: int | None = None
+    body: bytes = b""  # of a response that is not a stream
     error: BaseException | None = None
     thread: threading.Thread | None = None
 
@@ -150,6 +156,9 @@ def _stream(method: str, url: str, body: dict[str, object] | None = None) -> Str
                 client.stream(method, url, json=body) as response,
             ):
                 stream.status = response.status_code
+                if response.status_code != 200:
+                    stream.body = response.read()
+                    return
                 event_id = ""
                 for line in response.iter_lines():
                     if line.startswith("id: "):
@@ -294,10 +303,8 @@ def test_a_thread_whose_turn_runs_on_another_worker_is_refused_typed(
         follower = _stream("GET", b.url + "threads/t3/events")  # b follows a's turn
         with httpx.Client(timeout=30) as client:
             busy = client.post(b.url, json=_run("t3", "something else"))
-            cancel = client.post(b.url + "threads/t3/cancel")
         assert busy.status_code == 409 and busy.json()["error"]["code"] == "thread_busy"
         assert busy.headers["retry-after"]
-        assert cancel.status_code == 409 and cancel.json()["error"]["code"] == "turn_elsewhere"
         (tmp_path / "gate").touch()
         post.join()
         follower.join()
@@ -441,3 +448,196 @@ def test_workers_that_cannot_start_stop_the_command_with_a_clear_error(tmp_path:
     said = out.with_suffix(".err").read_text()
     assert "failed to start" in said and "cannot connect to 127.0.0.1:1/none" in said
     assert "s3cret" not in said + out.read_text()
+
+
+# -- client tools and cancels, on any process ---------------------------------------------
+
+SECRETS = {"alice": "42", "bob": "7"}
+CLIENT_TOOLS = [
+    {
+        "name": "get_secret_number",
+        "description": "A person's secret number.",
+        "parameters": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "required": ["name"],
+        },
+    }
+]
+
+
+def _client_run(thread: str) -> dict[str, object]:
+    """A run whose model (the demo's) asks for two calls of the client's tool."""
+    question = "What are the secret numbers of alice and bob?"
+    return {
+        "threadId": thread,
+        "runId": f"r-{thread}",
+        "messages": [{"id": f"u-{thread}", "role": "user", "content": question}],
+        "tools": CLIENT_TOOLS,
+    }
+
+
+def _handed_over(stream: Stream) -> list[str]:
+    """The calls the run handed to the client (its RUN_FINISHED says which)."""
+    stream.join()
+    assert stream.error is None and stream.status == 200, (stream.error, stream.body)
+    finished = stream.events[-1][1]
+    assert finished["type"] == "RUN_FINISHED", stream.types
+    result = finished["result"]
+    assert isinstance(result, dict) and result["stopReason"] == "client_tools", result
+    pending = result["pendingToolCallIds"]
+    assert isinstance(pending, list) and len(pending) == 2
+    return [str(call_id) for call_id in pending]
+
+
+def _answer(thread: str, stream: Stream) -> dict[str, object]:
+    """The client's next request: the run's calls, and their results."""
+    pending = _handed_over(stream)
+    calls: dict[str, dict[str, str]] = {}
+    for _, event in stream.events:
+        call_id = str(event.get("toolCallId", ""))
+        if event["type"] == "TOOL_CALL_START":
+            calls[call_id] = {"name": str(event["toolCallName"]), "arguments": ""}
+        elif event["type"] == "TOOL_CALL_ARGS":
+            calls[call_id]["arguments"] += str(event["delta"])
+    body = _client_run(thread)
+    messages = list(body["messages"])  # type: ignore[call-overload]
+    messages.append(
+        {
+            "id": f"a-{thread}",
+            "role": "assistant",
+            "toolCalls": [
+                {"id": call_id, "type": "function", "function": calls[call_id]}
+                for call_id in pending
+            ],
+        }
+    )
+    for call_id in pending:
+        person = msgspec.json.decode(calls[call_id]["arguments"])["name"]
+        messages.append(
+            {
+                "id": f"tr-{call_id}",
+                "role": "tool",
+                "toolCallId": call_id,
+                "content": SECRETS[person],
+            }
+        )
+    return {**body, "messages": messages}
+
+
+def _client_results(entries: list[Entry]) -> list[str]:
+    return sorted(e.record.result.content for e in entries if isinstance(e.record, ToolFinished))
+
+
+def _ends(entries: list[Entry]) -> list[str]:
+    return [e.record.status for e in entries if isinstance(e.record, TurnEnded)]
+
+
+def test_client_results_posted_to_another_worker_finish_the_turn_and_stream_it(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    with _workers(tmp_path, postgres_dsn, 2) as (a, b):
+        first = _stream("POST", a.url, _client_run("c1"))
+        answered = _stream("POST", b.url, _answer("c1", first))
+        answered.join()
+        entries = _entries(postgres_dsn, "c1")
+        _check_stream(answered, entries)  # b streams the rest of a's turn, to its end
+        _check_log(entries)
+        assert _ends(entries) == ["completed"]
+        assert _client_results(entries) == ["42", "7"]  # each call answered once
+        said = "".join(str(event["delta"]) for _, event in answered.events if "delta" in event)
+        assert "42" in said and "7" in said
+
+
+def test_a_cancel_posted_to_another_worker_ends_the_turn_where_it_runs(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    with _workers(tmp_path, postgres_dsn, 2) as (a, b):
+        _handed_over(_stream("POST", a.url, _client_run("c2")))
+        with httpx.Client(timeout=30) as client:
+            cancel = client.post(b.url + "threads/c2/cancel")
+        assert cancel.status_code == 200, cancel.text
+        assert cancel.json() == {"threadId": "c2", "cancelled": True}
+        entries = _entries(postgres_dsn, "c2")  # the end is in the log when b answers
+        _check_log(entries)
+        assert _ends(entries) == ["cancelled"]
+        with httpx.Client(timeout=30) as client:  # nothing left to cancel
+            again = client.post(b.url + "threads/c2/cancel")
+        assert again.json() == {"threadId": "c2", "cancelled": False}
+
+
+def test_results_posted_twice_to_two_workers_are_taken_once(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    with _workers(tmp_path, postgres_dsn, 2) as (a, b):
+        answer = _answer("c3", _stream("POST", a.url, _client_run("c3")))
+        via_b = _stream("POST", b.url, answer)  # handed over to a...
+        via_a = _stream("POST", a.url, answer)  # ...and sent to a itself
+        via_b.join()
+        via_a.join()
+        taken = [s for s in (via_a, via_b) if s.status == 200]
+        refused = [s for s in (via_a, via_b) if s.status != 200]
+        assert len(taken) == 1 and len(refused) == 1, [(s.status, s.body) for s in (via_a, via_b)]
+        assert refused[0].status == 409
+        assert msgspec.json.decode(refused[0].body)["error"]["code"] == "no_pending_call"
+        entries = _entries(postgres_dsn, "c3")
+        _check_stream(taken[0], entries)
+        _check_log(entries)
+        assert _ends(entries) == ["completed"]
+        assert _client_results(entries) == ["42", "7"]
+
+
+def test_results_posted_just_before_the_worker_running_the_turn_dies_are_not_lost(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    with _workers(tmp_path, postgres_dsn, 2) as (a, b):
+        answer = _answer("c4", _stream("POST", a.url, _client_run("c4")))
+        a.process.send_signal(signal.SIGSTOP)  # a takes nothing more...
+        answered = _stream("POST", b.url, answer)
+
+        def posted() -> bool:
+            with psycopg.connect(postgres_dsn) as connection:
+                row = connection.execute("SELECT count(*) FROM toolrelay.inbox").fetchone()
+            return row is not None and row[0] == 1
+
+        _wait_for("b to post the results to a", posted)
+        a.process.send_signal(signal.SIGKILL)  # ...and dies with them unread
+        a.process.wait(10)
+        answered.join()
+        entries = _entries(postgres_dsn, "c4")
+        _check_stream(answered, entries)
+        _check_log(entries)
+        assert _ends(entries) == ["completed"]
+        assert _client_results(entries) == ["42", "7"]  # the client's, not "interrupted"
+        assert "took over thread c4" in b.stderr()
+
+
+def test_toolrelay_run_with_client_tools_against_two_workers_on_one_port_always_completes(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    (tmp_path / "nothing.py").write_text(
+        "from toolrelay import ToolRegistry\nTOOLS = ToolRegistry()\n"
+    )
+    args = ("--store", postgres_dsn, "--workers", "2", "--tools", "nothing:TOOLS")
+    with _serve(tmp_path, "sup", *args) as supervisor:
+        _wait_for("both workers", lambda: supervisor.log.read_text().count("ready") == 2)
+        for attempt in range(10):
+            done = subprocess.run(
+                [sys.executable, "-m", "toolrelay", "run", supervisor.url, "--json"]
+                + ["--tools", "toolrelay.demo:DEMO_TOOLS"]
+                + ["--message", "What are the secret numbers of alice and bob?"],
+                cwd=tmp_path,
+                env=_env(tmp_path),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert done.returncode == 0, (attempt, done.stderr)
+            state = msgspec.json.decode(done.stdout)
+            assert state["status"] == "completed", (attempt, state)
+            assert state["toolCalls"]["completed"] == 2  # run by the client
+            said = msgspec.json.encode(state["messages"]).decode()
+            assert "secret number is 42" in said and "secret number is 7" in said
+        supervisor.process.send_signal(signal.SIGTERM)
+        assert supervisor.process.wait(30) == 0
