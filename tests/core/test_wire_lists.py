@@ -125,3 +125,13 @@ def test_forwarded_props_given_are_sent_as_given() -> None:
     props = {"model": "small"}
     run_input = _processor("p", forwarded_props=props).start_run("r")
     assert run_input.forwarded_props is props
+
+
+def test_a_processor_says_what_context_and_forwarded_props_its_runs_carry() -> None:
+    props = {"model": "small"}
+    given = _processor("g", context=CONTEXT, forwarded_props=props)
+    assert list(given.context) == list(CONTEXT) and given.forwarded_props is props
+    assert given.start_run("r").context is given.context
+    bare = _processor("b")
+    assert list(bare.context) == [] and bare.forwarded_props is None  # none, not the shared {}
+    assert bare.start_run("r").forwarded_props is NO_WIRE_KEYS
