@@ -578,7 +578,9 @@ class TurnDriver:
                             except Exception as exc:
                                 self._internal_error(exc)
                                 break
-                            if log is not None and log.pending:
+                            # Records are added by effects only (anything else that
+                            # adds some ends the run, whose end writes them).
+                            if effects and log is not None and log.pending:
                                 await self._flush()  # what settled, the moment it exists
                             if self._run_over():
                                 break
@@ -647,10 +649,10 @@ class TurnDriver:
                 except Exception as exc:
                     self._internal_error(exc)
                     return
+                if not effects:
+                    continue  # (records are added by effects only)
                 if log is not None and log.pending:
                     await self._flush()
-                elif not effects:
-                    continue
                 if self._run_over():
                     return
                 continue

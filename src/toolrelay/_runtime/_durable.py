@@ -52,38 +52,38 @@ __all__ = ("ThreadLog", "WaitingTurn")
 
 _encode = msgspec.json.Encoder().encode
 
+#: The effects that add records (the processor makes exactly these types).
+_RECORDED = frozenset((MessagesSettled, ToolsReady, TurnCompleted, TurnEnded, TurnInterrupted))
+
 
 class _Gate:
     """One thread's log's mutual exclusion: free when nobody else holds it (no
     checkpoint, no allocation), an event made only when someone has to wait. Every
     store write of every turn passes it, where ``anyio.Lock`` cost several times more."""
 
-    __slots__ = ("_free", "_held")
+    __slots__ = ("_free", "held")
 
     def __init__(self) -> None:
-        self._held = False
+        #: Whether someone holds it (taken by setting it, when it is not).
+        self.held = False
         self._free: anyio.Event | None = None  # made by the first waiter
-
-    @property
-    def held(self) -> bool:
-        return self._held
 
     def acquire_nowait(self) -> bool:
         """Take it if it is free (no checkpoint); whether it was taken."""
-        if self._held:
+        if self.held:
             return False
-        self._held = True
+        self.held = True
         return True
 
     async def acquire(self) -> None:
-        while self._held:
+        while self.held:
             if self._free is None:
                 self._free = anyio.Event()
             await self._free.wait()
-        self._held = True
+        self.held = True
 
     def release(self) -> None:
-        self._held = False
+        self.held = False
         free, self._free = self._free, None
         if free is not None:
             free.set()  # every waiter wakes; the first to run holds it, the rest wait again
@@ -189,6 +189,8 @@ class ThreadLog:
         second round, and calls handed to a client asked for a second time).
         """
         for effect in effects:
+            if type(effect) not in _RECORDED:
+                continue  # (most effects are activity changes: one lookup, not five)
             match effect:
                 case MessagesSettled(messages=messages):
                     self._outbox.extend(
@@ -250,8 +252,10 @@ class ThreadLog:
         # waits for the store (objects alive across collections are what the cyclic
         # collector pays for).
         gate = self._lock
-        if not gate.acquire_nowait():
+        if gate.held:
             await gate.acquire()
+        else:
+            gate.held = True  # (free: taken in place, no call)
         try:
             if self._unsure:
                 await self._settle()

@@ -140,8 +140,10 @@ def live_turn_after(current: str | None, records: Sequence[Record]) -> str | Non
     """The thread's live turn once ``records`` are appended to a log whose live turn
     is ``current`` (rule 5); the one place stores compute it."""
     for record in records:
-        if isinstance(record, TurnStarted):
+        # (records are exactly their tagged types, no subclasses: ``type`` is the cheap
+        # test, run for every record of every append)
+        if type(record) is TurnStarted:
             current = record.turn_id
-        elif isinstance(record, TurnEnded) and record.turn_id == current:
+        elif type(record) is TurnEnded and record.turn_id == current:
             current = None
     return current

@@ -288,7 +288,10 @@ class SQLiteStore:
         plain method that gives the queue's coroutine, so a waiting write holds one
         frame fewer). Bad arguments raise when it is called."""
         check_append(key, records, claim)
-        return self._queued(Append(key, records, owner, claim))
+        item = Append(key, records, owner, claim)
+        if self._connection is None:
+            return self._opened_then(item)
+        return self._work.run(item)  # (_queued, written out: every write passes here)
 
     def _write(self, connection: sqlite3.Connection, batch: list[Append]) -> None:
         """Write ``batch`` in one transaction; if it fails and holds several appends,
@@ -365,8 +368,9 @@ class SQLiteStore:
         for item, error in failed:
             item.fail(error)
         for item in batch:
-            if not item.settled:
-                item.written()
+            if not item.settled:  # written: its value is its last number (inline, per append)
+                item.value = item.last
+                item.settled = True
 
     async def read(
         self,

@@ -24,6 +24,8 @@ __all__ = ("Append", "Job", "Queued", "WorkQueue")
 
 T = TypeVar("T")
 
+_Future = asyncio.Future
+
 
 class HopEnd:
     """The end of one hop, as the work it holds waits for it.
@@ -51,7 +53,8 @@ class HopEnd:
         if self._set:
             return anyio.lowlevel.checkpoint()
         if self._loop is not None:
-            future = self._loop.create_future()
+            # (the future made directly: the loop's create_future is one Python call more)
+            future: asyncio.Future[None] = _Future(loop=self._loop)
             self._futures.append(future)
             return future
         assert self._event is not None
@@ -100,17 +103,15 @@ class Append(Queued[int]):
         owner: str | None,
         claim: Claim | None = None,
     ) -> None:
-        super().__init__()
+        # Queued's fields, set here (no call up: every write of every turn makes one).
+        self.settled = False
+        self.error: BaseException | None = None
+        self.hop: HopEnd | None = None
         self.key = key
         self.claim = claim
         self.records = records
         self.owner = owner
         self.last = 0
-
-    def written(self) -> None:
-        """Its transaction committed (``last`` was set as it was written)."""
-        self.value = self.last
-        self.settled = True
 
 
 class Job(Queued[T]):
