@@ -306,6 +306,8 @@ class ProcessorState:
         message id and where they started: what :meth:`restore` takes back, read when
         the run ended with calls to execute (empty once the batch is committed)."""
         ids = self._result_ids
+        if not ids:
+            return ()
         end = len(self.conversation.messages)
         return tuple(
             AgentResult(call_id, ids[call_id], end - self._call_at[call_id])

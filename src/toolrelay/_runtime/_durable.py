@@ -199,19 +199,22 @@ class ThreadLog:
                     )
                 case ToolsReady() if not restored:
                     self.add_state(turn_id, processor.conversation)
+                    agent_results = processor.agent_results  # (most batches have none)
                     self._outbox.append(
                         ToolsStarted(
                             turn_id=turn_id,
                             run_id=processor.run_id or "",
                             depth=processor.depth,
                             runs=processor.run_count,
-                            calls=tuple(call_to_record(c) for c in processor.tool_calls),
+                            calls=tuple(map(call_to_record, processor.tool_calls)),
                             agent_results=tuple(
                                 StoredAgentResult(
                                     call_id=r.call_id, message_id=r.message_id, after=r.after
                                 )
-                                for r in processor.agent_results
-                            ),
+                                for r in agent_results
+                            )
+                            if agent_results
+                            else (),
                         )
                     )
                 case TurnCompleted(reason=reason) | TurnEnded(reason=reason):
