@@ -129,6 +129,81 @@ async def test_a_version_2_file_gets_its_records_in_write_order_and_keeps_them(
             )
 
 
+async def test_a_version_3_file_keeps_its_threads_times_and_numbers_and_goes_on_after_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "toolrelay.db"
+    store = SQLiteStore(path)
+    await store.append(KEY, sample_records())
+    before = await store.thread(KEY)
+    await store.aclose()
+    assert before is not None
+    with closing(sqlite3.connect(path)) as connection, connection:  # as version 3 left it
+        connection.executescript("ALTER TABLE records DROP COLUMN at; PRAGMA user_version=3;")
+    reopened = SQLiteStore(path)
+    try:
+        assert await reopened.thread(KEY) == before  # the row's time, its records' number
+        await anyio.sleep(0.01)
+        last = await reopened.append(KEY, [StateSaved(turn_id="t", state=9)])
+        assert last == before.last_seq + 1
+        after = await reopened.thread(KEY)
+        assert after is not None and after.last_seq == last
+        assert after.updated_at > before.updated_at  # the new record's time
+    finally:
+        await reopened.aclose()
+
+
+async def test_an_append_moves_its_threads_row_only_when_it_changes_the_live_turn(
+    tmp_path: Path,
+) -> None:
+    # A thread's last number and time are its last record's; its row, one per thread
+    # in a group commit's pages, is rewritten only at a turn's start and end.
+    path = tmp_path / "toolrelay.db"
+    store = SQLiteStore(path)
+
+    def row() -> tuple[object, ...]:
+        with closing(sqlite3.connect(path)) as connection:
+            found = connection.execute(
+                "SELECT last_seq, live_turn, updated_at FROM threads"
+            ).fetchone()
+        assert found is not None
+        return tuple(found)
+
+    try:
+        await store.append(KEY, [TurnStarted(turn_id="a")])
+        started = row()
+        await anyio.sleep(0.01)
+        await store.append(KEY, [StateSaved(turn_id="a", state=1)] * 3)
+        assert row() == started
+        info = await store.thread(KEY)
+        assert info is not None and info.last_seq == 4 and info.live_turn == "a"
+        assert info.updated_at > float(str(started[2]))
+        [listed] = await store.threads(live=True)
+        assert listed == info
+        await store.append(KEY, [TurnEnded(turn_id="a", status="completed", reason=DONE)])
+        assert row()[:2] == (5, None)
+        [ended] = await store.threads(live=False)
+        assert ended.last_seq == 5 and ended.updated_at >= info.updated_at
+    finally:
+        await store.aclose()
+
+
+async def test_a_number_the_store_remembered_wrongly_is_refused_and_the_append_written_after(
+    tmp_path: Path,
+) -> None:
+    # What the store remembers is right unless the file changed under it unseen; the
+    # unique index is the last word all the same: the append is numbered again.
+    store = SQLiteStore(tmp_path / "toolrelay.db")
+    try:
+        await store.append(KEY, [TurnStarted(turn_id="a"), StateSaved(turn_id="a", state=1)])
+        store._known[KEY].last = 1  # as if it had missed the second record
+        assert await store.append(KEY, [StateSaved(turn_id="a", state=2)]) == 3
+        assert [e.seq for e in await store.read(KEY)] == [1, 2, 3]
+        assert await store.append(KEY, [StateSaved(turn_id="a", state=3)]) == 4
+    finally:
+        await store.aclose()
+
+
 async def test_closing_while_the_store_opens_closes_what_the_open_makes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -409,8 +484,9 @@ async def test_waiters_woken_by_a_leader_cancelled_before_its_hop_are_written(
 async def test_a_thread_another_process_wrote_meanwhile_is_numbered_after_its_records(
     tmp_path: Path,
 ) -> None:
-    # The store moves the rows of threads it wrote last by id, checked against the row
-    # as it left it: another process's appends to the thread in between are seen.
+    # The store numbers the appends of threads it wrote from what it remembers of them,
+    # dropped when another connection committed: another process's appends to the
+    # thread in between are seen.
     path = tmp_path / "toolrelay.db"
     ours, theirs = SQLiteStore(path), SQLiteStore(path)
     assert await ours.append(KEY, [TurnStarted(turn_id="a")]) == 1

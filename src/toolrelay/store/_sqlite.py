@@ -11,11 +11,14 @@ the process being killed at any point (SIGKILL); only a power cut can lose the l
 commits, and never leaves the file damaged. ``durable=True`` asks for ``synchronous=FULL``.
 
 Appends are ``BEGIN IMMEDIATE`` transactions that number their records after the
-thread's last and move its row forward, all or nothing (promise 9). The store
-remembers the rows of threads it wrote and moves one by its id, in one ``UPDATE``;
-what it remembers is dropped when another connection committed since its last write
-(``PRAGMA data_version``, read inside the write's transaction), so a row another
-process wrote meanwhile (or a thread deleted, its id taken) is read again. Claims
+thread's last, all or nothing (promise 9). Each record carries the time it was
+written: a thread's last sequence number and time are its last record's (read through
+the ``(thread, seq)`` unique index), and its row changes only when an append changes
+its live turn. The store remembers the id, last number and live turn of threads it
+wrote; what it remembers is dropped when another connection committed since its last
+write (``PRAGMA data_version``, read inside the write's transaction), so a thread
+another process wrote meanwhile (or a thread deleted, its id taken) is read again, and
+the unique index refuses a number written twice whatever it remembered. Claims
 (:class:`~toolrelay.store.ClaimingStore`, worker processes of one machine) live in
 their own table, timed by the machine's clock; a fenced append checks its claim in the
 transaction that writes it, and a stale one is refused alone.
@@ -57,6 +60,7 @@ from toolrelay.store._sqlite_queue import Append, Job, Queued, WorkQueue
 from toolrelay.store._sqlite_schema import (
     SCHEMA_VERSION,
     THREAD_COLUMNS,
+    THREAD_FIELDS,
     connect,
     sqlite_error,
     thread_info,
@@ -68,19 +72,14 @@ T = TypeVar("T")
 
 _encode_into = record_encoder.encode_into
 
-#: How many threads' rows the store remembers (first in, first out): an append to one
-#: of them moves its row by id, checked, without looking the thread up first.
+#: How many threads the store remembers (first in, first out): an append to one of
+#: them is numbered without looking the thread up first.
 _KNOWN_THREADS = 1024
 
-# An append moves its thread's row by id. Only this connection has written the file
-# since the row was remembered (another's commit drops every remembered row), so the
-# row is as remembered; its sequence number is checked all the same.
-_ADVANCE = "UPDATE threads SET last_seq = ?, updated_at = ? WHERE id = ? AND last_seq = ?"
-_ADVANCE_TURN = (
-    "UPDATE threads SET last_seq = ?, live_turn = ?, updated_at = ? WHERE id = ? AND last_seq = ?"
-)
+#: An append that changes its thread's live turn moves the thread's row, by id.
+_MOVE_LIVE_TURN = "UPDATE threads SET last_seq = ?, live_turn = ?, updated_at = ? WHERE id = ?"
 
-#: The most rows one ``INSERT`` of records carries (3 values each).
+#: The most rows one ``INSERT`` of records carries (4 values each).
 _INSERT_ROWS = 64
 
 #: ``INSERT``s of records by how many rows they carry: 64 and every smaller power of
@@ -90,30 +89,35 @@ _INSERT_ROWS = 64
 #: ``executemany`` steps and resets the statement, and releases and retakes the GIL,
 #: row by row: about a quarter of the cost of a row (counted with cachegrind).
 _INSERTS = {
-    rows: "INSERT INTO records (thread, seq, body) VALUES " + ", ".join(["(?, ?, ?)"] * rows)
+    rows: "INSERT INTO records (thread, seq, body, at) VALUES " + ", ".join(["(?, ?, ?, ?)"] * rows)
     for rows in (1 << bit for bit in range(_INSERT_ROWS.bit_length()))
 }
 
 
 def _insert(
-    cursor: sqlite3.Cursor, threads: list[int], seqs: list[int], bodies: list[bytearray]
+    cursor: sqlite3.Cursor,
+    threads: list[int],
+    seqs: list[int],
+    bodies: list[bytearray],
+    now: float,
 ) -> None:
-    """Insert the records' rows given as three columns, in their order."""
+    """Insert the records' rows given as three columns, in their order, written ``now``."""
     count = len(bodies)
-    values: list[object] = [None] * (3 * count)
-    values[0::3] = threads
-    values[1::3] = seqs
-    values[2::3] = bodies
+    values: list[object] = [now] * (4 * count)
+    values[0::4] = threads
+    values[1::4] = seqs
+    values[2::4] = bodies
     start = 0
     while start < count:
         rows = min(_INSERT_ROWS, 1 << ((count - start).bit_length() - 1))
-        cursor.execute(_INSERTS[rows], values[3 * start : 3 * (start + rows)])
+        cursor.execute(_INSERTS[rows], values[4 * start : 4 * (start + rows)])
         start += rows
 
 
 class _Seen:
-    """A thread's row as the store last wrote it, moved in place as the store writes
-    the thread (an append allocates nothing to remember it)."""
+    """A thread as the store last wrote it (its row's id, its last sequence number and
+    its live turn), moved in place as the store writes the thread (an append allocates
+    nothing to remember it)."""
 
     __slots__ = ("id", "last", "live")
 
@@ -123,43 +127,39 @@ class _Seen:
         self.live = live
 
 
-def _advance(cursor: sqlite3.Cursor, item: Append, seen: _Seen, now: float) -> bool:
-    """Move ``item``'s thread, whose row was ``seen``, past its records (and to its
-    live turn after them), ``seen`` with it; ``False`` (nothing written) if the row is
-    not as seen any more. One statement, by the row's id: the live turn's partial
-    index is touched only when the live turn changes."""
+def _advance(cursor: sqlite3.Cursor, item: Append, seen: _Seen, now: float) -> None:
+    """Number ``item``'s records after the thread's last, ``seen`` moved with them; the
+    thread's row is moved only when they change its live turn (its partial index is
+    touched only then too). Only this connection has written the file since ``seen``
+    was (another's commit drops what the store remembers): the unique index of the
+    records refuses a number taken all the same."""
     records = item.records
-    last, live = seen.last, seen.live
+    live = seen.live
+    moved = seen.last + len(records)
     turn = live_turn_after(live, records)
-    moved = last + len(records)
-    if turn == live:
-        cursor.execute(_ADVANCE, (moved, now, seen.id, last))
-    else:
-        cursor.execute(_ADVANCE_TURN, (moved, turn, now, seen.id, last))
-    if cursor.rowcount != 1:
-        return False
+    if turn != live:
+        cursor.execute(_MOVE_LIVE_TURN, (moved, turn, now, seen.id))
+        seen.live = turn
     seen.last = item.last = moved
-    seen.live = turn
-    return True
 
 
 def _take(cursor: sqlite3.Cursor, item: Append, now: float) -> _Seen:
-    """Move ``item``'s thread past its records, its row read first (a new thread's row
-    starts where the records leave it); the row as the append leaves it."""
+    """Number ``item``'s records after its thread's, read first (a new thread's row is
+    made, its records starting at 1); the thread as the append leaves it."""
     key, records = item.key, item.records
     row = cursor.execute(
-        "SELECT id, last_seq, live_turn FROM threads WHERE server = ? AND room = ? AND thread = ?",
+        "SELECT id, coalesce((SELECT max(r.seq) FROM records r WHERE r.thread = threads.id), "
+        "last_seq), live_turn FROM threads WHERE server = ? AND room = ? AND thread = ?",
         (key.server, key.room_id, key.thread_id),
     ).fetchone()
     if row is not None:
         seen = _Seen(*row)
-        written = _advance(cursor, item, seen, now)
-        assert written  # as read, in the same transaction
+        _advance(cursor, item, seen, now)
         return seen
     live = live_turn_after(None, records)
     item.last = count = len(records)
     cursor.execute(
-        f"INSERT INTO threads ({THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO threads ({THREAD_FIELDS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (key.server, key.room_id, key.thread_id, item.owner, count, live, now, now),
     )
     assert cursor.lastrowid is not None
@@ -295,11 +295,13 @@ class SQLiteStore:
 
     def _write(self, connection: sqlite3.Connection, batch: list[Append]) -> None:
         """Write ``batch`` in one transaction; if it fails and holds several appends,
-        each is tried alone, so one's failure is not the others'."""
+        each is tried alone, so one's failure is not the others'. An append alone that
+        a number already taken refused is tried once more: a failed transaction drops
+        what the store remembered, so the retry numbers it after what the file holds."""
         try:
             self._transaction(connection, batch)
         except sqlite3.Error as exc:
-            if len(batch) == 1:
+            if len(batch) == 1 and not isinstance(exc, sqlite3.IntegrityError):
                 batch[0].fail(sqlite_error(exc, f"cannot write to {self.path}"))
                 return
             for item in batch:
@@ -347,18 +349,19 @@ class SQLiteStore:
                     failed.append((item, exc))
                     continue
                 seen = known.get(key)
-                if seen is None or not _advance(cursor, item, seen, now):
-                    # Not seen, or no longer as seen: read (the oldest is forgotten).
+                if seen is not None:
+                    _advance(cursor, item, seen, now)
+                else:  # not seen: read (the oldest is forgotten)
                     seen = known[key] = _take(cursor, item, now)
                     if len(known) > _KNOWN_THREADS:
                         known.popitem(last=False)
                 count = len(records)
                 threads.extend(repeat(seen.id, count))
                 seqs.extend(range(item.last - count + 1, item.last + 1))
-            _insert(cursor, threads, seqs, bodies)
+            _insert(cursor, threads, seqs, bodies, now)
             cursor.execute("COMMIT")
         except BaseException:
-            # What the rows were moved to was not written: read them again.
+            # What the store remembered was moved past what was not written: read again.
             known.clear()
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
