@@ -68,13 +68,6 @@ class _Gate:
         self.held = False
         self._free: anyio.Event | None = None  # made by the first waiter
 
-    def acquire_nowait(self) -> bool:
-        """Take it if it is free (no checkpoint); whether it was taken."""
-        if self.held:
-            return False
-        self.held = True
-        return True
-
     async def acquire(self) -> None:
         while self.held:
             if self._free is None:

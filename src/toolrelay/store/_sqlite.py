@@ -288,10 +288,7 @@ class SQLiteStore:
         plain method that gives the queue's coroutine, so a waiting write holds one
         frame fewer). Bad arguments raise when it is called."""
         check_append(key, records, claim)
-        item = Append(key, records, owner, claim)
-        if self._connection is None:
-            return self._opened_then(item)
-        return self._work.run(item)  # (_queued, written out: every write passes here)
+        return self._queued(Append(key, records, owner, claim))
 
     def _write(self, connection: sqlite3.Connection, batch: list[Append]) -> None:
         """Write ``batch`` in one transaction; if it fails and holds several appends,

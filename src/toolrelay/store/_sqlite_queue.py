@@ -103,10 +103,7 @@ class Append(Queued[int]):
         owner: str | None,
         claim: Claim | None = None,
     ) -> None:
-        # Queued's fields, set here (no call up: every write of every turn makes one).
-        self.settled = False
-        self.error: BaseException | None = None
-        self.hop: HopEnd | None = None
+        Queued.__init__(self)  # (named, not super(): every write of every turn makes one)
         self.key = key
         self.claim = claim
         self.records = records
