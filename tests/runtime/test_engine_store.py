@@ -38,6 +38,7 @@ from toolrelay.protocol import (
     UserMessage,
 )
 from toolrelay.store import (
+    Entry,
     FencedStore,
     MemoryStore,
     MessageSaved,
@@ -53,6 +54,7 @@ from toolrelay.store import (
     message_to_record,
     replay,
 )
+from toolrelay.store._forwarding import ForwardingStore
 from toolrelay.testing import (
     Hang,
     Raise,
@@ -231,6 +233,99 @@ async def test_history_supplied_for_a_new_thread_is_written_once(store: Store) -
     assert ids[:2] == ["s1", "u0"] and ids.count("s1") == 1 and len(ids) == 6
     saved = [e.record for e in await store.read(KEY) if isinstance(e.record, MessageSaved)]
     assert [r.message.message.id for r in saved[:2]] == ["s1", "u0"]  # type: ignore[union-attr]
+
+
+class _Calls(MemoryStore):
+    """The in-memory store, keeping the calls the engine makes (name, records)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, list[str]]] = []
+
+    async def read(
+        self,
+        key: ThreadKey,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        max_bytes: int | None = None,
+    ) -> list[Entry]:
+        self.calls.append(("read", []))
+        return await super().read(key, after=after, limit=limit, max_bytes=max_bytes)
+
+    async def append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> int:
+        self.calls.append(("append", _kinds(records)))
+        return await super().append(key, records, owner=owner)
+
+    async def read_and_append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> tuple[list[Entry], int]:
+        self.calls.append(("read_and_append", _kinds(records)))
+        before = await MemoryStore.read(self, key)
+        return before, await MemoryStore.append(self, key, records, owner=owner)
+
+
+class _Plain(ForwardingStore[MemoryStore]):
+    """A store with the contract's methods only (no ``read_and_append``)."""
+
+    async def append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> int:
+        return await self.store.append(key, records, owner=owner)
+
+
+_START = ["TurnStarted", "MessageSaved"]
+
+
+async def test_a_threads_first_turn_reads_it_and_writes_its_start_in_one_call() -> None:
+    store = _Calls()
+    agent = ScriptedAgent([text("one")], [text("two")])
+    async with Engine(agent, store=store) as engine:
+        await engine.run_turn(KEY, "first")  # a new thread
+        assert store.calls[0] == ("read_and_append", _START)
+        assert "read" not in [name for name, _ in store.calls]
+        assert engine.forget(KEY)
+        store.calls.clear()
+        turn = await engine.run_turn(KEY, "second")  # a thread the store has
+    assert store.calls[0] == ("read_and_append", _START)
+    assert "read" not in [name for name, _ in store.calls]
+    assert _roles(agent.inputs[1].messages) == ["user", "assistant", "user"]
+    assert [m.id for m in turn.conversation.messages] == [
+        m.id for m in agent.inputs[1].messages
+    ] + [turn.messages[-1].id]
+    log = await store.read(KEY)
+    assert [e.seq for e in log] == list(range(1, len(log) + 1))
+    assert _kinds([e.record for e in log]) == [*_START, "MessageSaved", "TurnEnded"] * 2
+
+
+async def test_a_given_state_or_supplied_history_is_written_with_the_start_after_the_read() -> None:
+    store = _Calls()
+    agent = ScriptedAgent([text("one")], [text("two")])
+    async with Engine(agent, store=store) as engine:
+        await engine.run_turn(KEY, "first", history=[SystemMessage(id="s1", content="brief")])
+        assert store.calls[:2] == [("read", []), ("append", ["MessageSaved", *_START])]
+        engine.forget(KEY)
+        store.calls.clear()
+        await engine.run_turn(KEY, "second", state={"step": 2})
+    # One transaction for the turn's start and its state, once the stored state is known.
+    assert store.calls[:2] == [("read", []), ("append", [*_START, "StateSaved"])]
+    assert replay(await store.read(KEY)).state == {"step": 2}
+
+
+async def test_a_store_without_read_and_append_reads_then_writes_the_same_log() -> None:
+    logs: list[list[Record]] = []
+    for store in (_Plain(MemoryStore()), MemoryStore()):
+        async with Engine(_secret_agent(), tools=TOOLS, store=store) as engine:
+            await engine.run_turn(KEY, "What are the numbers?")
+            engine.forget(KEY)
+            await engine.run_turn(KEY, "And again?")
+        logs.append([e.record for e in await store.read(KEY)])
+    plain, together = (
+        [(type(r).__name__, getattr(r, "status", None)) for r in log] for log in logs
+    )
+    assert plain == together and len(plain) > 10
 
 
 async def test_threads_evicted_past_max_threads_come_back_from_the_store(store: Store) -> None:

@@ -13,21 +13,24 @@ from toolrelay.testing.store_contract import (
     ClaimingStoreContract,
     DurableStoreContract,
     OrderedCancellationContract,
+    ReadAppendContract,
     StoreContract,
 )
 
 
-class TestMemoryStore(StoreContract, OrderedCancellationContract):
+class TestMemoryStore(StoreContract, OrderedCancellationContract, ReadAppendContract):
     def make_store(self, path: Path) -> Store:
         return MemoryStore()
 
 
-class TestSQLiteStore(DurableStoreContract, ClaimingStoreContract, OrderedCancellationContract):
+class TestSQLiteStore(
+    DurableStoreContract, ClaimingStoreContract, OrderedCancellationContract, ReadAppendContract
+):
     def make_store(self, path: Path) -> Store:
         return SQLiteStore(path / "toolrelay.db")
 
 
-class TestPostgresStore(DurableStoreContract, ClaimingStoreContract):
+class TestPostgresStore(DurableStoreContract, ClaimingStoreContract, ReadAppendContract):
     """One schema per test directory, on the session's real PostgreSQL server."""
 
     dsn = ""

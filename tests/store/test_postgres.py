@@ -200,6 +200,8 @@ async def test_a_damaged_record_or_a_missing_table_is_a_typed_error(
         admin.execute("UPDATE toolrelay.records SET body = 'not json' WHERE seq = 2")
     with pytest.raises(StoreCorruptError, match="cannot be read"):
         await store.read(key)
+    with pytest.raises(StoreCorruptError, match="cannot be read"):
+        await store.read_and_append(key, [_state(2)])  # rolled back
     assert [e.seq for e in await store.read(key, after=2)] == [3, 4, 5, 6]
     with _admin(postgres_dsn) as admin:
         admin.execute("DROP TABLE toolrelay.records")

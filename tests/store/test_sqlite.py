@@ -6,6 +6,7 @@ import sqlite3
 import threading
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -20,6 +21,7 @@ from toolrelay import (
 from toolrelay._reasons import ReasonKind, TerminalReason
 from toolrelay.store import (
     SCHEMA_VERSION,
+    Entry,
     SQLiteStore,
     StateSaved,
     TurnEnded,
@@ -27,6 +29,7 @@ from toolrelay.store import (
     _sqlite as sqlite_module,
     encode_record,
 )
+from toolrelay.store._sqlite_queue import Queued
 from toolrelay.store._sqlite_schema import APPLICATION_ID, connect
 from toolrelay.testing.store_contract import sample_records
 
@@ -330,6 +333,56 @@ async def test_a_damaged_record_is_a_typed_error_on_read(tmp_path: Path) -> None
     store = SQLiteStore(path)
     with pytest.raises(StoreCorruptError, match="cannot be read"):
         await store.read(KEY)
+    await store.aclose()
+
+
+async def test_a_damaged_record_read_with_an_append_fails_it_alone_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "toolrelay.db"
+    store = SQLiteStore(path)
+    await store.append(KEY, [TurnStarted(turn_id="a")])
+    await store.append(ThreadKey("other"), [TurnStarted(turn_id="o")])
+    await store.aclose()
+    with closing(sqlite3.connect(path)) as connection, connection:
+        connection.execute(
+            "UPDATE records SET body = ? WHERE seq = 1 AND thread = "
+            "(SELECT id FROM threads WHERE thread = ?)",
+            (b'{"kind": "nonsense"}', KEY.thread_id),
+        )
+    store = SQLiteStore(path)
+    await store.open()
+    batches: list[int] = []
+    hop = store._work._hop
+
+    def counted(batch: list[Queued[Any]]) -> None:
+        batches.append(len(batch))
+        hop(batch)
+
+    store._work._hop = counted
+    results: dict[str, object] = {}
+
+    async def write(name: str, key: ThreadKey) -> None:
+        try:
+            results[name] = await store.read_and_append(key, [TurnStarted(turn_id=name)])
+        except StoreCorruptError as exc:
+            results[name] = exc
+
+    async with anyio.create_task_group() as group:
+        # The first write holds the connection while the three queue: one group commit.
+        with store._lock:
+            group.start_soon(write, "z", ThreadKey("first"))
+            await anyio.sleep(0.01)
+            group.start_soon(write, "b", KEY)
+            group.start_soon(write, "p", ThreadKey("other"))
+            group.start_soon(write, "q", ThreadKey("new"))
+            await anyio.sleep(0.05)
+    assert batches == [1, 3]
+    assert isinstance(results["b"], StoreCorruptError) and "cannot be read" in str(results["b"])
+    assert results["p"] == ([Entry(1, TurnStarted(turn_id="o"))], 2)
+    assert results["q"] == ([], 1)
+    info = await store.thread(KEY)
+    assert info is not None and info.last_seq == 1 and info.live_turn == "a"  # nothing written
     await store.aclose()
 
 

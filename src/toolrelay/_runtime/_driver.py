@@ -289,7 +289,9 @@ class TurnDriver:
         (written with the turn's start). Returns whether the turn is still on."""
         log = self._log
         if log is not None:
-            await self._host.load(self.key, log)
+            # The turn's start is written with the load, unless a given state must
+            # join it (in the same transaction) once the stored state is known.
+            await self._host.load(self.key, log, self._given_state is UNSET)
         if self._given_state is not UNSET:
             conversation = self._processor.conversation
             conversation.state, self._given_state = self._given_state, UNSET

@@ -17,7 +17,7 @@ shielded, so that they finish whatever cancels the turn.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol
 
 import anyio
@@ -36,6 +36,7 @@ from toolrelay._core import (
 )
 from toolrelay._errors import StaleClaimError, StoreError
 from toolrelay.store import (
+    Entry,
     MessageSaved,
     Record,
     StateSaved,
@@ -49,6 +50,10 @@ from toolrelay.store import (
 )
 
 __all__ = ("ThreadLog", "WaitingTurn")
+
+#: A store's :meth:`ReadAppendStore.read_and_append
+#: <toolrelay.store.ReadAppendStore.read_and_append>`.
+ReadAndAppend = Callable[..., Awaitable[tuple[list[Entry], int]]]
 
 _encode = msgspec.json.Encoder().encode
 
@@ -266,21 +271,48 @@ class ThreadLog:
                     # write is short, and bounded by the store's own timeout).
                     with anyio.CancelScope(shield=True):
                         await self._store.append(self._key, records, owner=self._owner)
-            except StaleClaimError:
-                # Another worker owns the thread now: what this one wrote is not the
-                # thread's any more (never written later under a new claim), and what it
-                # holds in memory is stale.
-                self.stale = True
-                raise
-            except StoreError:
-                self._outbox[0:0] = records
-                raise
-            except BaseException:
-                if self._ordered:  # cancelled mid-write: it may have landed
-                    self._unsure = records
+            except BaseException as exc:
+                self._not_written(records, exc)
                 raise
         finally:
             gate.release()
+
+    async def read_then_flush(self) -> list[Entry]:
+        """The thread's log as the store has it, and then what was added written after
+        it, in one round trip where the store can (a
+        :class:`~toolrelay.store.ReadAppendStore`); the caller holds :attr:`lock`.
+
+        Raises:
+            StoreError: Nothing was written; the records wait for the next flush.
+        """
+        # (the method looked up, not the protocol checked: isinstance walks a runtime
+        # protocol's members, some ten microseconds on Python 3.11)
+        together: ReadAndAppend | None = getattr(self._store, "read_and_append", None)
+        if together is None or self._unsure or not self._outbox:
+            return await self._store.read(self._key)
+        records, self._outbox = self._outbox, []
+        try:
+            if self._ordered:
+                before, _ = await together(self._key, records, owner=self._owner)
+            else:
+                with anyio.CancelScope(shield=True):
+                    before, _ = await together(self._key, records, owner=self._owner)
+        except BaseException as exc:
+            self._not_written(records, exc)
+            raise
+        return before
+
+    def _not_written(self, records: Sequence[Record], exc: BaseException) -> None:
+        """A write of ``records`` raised ``exc``: where they go now."""
+        if isinstance(exc, StaleClaimError):
+            # Another worker owns the thread now: what this one wrote is not the
+            # thread's any more (never written later under a new claim), and what it
+            # holds in memory is stale.
+            self.stale = True
+        elif isinstance(exc, StoreError):
+            self._outbox[0:0] = records
+        elif self._ordered:  # cancelled mid-write: it may have landed
+            self._unsure = records
 
     async def _settle(self) -> None:
         """After a cancelled write: whether its records landed, read from the thread's

@@ -101,7 +101,8 @@ class TurnHost(Generic[TurnT]):
         reach_turns: Whether a cancellation from outside a turn can reach its task once
             the turn has left its own scope (then its last write is shielded).
         load: Puts what the store has of a thread in front of its conversation, once
-            (with a store only).
+            (with a store only); when its last argument is true, what the thread's log
+            holds is written in the same round trip where the store can.
         finished: Called as a turn's task ends, before its waiters wake: the turn's
             run leaves the registry and the turn is counted.
     """
@@ -116,7 +117,7 @@ class TurnHost(Generic[TurnT]):
     new_run_id: Callable[[], str]
     deadlines: Deadlines
     reach_turns: Callable[[], bool]
-    load: Callable[[ThreadKey, ThreadLog], Awaitable[None]]
+    load: Callable[[ThreadKey, ThreadLog, bool], Awaitable[None]]
     finished: Callable[[TurnT, RunHandle | None], None]
 
     def run_settings(self, key: ThreadKey) -> RunSettings:

@@ -105,29 +105,36 @@ class ThreadTable(Generic[TurnT]):
         self.conversations[key] = conversation  # the most recently used, last
         return conversation, log
 
-    async def load(self, key: ThreadKey, log: ThreadLog) -> None:
+    async def load(self, key: ThreadKey, log: ThreadLog, write: bool = False) -> None:
         """Put what the store has of ``key`` in front of its conversation, once.
 
         History the embedding code supplied for the thread is replaced by the store's
         when the store has the thread, and written to it when it does not.
+
+        ``write``: what the log holds does not depend on what is read (the caller adds
+        nothing after the load that belongs with it), so it is written with the read,
+        in one round trip where the store can, unless history was supplied (which is
+        written only if the store does not have the thread).
         """
         if not log.loaded:  # a held thread's next turn passes without the lock
             async with log.lock:
-                await self._fill(key, log)
+                await self._fill(key, log, write)
 
-    async def _fill(self, key: ThreadKey, log: ThreadLog) -> None:
+    async def _fill(self, key: ThreadKey, log: ThreadLog, write: bool) -> None:
         """:meth:`load`'s work, with the log's lock held: another turn may have done it
         while this one waited."""
         store = self.store
         assert store is not None
         if log.loaded:
             return
-        history = replay(await store.read(key))
+        supplied = log.supplied
+        history = replay(
+            await (log.read_then_flush() if write and not supplied else store.read(key))
+        )
         conversation = self.conversations.get(key)
         if conversation is None:  # forgotten meanwhile: nothing to fill
             log.loaded = True
             return
-        supplied = log.supplied
         if history.last_seq:
             conversation.replace_head(supplied, history.messages)
             if history.state is not None:

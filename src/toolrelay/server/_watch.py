@@ -127,12 +127,34 @@ class WatchedStore(ForwardingStore[Store]):
     async def append(
         self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
     ) -> int:
+        _, last = await self._write(key, records, owner, read=False)
+        return last
+
+    async def read_and_append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> tuple[list[Entry], int]:
+        """The real store's :meth:`~toolrelay.store.ReadAppendStore.read_and_append`,
+        told like an append; a real store without it reads, then appends (what the
+        engine would do)."""
+        return await self._write(key, records, owner, read=True)
+
+    async def _write(
+        self, key: ThreadKey, records: Sequence[Record], owner: str | None, *, read: bool
+    ) -> tuple[list[Entry], int]:
+        """Append ``records`` (after reading the thread, if ``read``), then tell."""
         records = [self._rewrite(key, record) for record in records]
         if owner is None:
             owner = self._owners.get(key)
         started = time.perf_counter()
+        before: list[Entry] = []
         try:
-            last = await self.store.append(key, records, owner=owner)
+            together = getattr(self.store, "read_and_append", None) if read else None
+            if together is not None:
+                before, last = await together(key, records, owner=owner)
+            else:
+                if read:
+                    before = await self.store.read(key)
+                last = await self.store.append(key, records, owner=owner)
         except BaseException:
             if self._on_write is not None:
                 self._on_write(time.perf_counter() - started, False)
@@ -151,7 +173,7 @@ class WatchedStore(ForwardingStore[Store]):
         event = self._waiters.pop(key, None)
         if event is not None:
             event.set()
-        return last
+        return before, last
 
     async def delete_thread(self, key: ThreadKey) -> bool:
         self._owners.pop(key, None)

@@ -21,7 +21,12 @@ from toolrelay.store._claims import (
     TailingStore as TailingStore,
     hold as hold,
 )
-from toolrelay.store._contract import Entry as Entry, Store as Store, ThreadInfo as ThreadInfo
+from toolrelay.store._contract import (
+    Entry as Entry,
+    ReadAppendStore as ReadAppendStore,
+    Store as Store,
+    ThreadInfo as ThreadInfo,
+)
 from toolrelay.store._history import (
     EndedTurn as EndedTurn,
     LiveTurn as LiveTurn,
@@ -79,6 +84,7 @@ __all__ = (
     "NotifyingStore",
     "PostgresStore",
     "Posted",
+    "ReadAppendStore",
     "Record",
     "SQLiteStore",
     "StateSaved",

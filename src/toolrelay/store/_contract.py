@@ -26,6 +26,12 @@ checks):
    whether it landed; any other store's appends are shielded, so they finish. The
    embedded stores set it; :class:`toolrelay.testing.store_contract.OrderedCancellationContract`
    checks it.
+8. Optional: a :class:`ReadAppendStore` reads a thread's whole log and appends after
+   it in one call (one round trip, one transaction), what the engine's first write
+   to a thread it does not hold needs. The log it returns is exactly what ``read``
+   would have returned just before the append: nothing more, nothing less. The
+   embedded stores and PostgreSQL offer it; :class:`toolrelay.testing.StoreContract`
+   checks it where a store has it.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ import msgspec
 from toolrelay._core import ThreadKey
 from toolrelay.store._records import Record, TurnEnded, TurnStarted
 
-__all__ = ("Entry", "Store", "ThreadInfo", "live_turn_after")
+__all__ = ("Entry", "ReadAppendStore", "Store", "ThreadInfo", "live_turn_after")
 
 
 class Entry(msgspec.Struct, frozen=True):
@@ -133,6 +139,27 @@ class Store(Protocol):
 
     async def delete_thread(self, key: ThreadKey) -> bool:
         """Remove a thread and its log; ``False`` if the store did not have it."""
+        ...
+
+
+@runtime_checkable
+class ReadAppendStore(Store, Protocol):
+    """A store that reads a thread and appends to it in one round trip (rule 8)."""
+
+    async def read_and_append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> tuple[list[Entry], int]:
+        """``read(key)`` and ``append(key, records, owner=owner)``, in one transaction.
+
+        Returns:
+            The thread's records before the append, oldest first (empty for a thread
+            the append created), and the sequence number of the last record written.
+
+        Raises:
+            StoreError: Nothing was written (a record already stored that cannot be
+                decoded is :class:`~toolrelay.StoreCorruptError`, and nothing is
+                written either).
+        """
         ...
 
 

@@ -58,6 +58,16 @@ class MemoryStore:
         thread.updated_at = now
         return len(thread.log)
 
+    async def read_and_append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> tuple[list[Entry], int]:
+        """:meth:`ReadAppendStore.read_and_append
+        <toolrelay.store.ReadAppendStore.read_and_append>` (nothing awaited between
+        the two)."""
+        check_append(key, records)
+        before = await self.read(key)
+        return before, await self.append(key, records, owner=owner)
+
     async def read(
         self,
         key: ThreadKey,

@@ -304,6 +304,39 @@ class PostgresStore:
 
         return await self._run(write_claimed, doing, transaction=True)
 
+    async def read_and_append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> tuple[list[Entry], int]:
+        """:meth:`ReadAppendStore.read_and_append
+        <toolrelay.store.ReadAppendStore.read_and_append>`: the append first (it
+        locks the thread's row), then, in the same transaction, the records numbered
+        before it, which every writer before it committed."""
+        check_append(key, records)
+        parameters = self._append_parameters(key, records, owner)
+        count = len(records)
+        label = self._label
+
+        def write(connection: psycopg.Connection[Any]) -> tuple[list[Entry], int]:
+            row = connection.execute(_APPEND, parameters).fetchone()
+            assert row is not None
+            last = int(row[0])
+            if last == count:
+                return [], last  # (its append made the thread)
+            rows = connection.execute(
+                "SELECT r.seq, r.body FROM records r JOIN threads t ON r.thread = t.id "
+                "WHERE t.server = %(server)s AND t.room = %(room)s "
+                "AND t.thread = %(thread)s AND r.seq <= %(before)s ORDER BY r.seq",
+                {**key_parameters(key), "before": last - count},
+            ).fetchall()
+            try:
+                return [Entry(int(seq), decode_record(bytes(body))) for seq, body in rows], last
+            except ValueError as exc:  # rolled back: nothing written
+                raise StoreCorruptError(
+                    f"{label}: a record of {key} cannot be read ({exc})"
+                ) from exc
+
+        return await self._run(write, f"cannot write to {label}", transaction=True)
+
     async def read(
         self,
         key: ThreadKey,

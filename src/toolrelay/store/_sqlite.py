@@ -56,7 +56,7 @@ from toolrelay.store._sqlite_claims import (
     take_claim,
     take_next_claims,
 )
-from toolrelay.store._sqlite_queue import Append, Job, Queued, WorkQueue
+from toolrelay.store._sqlite_queue import Append, Job, Queued, ReadAppend, WorkQueue
 from toolrelay.store._sqlite_schema import (
     SCHEMA_VERSION,
     THREAD_COLUMNS,
@@ -112,6 +112,31 @@ def _insert(
         rows = min(_INSERT_ROWS, 1 << ((count - start).bit_length() - 1))
         cursor.execute(_INSERTS[rows], values[4 * start : 4 * (start + rows)])
         start += rows
+
+
+class _Unreadable(Exception):
+    """A record ``item`` reads cannot be decoded: its transaction is rolled back, and
+    the item fails with ``error`` alone."""
+
+    def __init__(self, item: Append, error: StoreCorruptError) -> None:
+        super().__init__(str(error))
+        self.item = item
+        self.error = error
+
+
+def _read_before(cursor: sqlite3.Cursor, item: ReadAppend, thread: int, label: str) -> None:
+    """``item.before``: its thread's records before the append (by the thread's row id:
+    the transaction has written every record it holds, ``item``'s last)."""
+    rows = cursor.execute(
+        "SELECT seq, body FROM records WHERE thread = ? AND seq <= ? ORDER BY seq",
+        (thread, item.last - len(item.records)),
+    ).fetchall()
+    try:
+        item.before = [Entry(seq, decode_record(body)) for seq, body in rows]
+    except ValueError as exc:  # msgspec's DecodeError and ValidationError
+        raise _Unreadable(
+            item, StoreCorruptError(f"{label}: a record of {item.key} cannot be read ({exc})")
+        ) from exc
 
 
 class _Seen:
@@ -290,13 +315,32 @@ class SQLiteStore:
         check_append(key, records, claim)
         return self._queued(Append(key, records, owner, claim))
 
+    async def read_and_append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> tuple[list[Entry], int]:
+        """:meth:`ReadAppendStore.read_and_append
+        <toolrelay.store.ReadAppendStore.read_and_append>`: the append joins the
+        group commit like any other, and its thread is read in the same transaction
+        only when the thread was there before it."""
+        check_append(key, records, None)
+        item = ReadAppend(key, records, owner)
+        last = await self._queued(item)
+        return item.before, last
+
     def _write(self, connection: sqlite3.Connection, batch: list[Append]) -> None:
         """Write ``batch`` in one transaction; if it fails and holds several appends,
         each is tried alone, so one's failure is not the others'. An append alone that
         a number already taken refused is tried once more: a failed transaction drops
-        what the store remembered, so the retry numbers it after what the file holds."""
+        what the store remembered, so the retry numbers it after what the file holds.
+        An append whose read finds a record it cannot decode fails alone, the others
+        written without it."""
         try:
             self._transaction(connection, batch)
+        except _Unreadable as exc:
+            exc.item.fail(exc.error)
+            rest = [item for item in batch if item is not exc.item]
+            if rest:
+                self._write(connection, rest)
         except sqlite3.Error as exc:
             if len(batch) == 1 and not isinstance(exc, sqlite3.IntegrityError):
                 batch[0].fail(sqlite_error(exc, f"cannot write to {self.path}"))
@@ -306,6 +350,8 @@ class SQLiteStore:
                     self._transaction(connection, [item])
                 except sqlite3.Error as alone:
                     item.fail(sqlite_error(alone, f"cannot write to {self.path}"))
+                except _Unreadable as unreadable:
+                    item.fail(unreadable.error)
 
     def _transaction(self, connection: sqlite3.Connection, batch: list[Append]) -> None:
         now = time.time()
@@ -327,6 +373,7 @@ class SQLiteStore:
             threads: list[int] = []
             seqs: list[int] = []
             bodies: list[bytearray] = []
+            reading: list[tuple[ReadAppend, int]] = []
             for item in batch:
                 key, records = item.key, item.records
                 if item.claim is not None and not claim_valid(connection, item.claim, now):
@@ -355,7 +402,12 @@ class SQLiteStore:
                 count = len(records)
                 threads.extend(repeat(seen.id, count))
                 seqs.extend(range(item.last - count + 1, item.last + 1))
+                if item.reads and item.last > count:  # (a thread it made has nothing)
+                    assert isinstance(item, ReadAppend)
+                    reading.append((item, seen.id))
             _insert(cursor, threads, seqs, bodies, now)
+            for read_item, thread in reading:
+                _read_before(cursor, read_item, thread, str(self.path))
             cursor.execute("COMMIT")
         except BaseException:
             # What the store remembered was moved past what was not written: read again.

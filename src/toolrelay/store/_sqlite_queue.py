@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -17,10 +17,11 @@ import anyio.to_thread
 from toolrelay._core import ThreadKey
 from toolrelay._errors import StoreUnavailableError
 from toolrelay.store._claims import Claim
+from toolrelay.store._contract import Entry
 from toolrelay.store._records import Record
 from toolrelay.store._sqlite_schema import sqlite_error
 
-__all__ = ("Append", "Job", "Queued", "WorkQueue")
+__all__ = ("Append", "Job", "Queued", "ReadAppend", "WorkQueue")
 
 T = TypeVar("T")
 
@@ -96,6 +97,9 @@ class Append(Queued[int]):
 
     __slots__ = ("claim", "key", "last", "owner", "records")
 
+    #: Whether the thread's log before the append is read too (see :class:`ReadAppend`).
+    reads: ClassVar[bool] = False
+
     def __init__(
         self,
         key: ThreadKey,
@@ -109,6 +113,19 @@ class Append(Queued[int]):
         self.records = records
         self.owner = owner
         self.last = 0
+
+
+class ReadAppend(Append):
+    """An append that also reads, in its transaction, the thread's log before it
+    (``before``, decoded in the hop)."""
+
+    __slots__ = ("before",)
+
+    reads: ClassVar[bool] = True
+
+    def __init__(self, key: ThreadKey, records: Sequence[Record], owner: str | None) -> None:
+        Append.__init__(self, key, records, owner)
+        self.before: list[Entry] = []
 
 
 class Job(Queued[T]):

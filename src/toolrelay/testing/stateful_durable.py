@@ -56,6 +56,7 @@ from toolrelay.protocol import RunAgentInput, ToolMessage, UserMessage
 from toolrelay.store import (
     Entry,
     MessageSaved,
+    ReadAppendStore,
     Record,
     SQLiteStore,
     Store,
@@ -124,6 +125,17 @@ class CrashableStore(ForwardingStore[Store]):
         if self.dead:
             raise StoreUnavailableError("the process is dead")
         return await self.store.append(key, records, owner=owner)
+
+    async def read_and_append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> tuple[list[Entry], int]:
+        """The inner store's (the engine's first write to a thread it loads), or a
+        read then an append where the inner store has no such call."""
+        if self.dead:
+            raise StoreUnavailableError("the process is dead")
+        if isinstance(self.store, ReadAppendStore):
+            return await self.store.read_and_append(key, records, owner=owner)
+        return await self.store.read(key), await self.store.append(key, records, owner=owner)
 
 
 class _Generation:

@@ -11,7 +11,8 @@ Every store toolrelay ships passes it unchanged; a store you write passes it too
 A store several workers share (:class:`toolrelay.store.ClaimingStore`) also passes
 :class:`ClaimingStoreContract`, mixed in beside the others; a store that sets
 ``ordered_cancellation`` (rule 7 of :mod:`toolrelay.store`) passes
-:class:`OrderedCancellationContract`.
+:class:`OrderedCancellationContract`; a :class:`toolrelay.store.ReadAppendStore`
+(rule 8) passes :class:`ReadAppendContract`.
 
 The tests are ``anyio`` tests: they run on every backend your ``anyio_backend``
 fixture names (asyncio by default). ``make_store`` gets a fresh directory per test;
@@ -37,6 +38,7 @@ from toolrelay.store import (
     ClaimingStore,
     Entry,
     MessageSaved,
+    ReadAppendStore,
     Record,
     StateSaved,
     Store,
@@ -54,6 +56,7 @@ __all__ = (
     "ClaimingStoreContract",
     "DurableStoreContract",
     "OrderedCancellationContract",
+    "ReadAppendContract",
     "StoreContract",
     "sample_records",
 )
@@ -348,6 +351,92 @@ class OrderedCancellationContract:
                 assert await store.append(key, [_started("next")]) == seen[key] + 1
         finally:
             await store.aclose()
+
+
+@pytest.mark.anyio
+class ReadAppendContract:
+    """Rule 8, for a :class:`toolrelay.store.ReadAppendStore`: ``read_and_append`` is
+    ``read`` then ``append`` with nothing between them. Mixed in beside
+    :class:`StoreContract`."""
+
+    def make_store(self, path: Path) -> Store:
+        """A store whose data lives under ``path``."""
+        raise NotImplementedError
+
+    @pytest.fixture
+    async def together(self, tmp_path: Path) -> Any:
+        store = self.make_store(tmp_path)
+        assert isinstance(store, ReadAppendStore)
+        await store.open()
+        yield store
+        await store.aclose()
+
+    async def test_a_new_thread_reads_nothing_and_is_created_by_the_append(
+        self, together: ReadAppendStore
+    ) -> None:
+        key = ThreadKey("t", room_id="r")
+        records = sample_records()
+        assert await together.read_and_append(key, records, owner="alice") == ([], len(records))
+        assert await together.read(key) == [Entry(i, r) for i, r in enumerate(records, 1)]
+        info = await together.thread(key)
+        assert info is not None and info.owner == "alice" and info.last_seq == len(records)
+
+    async def test_a_thread_reads_what_it_had_and_its_numbers_go_on(
+        self, together: ReadAppendStore
+    ) -> None:
+        key = ThreadKey("t")
+        await together.append(key, [_started("a"), _ended("a")], owner="alice")
+        await together.append(ThreadKey("other"), [_started("x")])
+        before = await together.read(key)
+        records = sample_records("b")
+        assert await together.read_and_append(key, records, owner="bob") == (
+            before,
+            2 + len(records),
+        )
+        assert await together.read(key) == before + [Entry(i, r) for i, r in enumerate(records, 3)]
+        info = await together.thread(key)
+        assert info is not None and info.owner == "alice"  # (rule 4)
+
+    async def test_what_it_reads_is_exactly_what_came_before_its_records(
+        self, together: ReadAppendStore
+    ) -> None:
+        """Concurrent with appends to the same thread and to others (new and old):
+        each call reads every record numbered before its own, and no other."""
+        keys = [ThreadKey(f"t{i}") for i in range(4)]
+        for key in keys[:2]:
+            await together.append(key, [_started("old")])
+        results: list[tuple[ThreadKey, str, list[Entry], int]] = []
+
+        async def read_and_append(key: ThreadKey, turn: str) -> None:
+            before, last = await together.read_and_append(key, [_started(turn), _ended(turn)])
+            results.append((key, turn, before, last))
+
+        async with anyio.create_task_group() as group:
+            for i in range(12):
+                key = keys[i % len(keys)]
+                group.start_soon(read_and_append, key, f"r{i}")
+                group.start_soon(together.append, key, [_started(f"a{i}")])
+        assert len(results) == 12
+        for key, turn, before, last in results:
+            log = await together.read(key)
+            assert [e.seq for e in log] == list(range(1, len(log) + 1))
+            assert before == log[: last - 2]
+            assert [e.record for e in log[last - 2 : last]] == [_started(turn), _ended(turn)]
+
+    async def test_a_failed_call_writes_nothing_and_uses_no_sequence_number(
+        self, together: ReadAppendStore
+    ) -> None:
+        key = ThreadKey("t")
+        await together.append(key, [_started("a")])
+        unencodable = StateSaved(turn_id="a", state={"x": object()})
+        with pytest.raises(TypeError):
+            await together.read_and_append(key, [_ended("a"), unencodable])
+        with pytest.raises(ValueError):
+            await together.read_and_append(key, [])
+        assert await together.read_and_append(key, [_ended("a")]) == (
+            [Entry(1, _started("a"))],
+            2,
+        )
 
 
 @pytest.mark.anyio
