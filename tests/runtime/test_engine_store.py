@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -16,6 +17,7 @@ from toolrelay import (
     Engine,
     EventReceived,
     RunStatus,
+    StoreUnavailableError,
     StreamDroppedError,
     TextMessage,
     ThreadKey,
@@ -27,6 +29,7 @@ from toolrelay import (
 from toolrelay._reasons import ReasonKind
 from toolrelay.protocol import (
     AssistantMessage,
+    Event,
     Interrupt,
     Message,
     ResumeEntry,
@@ -35,6 +38,7 @@ from toolrelay.protocol import (
     TextMessageContentEvent,
     TextMessageStartEvent,
     ToolMessage,
+    UnknownEvent,
     UserMessage,
 )
 from toolrelay.store import (
@@ -326,6 +330,107 @@ async def test_a_store_without_read_and_append_reads_then_writes_the_same_log() 
         [(type(r).__name__, getattr(r, "status", None)) for r in log] for log in logs
     )
     assert plain == together and len(plain) > 10
+
+
+class _FailsOnce(MemoryStore):
+    """The in-memory store, refusing once the first append ``refuse`` picks (by the
+    kinds of its records)."""
+
+    def __init__(self, refuse: Callable[[list[str]], bool]) -> None:
+        super().__init__()
+        self.refuse = refuse
+        self.refused: list[str] | None = None
+
+    async def append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> int:
+        if self.refused is None and self.refuse(_kinds(records)):
+            self.refused = _kinds(records)
+            raise StoreUnavailableError("the disk is full")
+        return await super().append(key, records, owner=owner)
+
+
+#: Which write a store refuses, by the kinds of its records.
+_WRITES: dict[str, Callable[[list[str]], bool]] = {
+    "calls": lambda kinds: kinds[0] == "ToolsStarted",
+    "result": lambda kinds: kinds[0] == "ToolFinished",
+    "answer": lambda kinds: kinds[0] == "MessageSaved",
+    "end": lambda kinds: "TurnEnded" in kinds,
+}
+
+
+class _Reads:
+    """A ScriptedAgent whose runs come as reads of ``size`` events (the
+    ``EventBatches`` an HTTP backend gives), so the engine takes them a read at once."""
+
+    def __init__(self, agent: ScriptedAgent, size: int) -> None:
+        self.agent = agent
+        self.size = size
+
+    async def allocate_run(self, key: ThreadKey) -> str | None:
+        return await self.agent.allocate_run(key)
+
+    @asynccontextmanager
+    async def run(self, key: ThreadKey, run_input: RunAgentInput) -> AsyncIterator[_Batched]:
+        async with self.agent.run(key, run_input) as events:
+            batched = _Batched(events, self.size)
+            try:
+                yield batched
+            finally:
+                await batched.reads.aclose()  # (as an HTTP backend's stream closes)
+
+
+class _Batched:
+    def __init__(self, events: AsyncIterator[Event | UnknownEvent], size: int) -> None:
+        self.events = events
+        self.reads = self._reads(size)
+
+    def __aiter__(self) -> _Batched:
+        return self
+
+    async def __anext__(self) -> Event | UnknownEvent:
+        return await self.events.__anext__()
+
+    def batches(self) -> AsyncGenerator[list[Event | UnknownEvent], None]:
+        return self.reads
+
+    async def _reads(self, size: int) -> AsyncGenerator[list[Event | UnknownEvent], None]:
+        read: list[Event | UnknownEvent] = []
+        async for event in self.events:
+            read.append(event)
+            if len(read) == size:
+                yield read
+                read = []
+        if read:
+            yield read
+
+
+@pytest.mark.parametrize(
+    "reads", [None, 1, 2, 3, 100], ids=["events", "reads-of-1", "of-2", "of-3", "one-read"]
+)
+@pytest.mark.parametrize("write", list(_WRITES))
+async def test_a_write_refused_mid_turn_fails_it_and_the_last_write_keeps_everything(
+    reads: int | None, write: str
+) -> None:
+    """Wherever the turn writes (a run's calls, a tool's result, an answer), a refused
+    write ends the turn ``failed`` with the store's reason, and its last write puts
+    everything down once, in order."""
+    store = _FailsOnce(_WRITES[write])
+    agent = _secret_agent()
+    backend = agent if reads is None else _Reads(agent, reads)
+    async with Engine(backend, tools=TOOLS, store=store) as engine:
+        turn = await engine.run_turn(KEY, "What are the numbers?")
+    assert store.refused is not None
+    if "TurnEnded" in store.refused:  # (refused with the turn's end: it had completed)
+        assert turn.status is RunStatus.completed
+    else:
+        assert turn.status is RunStatus.failed
+        assert turn.reason is not None and turn.reason.kind is ReasonKind.STORE_ERROR
+    log = [e.record for e in await store.read(KEY)]
+    assert _kinds(log)[:2] == _START and _kinds(log)[-1] == "TurnEnded"
+    assert len(log) == len({encode_record(r) for r in log})  # nothing twice
+    ended = log[-1]
+    assert isinstance(ended, TurnEnded) and ended.status == turn.status.value
 
 
 async def test_threads_evicted_past_max_threads_come_back_from_the_store(store: Store) -> None:

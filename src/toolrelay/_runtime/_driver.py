@@ -311,9 +311,13 @@ class TurnDriver:
         try:
             await log.flush()
         except StoreError as exc:
-            logger.error("the store failed for %s: %s", self.key, exc)
-            self._perform(self._processor.fail(exc.reason))
-            self._scope.cancel()  # the turn is over: its tools and stream stop too
+            self._store_failed(exc)
+
+    def _store_failed(self, exc: StoreError) -> None:
+        """A write failed: the turn fails (``store_error``)."""
+        logger.error("the store failed for %s: %s", self.key, exc)
+        self._perform(self._processor.fail(exc.reason))
+        self._scope.cancel()  # the turn is over: its tools and stream stop too
 
     async def _last_flush(self, log: ThreadLog) -> None:
         """The turn's last write (its end), whatever cancelled it; a store that still
@@ -393,7 +397,14 @@ class TurnDriver:
         if not self._processor.status.is_final:
             self._host.notifications.publish(ToolCallFinished(self.key, call.id, call.name, result))
         self._perform(effects)
-        await self._flush()
+        log = self._log
+        if log is not None and log.pending:
+            # (_flush written out: every tool result of every turn is written here, and
+            # a coroutine less waits on the store)
+            try:
+                await log.flush()
+            except StoreError as exc:
+                self._store_failed(exc)
 
     async def _first(self) -> tuple[RunHandle, RunAgentInput] | None:
         """The turn's first run to stream (``None``: the turn is over). A turn a crash
@@ -583,7 +594,12 @@ class TurnDriver:
                             # Records are added by effects only (anything else that
                             # adds some ends the run, whose end writes them).
                             if effects and log is not None and log.pending:
-                                await self._flush()  # what settled, the moment it exists
+                                # What settled, the moment it exists (_flush written
+                                # out: a coroutine less waits on the store).
+                                try:
+                                    await log.flush()
+                                except StoreError as exc:
+                                    self._store_failed(exc)
                             if self._run_over():
                                 break
                 if not self._run_over():
@@ -609,7 +625,8 @@ class TurnDriver:
         finally:
             self._streaming = None
         # Before a batch runs, its calls are in the store (promise 10's write-ahead).
-        await self._flush()
+        if log is not None and log.pending:
+            await self._flush()
         return self._ending
 
     def _stream_disposed(self) -> None:
@@ -654,7 +671,10 @@ class TurnDriver:
                 if not effects:
                     continue  # (records are added by effects only)
                 if log is not None and log.pending:
-                    await self._flush()
+                    try:  # (_flush written out, as in _stream_run)
+                        await log.flush()
+                    except StoreError as exc:
+                        self._store_failed(exc)
                 if self._run_over():
                     return
                 continue
@@ -681,5 +701,9 @@ class TurnDriver:
                     return  # what it settled is written as the run's stream ends
             if log is not None and log.pending:
                 # What a read settled, in one write before the next read is awaited:
-                # nothing waits on the network with a block unwritten.
-                await self._flush()
+                # nothing waits on the network with a block unwritten (_flush written
+                # out, as in _stream_run).
+                try:
+                    await log.flush()
+                except StoreError as exc:
+                    self._store_failed(exc)
