@@ -589,6 +589,81 @@ async def test_a_cancelled_or_closed_turn_is_written_ended_and_not_recovered(
     await store.aclose()
 
 
+class _Gated(MemoryStore):
+    """The in-memory store whose reads (and reads with an append) wait for ``gate``
+    while one is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate: anyio.Event | None = None
+
+    async def read(
+        self,
+        key: ThreadKey,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        max_bytes: int | None = None,
+    ) -> list[Entry]:
+        if self.gate is not None:
+            await self.gate.wait()
+        return await super().read(key, after=after, limit=limit, max_bytes=max_bytes)
+
+    async def read_and_append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> tuple[list[Entry], int]:
+        if self.gate is not None:
+            await self.gate.wait()
+        return await super().read_and_append(key, records, owner=owner)
+
+
+class _LandsThenWaits(_Gated):
+    """Its reads with an append write, then wait for ``gate``: cancelled there, the
+    append landed (all of it, as rule 7 allows)."""
+
+    async def read_and_append(
+        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+    ) -> tuple[list[Entry], int]:
+        before = await MemoryStore.read(self, key)  # (not the gated read)
+        written = before, await MemoryStore.append(self, key, records, owner=owner)
+        if self.gate is not None:
+            await self.gate.wait()
+        return written
+
+
+@pytest.mark.parametrize("store_kind", ["read_and_append", "read_then_append", "landed"])
+async def test_a_turn_ended_while_its_thread_loads_is_written_once_and_sent_once(
+    store_kind: str,
+) -> None:
+    """A turn cancelled while the engine reads its thread (nothing written yet, or its
+    start written with the read): what it wrote (its message, its end) is in the store
+    once, the next turn sends it once, and the thread's stored state is not replaced by
+    the state of a conversation that was never read."""
+    gated = _LandsThenWaits() if store_kind == "landed" else _Gated()
+    store: Store = _Plain(gated) if store_kind == "read_then_append" else gated
+    async with Engine(ScriptedAgent([text("one")]), store=store) as engine:
+        await engine.run_turn(KEY, "first", state={"step": 1})
+    agent = ScriptedAgent([text("three")])
+    async with Engine(agent, store=store) as engine:
+        gated.gate = anyio.Event()
+        second = engine.start_turn(KEY, "second")
+        await anyio.wait_all_tasks_blocked()  # (the turn waits on the store's read)
+        assert second.cancel()
+        gated.gate.set()
+        gated.gate = None
+        await second.wait_finished()
+        third = await engine.run_turn(KEY, "third")
+    assert second.status is RunStatus.cancelled and third.status is RunStatus.completed
+    sent = [m.content for m in agent.inputs[0].messages if isinstance(m, UserMessage)]
+    assert sent == ["first", "second", "third"]
+    ids = [m.id for m in third.conversation.messages]
+    assert len(ids) == len(set(ids)) == len(agent.inputs[0].messages) + 1
+    log = [e.record for e in await gated.read(KEY)]
+    saved = [r for r in log if isinstance(r, MessageSaved)]
+    assert len(saved) == 5  # first, one, second, third, three: each once
+    assert replay(await gated.read(KEY)).state == {"step": 1}
+
+
 async def test_recover_resumes_a_turn_the_log_shows_live(store: Store) -> None:
     # What a crash leaves: a turn started, its batch about to run, no end.
     async with Engine(_secret_agent(), tools=TOOLS, store=store, recover=False) as engine:

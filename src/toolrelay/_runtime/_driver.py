@@ -329,6 +329,11 @@ class TurnDriver:
         and nothing it would stop can happen there)."""
         with anyio.CancelScope(shield=True) if self._host.reach_turns() else _UNSHIELDED:
             try:
+                if not log.loaded:
+                    # The turn ended before its thread was read (cancelled or replaced
+                    # while it loaded): read it now, before what the turn added is
+                    # written, so that it never comes back as history in front of itself.
+                    await self._host.load(self.key, log, True)
                 await log.flush()
             except StoreError as exc:
                 logger.error("the end of the turn on %s was not written: %s", self.key, exc)

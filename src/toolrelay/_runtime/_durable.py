@@ -236,7 +236,11 @@ class ThreadLog:
                     pass
 
     def add_state(self, turn_id: str, conversation: Conversation) -> None:
-        """The record of ``conversation``'s state, unless the store holds it already."""
+        """The record of ``conversation``'s state, unless the store holds it already
+        (or the thread was never read: a turn that ended before its thread loaded ran
+        nothing that changed the state, and what it holds is not the thread's)."""
+        if not self.loaded:
+            return
         encoded = _encode(conversation.state)
         if encoded != self._saved_state:
             self._saved_state = encoded
@@ -277,18 +281,28 @@ class ThreadLog:
         finally:
             gate.release()
 
-    async def read_then_flush(self) -> list[Entry]:
-        """The thread's log as the store has it, and then what was added written after
-        it, in one round trip where the store can (a
-        :class:`~toolrelay.store.ReadAppendStore`); the caller holds :attr:`lock`.
+    async def read_to_load(self, write: bool) -> list[Entry]:
+        """The thread's log as the store has it before anything this log added (what
+        loading the thread puts in front of its conversation); with ``write``, what was
+        added is written after it, in one round trip where the store can (a
+        :class:`~toolrelay.store.ReadAppendStore`). The caller holds :attr:`lock`.
 
         Raises:
             StoreError: Nothing was written; the records wait for the next flush.
         """
+        unsure = len(self._unsure)
+        if unsure and await self._settle():
+            # Such a write, cancelled while the thread loaded, landed: its records are
+            # the log's last (only this log writes its thread), and the conversation
+            # holds them already.
+            entries = await self._store.read(self._key)
+            return entries[: len(entries) - unsure]
         # (the method looked up, not the protocol checked: isinstance walks a runtime
         # protocol's members, some ten microseconds on Python 3.11)
-        together: ReadAndAppend | None = getattr(self._store, "read_and_append", None)
-        if together is None or self._unsure or not self._outbox:
+        together: ReadAndAppend | None = (
+            getattr(self._store, "read_and_append", None) if write else None
+        )
+        if together is None or not self._outbox:
             return await self._store.read(self._key)
         records, self._outbox = self._outbox, []
         try:
@@ -314,7 +328,7 @@ class ThreadLog:
         elif self._ordered:  # cancelled mid-write: it may have landed
             self._unsure = records
 
-    async def _settle(self) -> None:
+    async def _settle(self) -> bool:
         """After a cancelled write: whether its records landed, read from the thread's
         tail (the store settled the write before answering); those that did not go
         back in front of the outbox. Only this log writes its thread, and no two of
@@ -332,3 +346,4 @@ class ThreadLog:
         self._unsure = ()
         if not landed:
             self._outbox[0:0] = unsure
+        return landed

@@ -123,14 +123,10 @@ class ThreadTable(Generic[TurnT]):
     async def _fill(self, key: ThreadKey, log: ThreadLog, write: bool) -> None:
         """:meth:`load`'s work, with the log's lock held: another turn may have done it
         while this one waited."""
-        store = self.store
-        assert store is not None
         if log.loaded:
             return
         supplied = log.supplied
-        history = replay(
-            await (log.read_then_flush() if write and not supplied else store.read(key))
-        )
+        history = replay(await log.read_to_load(write and not supplied))
         conversation = self.conversations.get(key)
         if conversation is None:  # forgotten meanwhile: nothing to fill
             log.loaded = True
