@@ -292,9 +292,9 @@ class ThreadLog:
         """
         unsure = len(self._unsure)
         if unsure and await self._settle():
-            # Such a write, cancelled while the thread loaded, landed: its records are
-            # the log's last (only this log writes its thread), and the conversation
-            # holds them already.
+            # A write cancelled while the thread loaded (this call's, earlier) landed:
+            # its records are the log's last (only this log writes its thread), and the
+            # conversation holds them already.
             entries = await self._store.read(self._key)
             return entries[: len(entries) - unsure]
         # (the method looked up, not the protocol checked: isinstance walks a runtime

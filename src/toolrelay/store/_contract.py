@@ -30,8 +30,8 @@ checks):
    it in one call (one round trip, one transaction), what the engine's first write
    to a thread it does not hold needs. The log it returns is exactly what ``read``
    would have returned just before the append: nothing more, nothing less. The
-   embedded stores and PostgreSQL offer it; :class:`toolrelay.testing.StoreContract`
-   checks it where a store has it.
+   embedded stores and PostgreSQL offer it;
+   :class:`toolrelay.testing.store_contract.ReadAppendContract` checks it.
 """
 
 from __future__ import annotations
