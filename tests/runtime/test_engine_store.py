@@ -6,6 +6,7 @@ import sqlite3
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -246,16 +247,9 @@ class _Calls(MemoryStore):
         super().__init__()
         self.calls: list[tuple[str, list[str]]] = []
 
-    async def read(
-        self,
-        key: ThreadKey,
-        *,
-        after: int = 0,
-        limit: int | None = None,
-        max_bytes: int | None = None,
-    ) -> list[Entry]:
+    async def read(self, key: ThreadKey, **options: Any) -> list[Entry]:
         self.calls.append(("read", []))
-        return await super().read(key, after=after, limit=limit, max_bytes=max_bytes)
+        return await super().read(key, **options)
 
     async def append(
         self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
@@ -597,17 +591,10 @@ class _Gated(MemoryStore):
         super().__init__()
         self.gate: anyio.Event | None = None
 
-    async def read(
-        self,
-        key: ThreadKey,
-        *,
-        after: int = 0,
-        limit: int | None = None,
-        max_bytes: int | None = None,
-    ) -> list[Entry]:
+    async def read(self, key: ThreadKey, **options: Any) -> list[Entry]:
         if self.gate is not None:
             await self.gate.wait()
-        return await super().read(key, after=after, limit=limit, max_bytes=max_bytes)
+        return await super().read(key, **options)
 
     async def read_and_append(
         self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
