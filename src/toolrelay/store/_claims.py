@@ -259,10 +259,35 @@ class FencedStore(ForwardingStore[ClaimingStore]):
         owner: str | None = None,
         claim: Claim | None = None,
     ) -> int:
+        return await self.store.append(key, records, owner=owner, claim=self._fence(key, claim))
+
+    async def read_and_append(
+        self,
+        key: ThreadKey,
+        records: Sequence[Record],
+        *,
+        owner: str | None = None,
+        claim: Claim | None = None,
+    ) -> tuple[list[Entry], int]:
+        """:meth:`~toolrelay.store.ReadAppendStore.read_and_append` under this
+        worker's claim, in one round trip where the shared store can (the SQLite and
+        PostgreSQL stores take ``claim`` there too), else a read, then a fenced append."""
+        claim = self._fence(key, claim)
+        together = getattr(self.store, "read_and_append", None)
+        if together is not None:
+            written: tuple[list[Entry], int] = await together(
+                key, records, owner=owner, claim=claim
+            )
+            return written
+        before = await self.store.read(key)
+        return before, await self.store.append(key, records, owner=owner, claim=claim)
+
+    def _fence(self, key: ThreadKey, claim: Claim | None) -> Claim:
+        """The claim a write to ``key`` carries: the one given, or this worker's."""
         claim = claim or self.held(key)
         if claim is None:
             raise StaleClaimError(f"{key} is not held by worker {self.worker!r}: not written")
-        return await self.store.append(key, records, owner=owner, claim=claim)
+        return claim
 
     async def claim(
         self, key: ThreadKey, *, worker: str | None = None, lease: float | None = None

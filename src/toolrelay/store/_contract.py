@@ -29,8 +29,10 @@ checks):
 8. Optional: a :class:`ReadAppendStore` reads a thread's whole log and appends after
    it in one call (one round trip, one transaction), what the engine's first write
    to a thread it does not hold needs. The log it returns is exactly what ``read``
-   would have returned just before the append: nothing more, nothing less. The
-   embedded stores and PostgreSQL offer it;
+   would have returned just before the append: nothing more, nothing less. A store
+   that also takes claims (:class:`~toolrelay.store.ClaimingStore`) takes ``claim=``
+   there too, refused as its ``append`` refuses it. The embedded stores and
+   PostgreSQL offer it;
    :class:`toolrelay.testing.store_contract.ReadAppendContract` checks it.
 """
 

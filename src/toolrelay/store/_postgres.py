@@ -305,18 +305,26 @@ class PostgresStore:
         return await self._run(write_claimed, doing, transaction=True)
 
     async def read_and_append(
-        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+        self,
+        key: ThreadKey,
+        records: Sequence[Record],
+        *,
+        owner: str | None = None,
+        claim: Claim | None = None,
     ) -> tuple[list[Entry], int]:
         """:meth:`ReadAppendStore.read_and_append
-        <toolrelay.store.ReadAppendStore.read_and_append>`: the append first (it
-        locks the thread's row), then, in the same transaction, the records numbered
-        before it, which every writer before it committed."""
-        check_append(key, records)
+        <toolrelay.store.ReadAppendStore.read_and_append>`, fenced by ``claim`` as
+        :meth:`append` is: the append first (it locks the thread's row), then, in the
+        same transaction, the records numbered before it, which every writer before it
+        committed."""
+        check_append(key, records, claim)
         parameters = self._append_parameters(key, records, owner)
         count = len(records)
         label = self._label
 
         def write(connection: psycopg.Connection[Any]) -> tuple[list[Entry], int]:
+            if claim is not None:
+                check_fence(connection, key, claim)
             row = connection.execute(_APPEND, parameters).fetchone()
             assert row is not None
             last = int(row[0])

@@ -316,14 +316,20 @@ class SQLiteStore:
         return self._queued(Append(key, records, owner, claim))
 
     async def read_and_append(
-        self, key: ThreadKey, records: Sequence[Record], *, owner: str | None = None
+        self,
+        key: ThreadKey,
+        records: Sequence[Record],
+        *,
+        owner: str | None = None,
+        claim: Claim | None = None,
     ) -> tuple[list[Entry], int]:
         """:meth:`ReadAppendStore.read_and_append
-        <toolrelay.store.ReadAppendStore.read_and_append>`: the append joins the
-        group commit like any other, and its thread is read in the same transaction
-        only when the thread was there before it."""
-        check_append(key, records, None)
-        item = ReadAppend(key, records, owner)
+        <toolrelay.store.ReadAppendStore.read_and_append>`, fenced by ``claim`` as
+        :meth:`append` is: the append joins the group commit like any other, and its
+        thread is read in the same transaction only when the thread was there before
+        it."""
+        check_append(key, records, claim)
+        item = ReadAppend(key, records, owner, claim)
         last = await self._queued(item)
         return item.before, last
 

@@ -123,8 +123,14 @@ class ReadAppend(Append):
 
     reads: ClassVar[bool] = True
 
-    def __init__(self, key: ThreadKey, records: Sequence[Record], owner: str | None) -> None:
-        Append.__init__(self, key, records, owner)
+    def __init__(
+        self,
+        key: ThreadKey,
+        records: Sequence[Record],
+        owner: str | None,
+        claim: Claim | None = None,
+    ) -> None:
+        Append.__init__(self, key, records, owner, claim)
         self.before: list[Entry] = []
 
 
