@@ -330,6 +330,7 @@ class SQLiteStore:
         it."""
         check_append(key, records, claim)
         item = ReadAppend(key, records, owner, claim)
+        item.before = []  # (a thread its append makes has nothing before)
         last = await self._queued(item)
         return item.before, last
 

@@ -117,21 +117,13 @@ class Append(Queued[int]):
 
 class ReadAppend(Append):
     """An append that also reads, in its transaction, the thread's log before it
-    (``before``, decoded in the hop)."""
+    (``before``, decoded in the hop; set empty by its maker)."""
 
     __slots__ = ("before",)
 
     reads: ClassVar[bool] = True
 
-    def __init__(
-        self,
-        key: ThreadKey,
-        records: Sequence[Record],
-        owner: str | None,
-        claim: Claim | None = None,
-    ) -> None:
-        Append.__init__(self, key, records, owner, claim)
-        self.before: list[Entry] = []
+    before: list[Entry]
 
 
 class Job(Queued[T]):
