@@ -32,7 +32,7 @@ import msgspec
 
 from toolrelay._core import ThreadKey
 from toolrelay.store import Entry, Record, Store, TurnEnded, TurnStarted
-from toolrelay.store._forwarding import ForwardingStore
+from toolrelay.store._forwarding import ForwardingStore, read_and_append
 
 __all__ = ("WatchedStore",)
 
@@ -148,12 +148,9 @@ class WatchedStore(ForwardingStore[Store]):
         started = time.perf_counter()
         before: list[Entry] = []
         try:
-            together = getattr(self.store, "read_and_append", None) if read else None
-            if together is not None:
-                before, last = await together(key, records, owner=owner)
+            if read:
+                before, last = await read_and_append(self.store, key, records, owner=owner)
             else:
-                if read:
-                    before = await self.store.read(key)
                 last = await self.store.append(key, records, owner=owner)
         except BaseException:
             if self._on_write is not None:

@@ -29,7 +29,7 @@ import msgspec
 from toolrelay._core import ThreadKey
 from toolrelay._errors import StaleClaimError, StoreError
 from toolrelay.store._contract import Entry, Store
-from toolrelay.store._forwarding import ForwardingStore
+from toolrelay.store._forwarding import ForwardingStore, read_and_append
 from toolrelay.store._records import Record
 
 __all__ = (
@@ -273,14 +273,7 @@ class FencedStore(ForwardingStore[ClaimingStore]):
         worker's claim, in one round trip where the shared store can (the SQLite and
         PostgreSQL stores take ``claim`` there too), else a read, then a fenced append."""
         claim = self._fence(key, claim)
-        together = getattr(self.store, "read_and_append", None)
-        if together is not None:
-            written: tuple[list[Entry], int] = await together(
-                key, records, owner=owner, claim=claim
-            )
-            return written
-        before = await self.store.read(key)
-        return before, await self.store.append(key, records, owner=owner, claim=claim)
+        return await read_and_append(self.store, key, records, owner=owner, claim=claim)
 
     def _fence(self, key: ThreadKey, claim: Claim | None) -> Claim:
         """The claim a write to ``key`` carries: the one given, or this worker's."""

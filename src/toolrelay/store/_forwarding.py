@@ -7,12 +7,14 @@ a store writes; what they read, and opening and closing, is the wrapped store's.
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar
 
 from toolrelay._core import ThreadKey
 from toolrelay.store._contract import Entry, Store, ThreadInfo
+from toolrelay.store._records import Record
 
-__all__ = ("ForwardingStore",)
+__all__ = ("ForwardingStore", "read_and_append")
 
 _S = TypeVar("_S", bound=Store)
 
@@ -53,3 +55,18 @@ class ForwardingStore(Generic[_S]):
 
     async def delete_thread(self, key: ThreadKey) -> bool:
         return await self.store.delete_thread(key)
+
+
+async def read_and_append(
+    store: Store, key: ThreadKey, records: Sequence[Record], **options: Any
+) -> tuple[list[Entry], int]:
+    """``store``'s :meth:`~toolrelay.store.ReadAppendStore.read_and_append` where it
+    has one (one round trip), else a read, then an append (what the engine does with
+    such a store); ``options`` go to the append (``owner``, a claim)."""
+    together = getattr(store, "read_and_append", None)
+    if together is not None:
+        written: tuple[list[Entry], int] = await together(key, records, **options)
+        return written
+    before = await store.read(key)
+    last: int = await store.append(key, records, **options)
+    return before, last

@@ -58,6 +58,7 @@ from toolrelay.store._sqlite_claims import (
 )
 from toolrelay.store._sqlite_queue import Append, Job, Queued, ReadAppend, WorkQueue
 from toolrelay.store._sqlite_schema import (
+    LAST_SEQ,
     SCHEMA_VERSION,
     THREAD_COLUMNS,
     THREAD_FIELDS,
@@ -173,8 +174,8 @@ def _take(cursor: sqlite3.Cursor, item: Append, now: float) -> _Seen:
     made, its records starting at 1); the thread as the append leaves it."""
     key, records = item.key, item.records
     row = cursor.execute(
-        "SELECT id, coalesce((SELECT max(r.seq) FROM records r WHERE r.thread = threads.id), "
-        "last_seq), live_turn FROM threads WHERE server = ? AND room = ? AND thread = ?",
+        f"SELECT id, {LAST_SEQ}, live_turn FROM threads "
+        "WHERE server = ? AND room = ? AND thread = ?",
         (key.server, key.room_id, key.thread_id),
     ).fetchone()
     if row is not None:

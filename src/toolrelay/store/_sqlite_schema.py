@@ -23,6 +23,7 @@ from toolrelay.store._contract import ThreadInfo
 
 __all__ = (
     "APPLICATION_ID",
+    "LAST_SEQ",
     "SCHEMA_VERSION",
     "THREAD_COLUMNS",
     "THREAD_FIELDS",
@@ -103,12 +104,14 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 #: append): :data:`THREAD_COLUMNS` reads the current ones from its records.
 THREAD_FIELDS = "server, room, thread, owner, last_seq, live_turn, created_at, updated_at"
 
+#: A thread's last sequence number (``FROM threads``): its last record's, through the
+#: ``(thread, seq)`` index (the row's own if it has no record, as before schema 4).
+LAST_SEQ = "coalesce((SELECT max(r.seq) FROM records r WHERE r.thread = threads.id), last_seq)"
+
 #: A thread as :func:`thread_info` reads it (``FROM threads``): its last sequence
 #: number and time from its last record, the row's time for records older than schema 4.
 THREAD_COLUMNS = (
-    "server, room, thread, owner, "
-    "coalesce((SELECT max(r.seq) FROM records r WHERE r.thread = threads.id), last_seq), "
-    "live_turn, created_at, "
+    f"server, room, thread, owner, {LAST_SEQ}, live_turn, created_at, "
     "coalesce((SELECT r.at FROM records r WHERE r.thread = threads.id "
     "ORDER BY r.seq DESC LIMIT 1), updated_at)"
 )

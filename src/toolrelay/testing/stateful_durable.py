@@ -56,7 +56,6 @@ from toolrelay.protocol import RunAgentInput, ToolMessage, UserMessage
 from toolrelay.store import (
     Entry,
     MessageSaved,
-    ReadAppendStore,
     Record,
     SQLiteStore,
     Store,
@@ -65,7 +64,7 @@ from toolrelay.store import (
     TurnEnded,
     TurnStarted,
 )
-from toolrelay.store._forwarding import ForwardingStore
+from toolrelay.store._forwarding import ForwardingStore, read_and_append
 from toolrelay.store._records import StoredBatch
 from toolrelay.testing._builders import text, tool_call
 from toolrelay.testing._scripted import Gate, ScriptedAgent, Step
@@ -133,9 +132,7 @@ class CrashableStore(ForwardingStore[Store]):
         read then an append where the inner store has no such call."""
         if self.dead:
             raise StoreUnavailableError("the process is dead")
-        if isinstance(self.store, ReadAppendStore):
-            return await self.store.read_and_append(key, records, owner=owner)
-        return await self.store.read(key), await self.store.append(key, records, owner=owner)
+        return await read_and_append(self.store, key, records, owner=owner)
 
 
 class _Generation:
